@@ -1,0 +1,21 @@
+#include "onnx_io/function_bodies.h"
+
+#include <map>
+
+namespace fuseopt {
+
+static std::map<std::string, FunctionBodyBuilder>& registry() {
+  static std::map<std::string, FunctionBodyBuilder> r;
+  return r;
+}
+
+void register_function_body(const std::string& domain, const std::string& op, FunctionBodyBuilder b) {
+  registry()[domain + "\x1f" + op] = std::move(b);
+}
+
+const FunctionBodyBuilder* find_function_body(const std::string& domain, const std::string& op) {
+  auto it = registry().find(domain + "\x1f" + op);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+}  // namespace fuseopt

@@ -1,0 +1,369 @@
+#include "onnx_io/onnx_io.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "onnx_io/function_bodies.h"
+#include "onnx_io/tensor_proto.h"
+#include "util/error.h"
+#include "util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace fuseopt {
+
+namespace {
+
+// Names read inside a subgraph that it does not define: outer-scope reads.
+void collect_outer_refs(const onnx::GraphProto& g, std::set<std::string>& defined, std::set<std::string>& refs) {
+  std::set<std::string> local = defined;
+  for (const auto& i : g.input()) local.insert(i.name());
+  for (const auto& i : g.initializer()) local.insert(i.name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) local.insert(o);
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input())
+      if (!i.empty() && !local.count(i)) refs.insert(i);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_outer_refs(a.g(), local, refs);
+      for (const auto& sg : a.graphs()) collect_outer_refs(sg, local, refs);
+    }
+  }
+  for (const auto& o : g.output())
+    if (!local.count(o.name())) refs.insert(o.name());
+}
+
+void read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
+  if (!vi.has_type() || !vi.type().has_tensor_type()) return;
+  const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type() != 0) v->dtype = static_cast<DType>(tt.elem_type());
+  if (tt.has_shape()) {
+    Shape s;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) s.push_back(Dim::of(d.dim_value()));
+      else if (d.has_dim_param()) s.push_back(Dim::sym(d.dim_param()));
+      else s.push_back(Dim::unknown());
+    }
+    v->shape = s;
+  }
+}
+
+void write_value_info(const Value* v, onnx::ValueInfoProto* vi) {
+  vi->set_name(v->name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(v->dtype));
+  if (v->shape) {
+    auto* sh = tt->mutable_shape();
+    for (const Dim& d : *v->shape) {
+      auto* pd = sh->add_dim();
+      if (d.known()) pd->set_dim_value(d.value);
+      else if (!d.symbol.empty()) pd->set_dim_param(d.symbol);
+    }
+  }
+}
+
+Attribute read_attribute(const onnx::AttributeProto& a) {
+  Attribute r;
+  r.name = a.name();
+  r.ref_attr_name = a.ref_attr_name();
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
+    case AP::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
+    case AP::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
+    case AP::TENSOR:
+      r.kind = Attribute::Kind::Tensor;
+      r.t = std::make_shared<Tensor>(tensor_from_proto(a.t(), ""));
+      break;
+    case AP::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case AP::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case AP::STRINGS: r.kind = Attribute::Kind::Strings; r.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case AP::GRAPH: case AP::GRAPHS:
+      r.kind = Attribute::Kind::Graph;
+      r.opaque = a.SerializeAsString();
+      break;
+    default:
+      r.kind = Attribute::Kind::Other;
+      r.opaque = a.SerializeAsString();
+      break;
+  }
+  return r;
+}
+
+void write_attribute(const Attribute& a, onnx::AttributeProto* p) {
+  if (!a.opaque.empty()) {
+    p->ParseFromString(a.opaque);
+    p->set_name(a.name);
+    return;
+  }
+  p->set_name(a.name);
+  if (!a.ref_attr_name.empty()) p->set_ref_attr_name(a.ref_attr_name);
+  using AP = onnx::AttributeProto;
+  switch (a.kind) {
+    case Attribute::Kind::Float: p->set_type(AP::FLOAT); p->set_f(a.f); break;
+    case Attribute::Kind::Int: p->set_type(AP::INT); p->set_i(a.i); break;
+    case Attribute::Kind::String: p->set_type(AP::STRING); p->set_s(a.s); break;
+    case Attribute::Kind::Tensor: p->set_type(AP::TENSOR); tensor_to_proto(*a.t, "", p->mutable_t()); break;
+    case Attribute::Kind::Floats: p->set_type(AP::FLOATS); for (float f : a.floats) p->add_floats(f); break;
+    case Attribute::Kind::Ints: p->set_type(AP::INTS); for (int64_t i : a.ints) p->add_ints(i); break;
+    case Attribute::Kind::Strings: p->set_type(AP::STRINGS); for (const auto& s : a.strings) p->add_strings(s); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std::string& base_dir,
+                                             const std::string& label, const LoadOptions& opts) {
+  onnx::ModelProto model;
+  FUSE_CHECK(model.ParseFromString(bytes), label << ": not a valid ONNX model (protobuf parse failed; truncated or not an .onnx file?)");
+  FUSE_CHECK(model.has_graph() && model.ir_version() > 0,
+             label << ": not a valid ONNX model (no graph or no ir_version)");
+
+  auto g = std::make_unique<Graph>();
+  g->ir_version = model.ir_version();
+  for (const auto& op : model.opset_import()) {
+    std::string dom = op.domain() == "ai.onnx" ? "" : op.domain();
+    g->opset_imports[dom] = op.version();
+  }
+  int64_t opset = g->opset("");
+  FUSE_CHECK(opset <= kMaxKnownOpset, label << ": default-domain opset " << opset
+                                            << " is newer than this fuseopt knows (up to " << kMaxKnownOpset << ")");
+  for (const auto& f : model.functions()) g->functions.push_back(f.SerializeAsString());
+
+  const onnx::GraphProto& gp = model.graph();
+  g->name = gp.name();
+  {
+    onnx::GraphProto shell = gp;
+    shell.clear_node(); shell.clear_initializer(); shell.clear_input(); shell.clear_output();
+    shell.clear_value_info(); shell.clear_sparse_initializer();
+    g->graph_shell = shell.SerializeAsString();
+    onnx::ModelProto mshell = model;
+    mshell.clear_graph(); mshell.clear_functions(); mshell.clear_opset_import();
+    g->model_shell = mshell.SerializeAsString();
+  }
+
+  for (const auto& init : gp.initializer()) {
+    Value* v = g->create_value(init.name());
+    Tensor t = tensor_from_proto(init, base_dir, label);
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) g->had_external_data = true;
+    v->dtype = t.dtype;
+    Shape s;
+    for (int64_t d : t.dims) s.push_back(Dim::of(d));
+    v->shape = s;
+    v->const_data = std::make_shared<Tensor>(std::move(t));
+    g->initializers.push_back(v);
+  }
+  FUSE_CHECK(gp.sparse_initializer_size() == 0, label << ": sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    Value* v = g->find(in.name());
+    if (v) {  // an initializer also listed as input (IR < 4 style): it stays a constant
+      continue;
+    }
+    v = g->create_value(in.name());
+    v->is_graph_input = true;
+    v->has_value_info = true;
+    read_value_info(in, v);
+    g->inputs.push_back(v);
+  }
+
+  // Create outputs first so node order in the file does not matter.
+  std::vector<Node*> nodes;
+  for (const auto& np : gp.node()) {
+    std::vector<std::string> outs(np.output().begin(), np.output().end());
+    for (const auto& o : outs)
+      FUSE_CHECK(o.empty() || !g->find(o) || !(g->find(o)->producer || g->find(o)->is_graph_input || g->find(o)->const_data),
+                 label << ": value '" << o << "' is produced twice (second time by node '" << np.name() << "')");
+    Node* n = g->add_node(np.op_type(), np.domain() == "ai.onnx" ? "" : np.domain(), {}, outs,
+                          np.name().empty() ? np.op_type() : np.name());
+    // Node names are preserved exactly where the model had unique ones.
+    if (!np.name().empty()) n->name = n->name;  // add_node already uniquified
+    n->doc_string = np.doc_string();
+    for (const auto& a : np.attribute()) n->attrs.push_back(read_attribute(a));
+    nodes.push_back(n);
+  }
+  int idx = 0;
+  for (const auto& np : gp.node()) {
+    Node* n = nodes[idx++];
+    for (int i = 0; i < np.input_size(); ++i) {
+      const std::string& name = np.input(i);
+      if (name.empty()) { g->set_input(n, i, nullptr); continue; }
+      Value* v = g->find(name);
+      FUSE_CHECK(v, label << ": node " << n->label() << " reads '" << name
+                          << "', which no node, input or initializer produces");
+      g->set_input(n, i, v);
+    }
+    std::set<std::string> defined, refs;
+    for (const auto& a : np.attribute()) {
+      if (a.has_g()) collect_outer_refs(a.g(), defined, refs);
+      for (const auto& sg : a.graphs()) collect_outer_refs(sg, defined, refs);
+    }
+    for (const auto& r : refs) {
+      Value* v = g->find(r);
+      FUSE_CHECK(v, label << ": subgraph of node " << n->label() << " reads '" << r << "', which is not defined");
+      g->add_implicit_input(n, v);
+    }
+  }
+  for (const auto& vi : gp.value_info()) {
+    Value* v = g->find(vi.name());
+    if (!v) continue;
+    v->has_value_info = true;
+    read_value_info(vi, v);
+  }
+  for (const auto& out : gp.output()) {
+    Value* v = g->find(out.name());
+    FUSE_CHECK(v, label << ": graph output '" << out.name() << "' is not produced by any node");
+    v->is_graph_output = true;
+    read_value_info(out, v);
+    g->outputs.push_back(v);
+  }
+  if (opts.verify) {
+    try {
+      g->topo_sort();
+      g->verify();
+    } catch (const Error& e) {
+      throw Error(label + ": " + e.what());
+    }
+  }
+  return g;
+}
+
+std::unique_ptr<Graph> load_model(const std::string& path, const LoadOptions& opts) {
+  std::error_code ec;
+  FUSE_CHECK(fs::exists(path, ec), path << ": no such file");
+  FUSE_CHECK(fs::is_regular_file(path, ec), path << ": not a regular file");
+  std::ifstream f(path, std::ios::binary);
+  FUSE_CHECK(f, path << ": cannot open for reading");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  FUSE_CHECK(!bytes.empty(), path << ": file is empty");
+  fs::path base = fs::path(path).parent_path();
+  auto g = load_model_from_bytes(bytes, base.empty() ? "." : base.string(), path, opts);
+  g->source_path = path;
+  return g;
+}
+
+namespace {
+
+onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*, onnx::TensorProto*)>& write_init) {
+  onnx::ModelProto model;
+  if (!g.model_shell.empty()) model.ParseFromString(g.model_shell);
+  if (model.producer_name().empty()) model.set_producer_name("fuseopt");
+  model.set_ir_version(g.ir_version);
+  for (const auto& [dom, ver] : g.opset_imports) {
+    auto* op = model.add_opset_import();
+    op->set_domain(dom);
+    op->set_version(ver);
+  }
+  onnx::GraphProto* gp = model.mutable_graph();
+  if (!g.graph_shell.empty()) gp->ParseFromString(g.graph_shell);
+  gp->set_name(g.name.empty() ? "fuseopt" : g.name);
+  for (const Value* v : g.initializers) write_init(v, gp->add_initializer());
+  for (const Value* v : g.inputs) write_value_info(v, gp->add_input());
+  for (const Value* v : g.outputs) write_value_info(v, gp->add_output());
+  std::map<std::string, std::vector<const Node*>> fused;
+  for (const auto& np : g.nodes()) {
+    const Node* n = np.get();
+    auto* p = gp->add_node();
+    p->set_name(n->name);
+    p->set_op_type(n->op_type);
+    if (!n->domain.empty()) p->set_domain(n->domain);
+    if (!n->doc_string.empty()) p->set_doc_string(n->doc_string);
+    for (const Value* v : n->inputs) p->add_input(v ? v->name : "");
+    // Trailing omitted optional inputs are dropped, as ONNX prefers.
+    while (p->input_size() > 0 && p->input(p->input_size() - 1).empty()) p->mutable_input()->RemoveLast();
+    for (const Value* v : n->outputs) p->add_output(v ? v->name : "");
+    while (p->output_size() > 0 && p->output(p->output_size() - 1).empty()) p->mutable_output()->RemoveLast();
+    for (const Attribute& a : n->attrs) write_attribute(a, p->add_attribute());
+    if (find_function_body(n->domain, n->op_type)) fused[n->domain + "\x1f" + n->op_type].push_back(n);
+  }
+  std::set<const Value*> io(g.inputs.begin(), g.inputs.end());
+  io.insert(g.outputs.begin(), g.outputs.end());
+  for (const Value* v : g.all_values())
+    if (v->has_value_info && !io.count(v) && !v->const_data && v->producer) write_value_info(v, gp->add_value_info());
+
+  for (const auto& f : g.functions) model.add_functions()->ParseFromString(f);
+  for (const auto& [key, nodes] : fused) {
+    const Node* n0 = nodes.front();
+    std::vector<onnx::FunctionProto> fns;
+    (*find_function_body(n0->domain, n0->op_type))(g, nodes, fns);
+    for (auto& fn : fns) *model.add_functions() = std::move(fn);
+  }
+  return model;
+}
+
+std::string serialize_deterministic(const onnx::ModelProto& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream sos(&out);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    FUSE_CHECK(m.SerializeToCodedStream(&cos), "failed to serialize the model (over 2 GiB? use external data)");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string serialize_model(const Graph& g) {
+  auto m = to_proto(g, [](const Value* v, onnx::TensorProto* t) { tensor_to_proto(*v->const_data, v->name, t); });
+  return serialize_deterministic(m);
+}
+
+void save_model(const Graph& g, const std::string& path, const SaveOptions& opts) {
+  fs::path out(path);
+  std::error_code ec;
+  if (!opts.input_path.empty() && fs::exists(out, ec) &&
+      fs::equivalent(fs::path(opts.input_path), out, ec))
+    throw Error(path + ": output path is the input file; refusing to overwrite the input");
+  fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  FUSE_CHECK(fs::is_directory(dir, ec), path << ": output folder '" << dir.string() << "' does not exist");
+
+  size_t total = 0;
+  for (const Value* v : g.initializers) total += v->const_data->bytes.size();
+  bool external = opts.external == SaveOptions::External::Always ||
+                  (opts.external == SaveOptions::External::Auto &&
+                   (g.had_external_data || total > (size_t(18) << 27)));
+
+  std::string data_name = out.filename().string() + ".data";
+  AtomicFile data_file(external ? (dir / data_name).string() : std::string());
+  uint64_t offset = 0;
+  auto write_init = [&](const Value* v, onnx::TensorProto* t) {
+    const Tensor& ten = *v->const_data;
+    if (!external || ten.bytes.size() < opts.external_threshold_bytes || ten.dtype == DType::String) {
+      tensor_to_proto(ten, v->name, t);
+      return;
+    }
+    // Align each tensor to 4 KiB so the side file can be memory-mapped.
+    uint64_t pad = (4096 - offset % 4096) % 4096;
+    data_file.write(std::string(pad, '\0'));
+    offset += pad;
+    tensor_to_proto_header(ten, v->name, t);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* k, const std::string& val) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(val);
+    };
+    add("location", data_name);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(ten.bytes.size()));
+    data_file.write(std::string(reinterpret_cast<const char*>(ten.bytes.data()), ten.bytes.size()));
+    offset += ten.bytes.size();
+  };
+  onnx::ModelProto m = to_proto(g, write_init);
+  std::string bytes = serialize_deterministic(m);
+  AtomicFile model_file(path);
+  model_file.write(bytes);
+  if (external) data_file.commit();
+  model_file.commit();
+}
+
+}  // namespace fuseopt

@@ -1,0 +1,36 @@
+// Load and save .onnx files. The only part of fuseopt that touches the ONNX
+// protobuf classes (plus function bodies in onnx_io/functions).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace fuseopt {
+
+// Highest default-domain opset this build understands; newer models are refused
+// with a clear error rather than half-understood.
+constexpr int64_t kMaxKnownOpset = 23;
+
+struct LoadOptions {
+  bool verify = true;  // topo-sort and check the graph (cycle, dangling inputs)
+};
+
+// Throws fuseopt::Error with a one-line message naming the file on any problem.
+std::unique_ptr<Graph> load_model(const std::string& path, const LoadOptions& opts = {});
+std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std::string& base_dir,
+                                             const std::string& label, const LoadOptions& opts = {});
+
+struct SaveOptions {
+  // External data: Auto = when the input had it or the weights exceed 1.8 GiB.
+  enum class External { Auto, Always, Never } external = External::Auto;
+  size_t external_threshold_bytes = 1024;  // smaller tensors stay inline
+  std::string input_path;                  // refuse to overwrite this file
+};
+
+// Writes atomically: a temporary file in the target folder, then rename. The
+// side file for external data is `<output file name>.data` next to it.
+void save_model(const Graph& g, const std::string& path, const SaveOptions& opts = {});
+std::string serialize_model(const Graph& g);  // inline data only
+
+}  // namespace fuseopt

@@ -1,0 +1,115 @@
+#include "onnx_io/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace fuseopt {
+
+namespace {
+
+template <class Src, class Dst>
+void copy_field(const Src& src, Tensor& t) {
+  FUSE_CHECK(static_cast<int64_t>(src.size()) == t.numel(), "tensor has " << src.size() << " values, shape needs " << t.numel());
+  Dst* d = t.data<Dst>();
+  int64_t i = 0;
+  for (auto v : src) d[i++] = static_cast<Dst>(v);
+}
+
+void read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label, Tensor& t) {
+  std::string location;
+  uint64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& e : p.external_data()) {
+    if (e.key() == "location") location = e.value();
+    else if (e.key() == "offset") offset = std::stoull(e.value());
+    else if (e.key() == "length") length = std::stoll(e.value());
+  }
+  std::string who = label + ": initializer '" + p.name() + "'";
+  FUSE_CHECK(!location.empty(), who << " has external data without a location");
+  fs::path loc(location);
+  FUSE_CHECK(!loc.is_absolute(), who << ": external data location '" << location << "' is absolute; only paths inside the model's folder are allowed");
+  for (const auto& part : loc)
+    FUSE_CHECK(part != "..", who << ": external data location '" << location << "' escapes the model's folder");
+  fs::path full = fs::path(base_dir) / loc;
+  std::ifstream f(full, std::ios::binary);
+  FUSE_CHECK(f, who << ": cannot open external data file '" << full.string() << "'");
+  size_t need = t.bytes.size();
+  FUSE_CHECK(length < 0 || static_cast<size_t>(length) == need,
+             who << ": external data length " << length << " does not match its shape (" << need << " bytes)");
+  f.seekg(0, std::ios::end);
+  uint64_t size = static_cast<uint64_t>(f.tellg());
+  FUSE_CHECK(offset + need <= size, who << ": external data file '" << full.string() << "' is too short (truncated?)");
+  f.seekg(static_cast<std::streamoff>(offset));
+  f.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(need));
+  FUSE_CHECK(f, who << ": reading external data from '" << full.string() << "' failed");
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label) {
+  DType dt = static_cast<DType>(p.data_type());
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims)
+    FUSE_CHECK(d >= 0, label << ": tensor '" << p.name() << "' has a negative dimension");
+  Tensor t;
+  t.dtype = dt;
+  t.dims = dims;
+  if (dt == DType::String) {
+    t.strings.assign(p.string_data().begin(), p.string_data().end());
+    return t;
+  }
+  FUSE_CHECK(dtype_size(dt) > 0, label << ": tensor '" << p.name() << "' has unsupported data type " << p.data_type());
+  t.bytes.resize(static_cast<size_t>(t.numel()) * dtype_size(dt));
+  try {
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+      read_external(p, base_dir, label, t);
+    } else if (p.has_raw_data()) {
+      FUSE_CHECK(p.raw_data().size() == t.bytes.size(), "raw data is " << p.raw_data().size() << " bytes, shape needs " << t.bytes.size());
+      std::memcpy(t.bytes.data(), p.raw_data().data(), t.bytes.size());
+    } else {
+      switch (dt) {
+        case DType::Float: copy_field<decltype(p.float_data()), float>(p.float_data(), t); break;
+        case DType::Double: copy_field<decltype(p.double_data()), double>(p.double_data(), t); break;
+        case DType::Int64: copy_field<decltype(p.int64_data()), int64_t>(p.int64_data(), t); break;
+        case DType::UInt32: case DType::UInt64:
+          if (dt == DType::UInt32) copy_field<decltype(p.uint64_data()), uint32_t>(p.uint64_data(), t);
+          else copy_field<decltype(p.uint64_data()), uint64_t>(p.uint64_data(), t);
+          break;
+        case DType::Int32: copy_field<decltype(p.int32_data()), int32_t>(p.int32_data(), t); break;
+        case DType::Int16: copy_field<decltype(p.int32_data()), int16_t>(p.int32_data(), t); break;
+        case DType::Int8: copy_field<decltype(p.int32_data()), int8_t>(p.int32_data(), t); break;
+        case DType::UInt16: case DType::Float16: case DType::BFloat16:
+          copy_field<decltype(p.int32_data()), uint16_t>(p.int32_data(), t); break;
+        case DType::UInt8: case DType::Bool: copy_field<decltype(p.int32_data()), uint8_t>(p.int32_data(), t); break;
+        default: throw Error("unsupported data type");
+      }
+    }
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind(label, 0) == 0 && !label.empty()) throw;
+    throw Error((label.empty() ? std::string() : label + ": ") + "tensor '" + p.name() + "': " + e.what());
+  }
+  return t;
+}
+
+void tensor_to_proto_header(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  if (!name.empty()) p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype));
+  for (int64_t d : t.dims) p->add_dims(d);
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  tensor_to_proto_header(t, name, p);
+  if (t.dtype == DType::String) {
+    for (const auto& s : t.strings) p->add_string_data(s);
+    return;
+  }
+  p->set_raw_data(std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size()));
+}
+
+}  // namespace fuseopt
