@@ -1,0 +1,97 @@
+// The contract between the runtime Session and kernels of every backend.
+// A kernel reads its inputs, decides its output shapes from the actual input
+// shapes (shapes are only known at run time), asks the context for outputs,
+// and computes. Kernels register themselves from their own file:
+//
+//   FUSEOPT_KERNEL(Relu, "", "Relu", Backend::CPU, {DType::Float}) { ... ctx ... }
+//
+// Lookup is keyed by (domain, op, backend, dtype of the dispatch input); a
+// kernel registered with no dtypes accepts any.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace fuseopt {
+
+enum class Backend { CPU = 0, CUDA = 1 };
+const char* backend_name(Backend b);
+
+// Numeric mode of a run. On CUDA, Float16/BFloat16 mean float tensors are
+// stored in that type (weights converted once at load); statistics,
+// softmax and GEMM accumulation stay in fp32. TF32 lets GEMMs use tf32.
+enum class Precision { FP32, TF32, FP16, BF16 };
+const char* precision_name(Precision p);
+
+// A tensor at run time: a view of memory owned by the Session.
+struct RtTensor {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  Backend where = Backend::CPU;  // where `data` lives
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t rank() const { return shape.size(); }
+  template <class T> T* ptr() const { return static_cast<T*>(data); }
+};
+
+class KernelContext {
+ public:
+  virtual ~KernelContext() = default;
+  virtual const Node& node() const = 0;
+  virtual Backend backend() const = 0;
+  virtual Precision precision() const = 0;
+
+  virtual size_t num_inputs() const = 0;
+  // nullptr when the optional input is omitted. Data lives on backend().
+  virtual const RtTensor* input(size_t i) const = 0;
+  // The same input, readable on the host (shape tensors, axes, starts...).
+  // On the CPU backend this is input(i); on CUDA the runtime keeps integer
+  // shape computations on the host so this rarely copies.
+  virtual const RtTensor* host_input(size_t i) = 0;
+
+  virtual size_t num_outputs() const = 0;  // outputs the node declares
+  // Allocates output i (from the session's memory plan) and returns it.
+  virtual RtTensor* output(size_t i, DType dtype, const std::vector<int64_t>& shape) = 0;
+  // Makes output i a view of input j (Reshape, Squeeze, Identity...): no copy.
+  virtual RtTensor* alias_output(size_t i, size_t input_j, const std::vector<int64_t>& shape) = 0;
+  // Temporary memory on backend(), released when the kernel returns.
+  virtual void* scratch(size_t bytes) = 0;
+  // cudaStream_t on CUDA, nullptr on CPU.
+  virtual void* stream() const = 0;
+};
+
+using KernelFn = std::function<void(KernelContext&)>;
+
+struct KernelInfo {
+  std::string domain, op;
+  Backend backend;
+  std::vector<DType> dtypes;  // empty = any
+  KernelFn fn;
+  int dispatch_input = 0;     // which input's dtype selects the kernel
+};
+
+void register_kernel(KernelInfo info);
+// nullptr when no kernel fits.
+const KernelInfo* find_kernel(const std::string& domain, const std::string& op, Backend b, DType dt);
+std::vector<const KernelInfo*> all_kernels();
+
+struct KernelRegistrar {
+  explicit KernelRegistrar(KernelInfo info) { register_kernel(std::move(info)); }
+};
+
+#define FUSEOPT_KERNEL_CAT2(a, b) a##b
+#define FUSEOPT_KERNEL_CAT(a, b) FUSEOPT_KERNEL_CAT2(a, b)
+// Defines and registers `static void ID(KernelContext& ctx)`.
+#define FUSEOPT_KERNEL(ID, DOMAIN, OP, BACKEND, ...)                                      \
+  static void ID(::fuseopt::KernelContext& ctx);                                          \
+  static ::fuseopt::KernelRegistrar FUSEOPT_KERNEL_CAT(ID, _registrar)(                   \
+      ::fuseopt::KernelInfo{DOMAIN, OP, BACKEND, std::vector<::fuseopt::DType> __VA_ARGS__, ID}); \
+  static void ID(::fuseopt::KernelContext& ctx)
+
+}  // namespace fuseopt
