@@ -1,0 +1,52 @@
+// What the Session needs from a device: memory, copies, a stream, and graph
+// capture. The CPU backend lives in src/runtime; the CUDA backend registers
+// itself from kernels/cuda when the library is built with CUDA, so the core
+// never includes CUDA headers.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/kernel.h"
+
+namespace fuseopt {
+
+class BackendImpl {
+ public:
+  virtual ~BackendImpl() = default;
+  virtual Backend kind() const = 0;
+  virtual std::string device_name() const = 0;
+
+  virtual void* alloc(size_t bytes) = 0;  // throws Error when out of memory
+  virtual void free(void* p) = 0;
+  virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src_host, size_t bytes) = 0;
+  virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
+  virtual void* stream() = 0;  // cudaStream_t, or nullptr
+  virtual void synchronize() = 0;
+
+  // Graph capture (CUDA graphs). capture() records everything `body` enqueues
+  // on stream() and returns a handle; replay() launches it again.
+  virtual bool supports_capture() const { return false; }
+  virtual std::shared_ptr<void> capture(const std::function<void()>& body) { return nullptr; }
+  virtual void replay(const std::shared_ptr<void>& handle) {}
+
+  // Timing with device events (ms); CPU uses wall clock.
+  virtual double elapsed_ms(const std::function<void()>& body) = 0;
+};
+
+using BackendFactory = std::function<std::unique_ptr<BackendImpl>()>;
+// `available` says whether the backend can run here; on false it sets *why.
+using BackendProbe = std::function<bool(std::string* why)>;
+
+void register_backend(Backend b, BackendFactory make, BackendProbe available);
+bool backend_available(Backend b, std::string* why = nullptr);
+std::unique_ptr<BackendImpl> make_backend(Backend b);  // throws Error if unavailable
+
+struct BackendRegistrar {
+  BackendRegistrar(Backend b, BackendFactory make, BackendProbe available) {
+    register_backend(b, std::move(make), std::move(available));
+  }
+};
+
+}  // namespace fuseopt
