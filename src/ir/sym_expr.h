@@ -1,0 +1,54 @@
+// Symbolic integer expressions for dimensions: sums of integer-weighted
+// products of named symbols ("batch*seq", "seq*4", "seq+1"). Used by shape
+// inference to compute Reshape/Concat/Slice/Range sizes when dims are symbolic.
+//
+// Canonical text form (what Dim::symbol holds for a computed dim): terms sorted
+// by degree (highest first), then by symbol names; symbols in a term sorted;
+// the coefficient is written last ("batch*seq*4"); the constant term is last
+// ("seq*2+1", "seq-1"). Two expressions that are equal as polynomials print
+// the same text, so Dim::operator== (string compare) works on them.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fuseopt {
+
+class SymExpr {
+ public:
+  SymExpr() = default;  // the constant 0
+  static SymExpr constant(int64_t c);
+  static SymExpr symbol(const std::string& name);  // an atom, not parsed
+  // Parses the canonical (or any "a*b*3+c-2"-style) text; a string that does
+  // not parse becomes one opaque atom, so every dim_param is accepted.
+  static SymExpr parse(const std::string& text);
+  // Known dim -> constant; named symbol -> parse(symbol); anonymous -> nullopt.
+  static std::optional<SymExpr> from_dim(const Dim& d);
+
+  bool is_constant() const;
+  std::optional<int64_t> constant_value() const;  // when is_constant()
+  // A known dim (constant >= 0), a symbolic dim (canonical text), or
+  // Dim::unknown() for a negative constant (not a valid size).
+  Dim to_dim() const;
+  std::string str() const;
+
+  SymExpr operator+(const SymExpr& o) const;
+  SymExpr operator-(const SymExpr& o) const;
+  SymExpr operator*(const SymExpr& o) const;
+  // Exact division only: every term divisible by a single-term divisor
+  // (e.g. (batch*seq*128) / 128 = batch*seq); nullopt otherwise.
+  std::optional<SymExpr> exact_div(const SymExpr& o) const;
+  bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
+  bool operator!=(const SymExpr& o) const { return !(*this == o); }
+
+ private:
+  using Monomial = std::vector<std::string>;  // sorted symbol names (with repeats)
+  std::map<Monomial, int64_t> terms_;          // monomial -> nonzero coefficient
+  void add_term(const Monomial& m, int64_t c);
+};
+
+}  // namespace fuseopt
