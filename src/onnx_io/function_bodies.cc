@@ -18,4 +18,18 @@ const FunctionBodyBuilder* find_function_body(const std::string& domain, const s
   return it == registry().end() ? nullptr : &it->second;
 }
 
+static std::map<std::string, OverloadSelector>& overloads() {
+  static std::map<std::string, OverloadSelector> r;
+  return r;
+}
+
+void register_function_overload(const std::string& domain, const std::string& op, OverloadSelector s) {
+  overloads()[domain + "\x1f" + op] = std::move(s);
+}
+
+std::string function_overload(const Graph& g, const Node& n) {
+  auto it = overloads().find(n.domain + "\x1f" + n.op_type);
+  return it == overloads().end() ? std::string() : it->second(g, n);
+}
+
 }  // namespace fuseopt

@@ -20,6 +20,22 @@ using FunctionBodyBuilder =
 void register_function_body(const std::string& domain, const std::string& op, FunctionBodyBuilder b);
 const FunctionBodyBuilder* find_function_body(const std::string& domain, const std::string& op);
 
+// IR-10 function overloads: a fused op whose body depends on its optional
+// inputs or attributes registers a selector; save_model writes the returned
+// name into NodeProto.overload (field 8; "" = none) and raises the model's
+// ir_version to 10. The builder must emit one FunctionProto per overload name
+// (FunctionProto.overload, field 13). See set_function_overload_field().
+using OverloadSelector = std::function<std::string(const Graph& g, const Node& n)>;
+void register_function_overload(const std::string& domain, const std::string& op, OverloadSelector s);
+// The overload save_model writes for this node ("" when the op has no selector).
+std::string function_overload(const Graph& g, const Node& n);
+
+struct FunctionOverloadRegistrar {
+  FunctionOverloadRegistrar(const std::string& domain, const std::string& op, OverloadSelector s) {
+    register_function_overload(domain, op, std::move(s));
+  }
+};
+
 struct FunctionBodyRegistrar {
   FunctionBodyRegistrar(const std::string& domain, const std::string& op, FunctionBodyBuilder b) {
     register_function_body(domain, op, std::move(b));

@@ -1,5 +1,6 @@
 #include "onnx_io/onnx_io.h"
 
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -283,13 +284,24 @@ onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*,
     while (p->output_size() > 0 && p->output(p->output_size() - 1).empty()) p->mutable_output()->RemoveLast();
     for (const Attribute& a : n->attrs) write_attribute(a, p->add_attribute());
     if (find_function_body(n->domain, n->op_type)) fused[n->domain + "\x1f" + n->op_type].push_back(n);
+    // IR-10 NodeProto.overload (field 8): libonnx's generated classes predate it.
+    if (std::string ov = function_overload(g, *n); !ov.empty()) {
+      p->GetReflection()->MutableUnknownFields(p)->AddLengthDelimited(8, ov);
+      if (model.ir_version() < 10) model.set_ir_version(10);
+    }
   }
   std::set<const Value*> io(g.inputs.begin(), g.inputs.end());
   io.insert(g.outputs.begin(), g.outputs.end());
   for (const Value* v : g.all_values())
     if (v->has_value_info && !io.count(v) && !v->const_data && v->producer) write_value_info(v, gp->add_value_info());
 
-  for (const auto& f : g.functions) model.add_functions()->ParseFromString(f);
+  // Functions of ops that have a builder are regenerated below (a model
+  // fuseopt wrote and reads again must not define them twice).
+  for (const auto& f : g.functions) {
+    onnx::FunctionProto fp;
+    fp.ParseFromString(f);
+    if (!find_function_body(fp.domain(), fp.name())) *model.add_functions() = std::move(fp);
+  }
   for (const auto& [key, nodes] : fused) {
     const Node* n0 = nodes.front();
     std::vector<onnx::FunctionProto> fns;
