@@ -1,0 +1,36 @@
+// The activations fuseopt.FusedMatMul / LayerNormLinear fold in, shared by the
+// CPU kernels so every fused op computes them the same way.
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "ir/graph.h"
+#include "util/error.h"
+
+namespace fuseopt::cpu {
+
+enum class Activation { None, Relu, Gelu, GeluTanh };
+
+inline Activation parse_activation(const Node& n) {
+  const std::string a = n.attr_string("activation", "none");
+  if (a == "none" || a.empty()) return Activation::None;
+  if (a == "relu") return Activation::Relu;
+  if (a == "gelu") return Activation::Gelu;
+  if (a == "gelu_tanh") return Activation::GeluTanh;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh)");
+}
+
+inline float apply_activation(Activation act, float x) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0.0f ? x : (x == x ? 0.0f : x);  // NaN stays NaN
+    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(inner));
+    }
+  }
+  return x;
+}
+
+}  // namespace fuseopt::cpu

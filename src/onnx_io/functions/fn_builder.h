@@ -1,0 +1,130 @@
+// A small helper to write the ONNX FunctionProto bodies of fuseopt ops
+// (domain "fuseopt") in standard ONNX ops. Header-only; used by the files in
+// src/onnx_io/functions/. Overloads (IR 10) are set through the unknown-field
+// set because Debian's libonnx protobuf classes predate the field.
+#pragma once
+#include <google/protobuf/unknown_field_set.h>
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fuseopt::fnbody {
+
+class FnBuilder {
+ public:
+  // `opset` is the default-domain opset the body's ops follow (the model's).
+  FnBuilder(const std::string& op, const std::string& overload, std::vector<std::string> inputs,
+            std::vector<std::string> outputs, std::vector<std::string> attributes, int64_t opset)
+      : opset_(opset) {
+    f_.set_name(op);
+    f_.set_domain("fuseopt");
+    for (auto& i : inputs) f_.add_input(i);
+    for (auto& o : outputs) f_.add_output(o);
+    for (auto& a : attributes) f_.add_attribute(a);
+    auto* imp = f_.add_opset_import();
+    imp->set_domain("");
+    imp->set_version(opset);
+    if (!overload.empty()) f_.GetReflection()->MutableUnknownFields(&f_)->AddLengthDelimited(13, overload);
+  }
+
+  int64_t opset() const { return opset_; }
+
+  // Adds a node; returns its first output (a fresh name unless `out` is given).
+  std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& out = "",
+                   std::vector<onnx::AttributeProto> attrs = {}) {
+    auto* n = f_.add_node();
+    n->set_op_type(op);
+    for (auto& i : inputs) n->add_input(i);
+    std::string o = out.empty() ? fresh(op) : out;
+    n->add_output(o);
+    for (auto& a : attrs) *n->add_attribute() = std::move(a);
+    return o;
+  }
+
+  // A float scalar constant with the dtype of `like` (CastLike from opset 15;
+  // before that the body is written for float models only).
+  std::string scalar(float v, const std::string& like) {
+    onnx::AttributeProto a;
+    a.set_name("value_float");
+    a.set_type(onnx::AttributeProto::FLOAT);
+    a.set_f(v);
+    std::string c = node("Constant", {}, "", {a});
+    return opset_ >= 15 ? node("CastLike", {c, like}) : c;
+  }
+  // A float scalar taken from the function's attribute `attr`.
+  std::string scalar_attr(const std::string& attr, const std::string& like) {
+    onnx::AttributeProto a;
+    a.set_name("value_float");
+    a.set_type(onnx::AttributeProto::FLOAT);
+    a.set_ref_attr_name(attr);
+    std::string c = node("Constant", {}, "", {a});
+    return opset_ >= 15 ? node("CastLike", {c, like}) : c;
+  }
+  // An int64 1-D constant.
+  std::string ints(const std::vector<int64_t>& v) {
+    onnx::AttributeProto a;
+    a.set_name("value_ints");
+    a.set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a.add_ints(x);
+    return node("Constant", {}, "", {a});
+  }
+  // ReduceMean over the last axis, keepdims=1 (axes as attribute before opset 18).
+  std::string reduce_mean_last(const std::string& x, const std::string& out = "") {
+    if (opset_ >= 18) return node("ReduceMean", {x, ints({-1})}, out);
+    onnx::AttributeProto a;
+    a.set_name("axes");
+    a.set_type(onnx::AttributeProto::INTS);
+    a.add_ints(-1);
+    return node("ReduceMean", {x}, out, {a});
+  }
+
+  static onnx::AttributeProto attr_ref(const std::string& name, const std::string& ref,
+                                       onnx::AttributeProto::AttributeType t) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(t);
+    a.set_ref_attr_name(ref);
+    return a;
+  }
+  static onnx::AttributeProto attr_int(const std::string& name, int64_t v) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(v);
+    return a;
+  }
+
+  onnx::FunctionProto take() { return std::move(f_); }
+
+ private:
+  std::string fresh(const std::string& op) { return "_" + op + "_" + std::to_string(counter_++); }
+  onnx::FunctionProto f_;
+  int64_t opset_;
+  int counter_ = 0;
+};
+
+// Emits one body per distinct overload among `nodes`, built by `build(node)`.
+template <class Select, class Build>
+void per_overload(const Graph& g, const std::vector<const Node*>& nodes, std::vector<onnx::FunctionProto>& out,
+                  Select select, Build build) {
+  std::set<std::string> done;
+  for (const Node* n : nodes) {
+    std::string ov = select(g, *n);
+    if (!done.insert(ov).second) continue;
+    out.push_back(build(g, *n, ov));
+  }
+}
+
+// The attribute names a node carries (a function declares those it accepts).
+inline std::vector<std::string> attr_names(const Node& n) {
+  std::vector<std::string> v;
+  for (const auto& a : n.attrs) v.push_back(a.name);
+  return v;
+}
+
+}  // namespace fuseopt::fnbody
