@@ -1,0 +1,110 @@
+// Concat and Split along one axis: contiguous runs of prod(dims after axis)
+// elements per outer index, so both are plain memcpy loops for every dtype.
+#include <numeric>
+
+#include "kernels/cpu/dm_util.h"
+
+namespace fuseopt {
+namespace {
+
+using namespace dm;
+
+std::string shapes_of(KernelContext& ctx) {
+  std::string s;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const RtTensor* t = ctx.input(i);
+    s += (i ? ", " : "") + (t ? shape_str(t->shape) : std::string("<none>"));
+  }
+  return s;
+}
+
+// Split sizes: the `split` input (opset >= 13) or attribute (< 13); else
+// `num_outputs` (opset 18, last chunk smaller); else equal parts.
+std::vector<int64_t> split_sizes(KernelContext& ctx, int64_t dim, int64_t n) {
+  std::vector<int64_t> sizes;
+  if (const RtTensor* s = opt_host_input(ctx, 1)) {
+    sizes = read_ints(ctx, *s);
+  } else if (ctx.node().has_attr("split")) {
+    sizes = ctx.node().attr_ints("split");
+  } else if (ctx.node().has_attr("num_outputs")) {
+    const int64_t parts = ctx.node().attr_int("num_outputs", n);
+    DM_CHECK(ctx, parts == n && n > 0, "num_outputs " << parts << " but the node has " << n
+                                                      << " outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    sizes.assign(n, chunk);
+    sizes.back() = dim - chunk * (n - 1);
+    DM_CHECK(ctx, sizes.back() >= 0, "cannot split dim " << dim << " into " << n << " parts");
+  } else {
+    DM_CHECK(ctx, n > 0 && dim % n == 0,
+             "cannot split dim " << dim << " into " << n << " equal parts");
+    sizes.assign(n, dim / n);
+  }
+  DM_CHECK(ctx, static_cast<int64_t>(sizes.size()) == n,
+           "split has " << sizes.size() << " sizes for " << n << " outputs");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    DM_CHECK(ctx, s >= 0, "negative split size " << s);
+    total += s;
+  }
+  DM_CHECK(ctx, total == dim, "split sizes sum to " << total << " but the axis has " << dim);
+  return sizes;
+}
+
+}  // namespace
+
+FUSEOPT_KERNEL(CpuConcat, "", "Concat", Backend::CPU, {}) {
+  const RtTensor& first = req_input(ctx, 0);
+  DM_CHECK(ctx, ctx.node().has_attr("axis"), "needs the axis attribute");
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  DM_CHECK(ctx, rank >= 1, "cannot concatenate scalars");
+  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  std::vector<int64_t> out_shape = first.shape;
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const RtTensor& t = req_input(ctx, i);
+    bool ok = t.rank() == first.rank() && t.dtype == first.dtype;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis || t.shape[d] == first.shape[d];
+    DM_CHECK(ctx, ok, "inputs cannot be concatenated on axis " << axis << ": " << shapes_of(ctx));
+    out_shape[axis] += t.shape[axis];
+  }
+  RtTensor* y = ctx.output(0, first.dtype, out_shape);
+  const size_t es = elem_size(ctx, first.dtype);
+  const int64_t outer = prod(out_shape, 0, axis);
+  const size_t inner_bytes = static_cast<size_t>(prod(out_shape, axis + 1, rank)) * es;
+  auto* dst = static_cast<uint8_t*>(y->data);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const RtTensor& t = *ctx.input(i);
+      const size_t run = static_cast<size_t>(t.shape[axis]) * inner_bytes;
+      copy_bytes(dst, static_cast<const uint8_t*>(t.data) + o * run, run);
+      dst += run;
+    }
+  }
+}
+
+FUSEOPT_KERNEL(CpuSplit, "", "Split", Backend::CPU, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  DM_CHECK(ctx, rank >= 1, "cannot split a scalar");
+  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  const int64_t n = static_cast<int64_t>(ctx.num_outputs());
+  const std::vector<int64_t> sizes = split_sizes(ctx, x.shape[axis], n);
+  const size_t es = elem_size(ctx, x.dtype);
+  const int64_t outer = prod(x.shape, 0, axis);
+  const size_t inner_bytes = static_cast<size_t>(prod(x.shape, axis + 1, rank)) * es;
+  const size_t in_row = static_cast<size_t>(x.shape[axis]) * inner_bytes;
+  const auto* src = static_cast<const uint8_t*>(x.data);
+  size_t begin = 0;  // byte offset of this part inside one outer row
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t run = static_cast<size_t>(sizes[i]) * inner_bytes;
+    if (wants_output(ctx, i)) {
+      std::vector<int64_t> shape = x.shape;
+      shape[axis] = sizes[i];
+      auto* dst = static_cast<uint8_t*>(ctx.output(i, x.dtype, shape)->data);
+      for (int64_t o = 0; o < outer; ++o) copy_bytes(dst + o * run, src + o * in_row + begin, run);
+    }
+    begin += run;
+  }
+}
+
+}  // namespace fuseopt
