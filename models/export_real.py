@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Export small, randomly initialised Hugging Face models to ONNX with both
+PyTorch exporters, with ONNX Runtime reference outputs in the ONNX
+backend-test layout (model.onnx + test_data_set_0/{input,output}_N.pb).
+
+Runs where torch + transformers + onnxruntime are installed (the GPU machine;
+no network needed: weights are random, configs are built in code).
+
+  python3 models/export_real.py --out models/real [--only bert,gpt2] [--list]
+
+Each model is <arch>_op<opset>_<ts|dynamo>: ts = TorchScript exporter
+(dynamo=False), dynamo = torch.export-based exporter. Inputs are batch 2,
+seq 16; row 1 of attention_mask masks its last 5 tokens (as in the bundled
+models), so mask handling is exercised.
+"""
+import argparse
+import os
+import sys
+import traceback
+
+import numpy as np
+
+BATCH, SEQ, PAD = 2, 16, 5
+SMALL = dict(hidden=64, layers=2, heads=4, ffn=128, vocab=500)
+
+
+def text_inputs(torch, with_type_ids=False, with_mask=True):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, SMALL["vocab"], (BATCH, SEQ), generator=g)
+    inputs = {"input_ids": ids}
+    if with_mask:
+        mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+        mask[1, SEQ - PAD:] = 0
+        inputs["attention_mask"] = mask
+    if with_type_ids:
+        inputs["token_type_ids"] = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+    return inputs
+
+
+def build(name, torch, tf):
+    """Returns (module returning one tensor, example inputs dict, dynamic axes names)."""
+    h, L, H, F, V = SMALL["hidden"], SMALL["layers"], SMALL["heads"], SMALL["ffn"], SMALL["vocab"]
+    common = dict(attn_implementation="eager")
+
+    class Wrap(torch.nn.Module):
+        def __init__(self, m, key="last_hidden_state"):
+            super().__init__()
+            self.m, self.key = m, key
+
+        def forward(self, **kw):
+            return self.m(**kw)[self.key] if isinstance(self.key, str) else self.m(**kw)[0]
+
+    if name == "bert":
+        cfg = tf.BertConfig(vocab_size=V, hidden_size=h, num_hidden_layers=L, num_attention_heads=H,
+                            intermediate_size=F, max_position_embeddings=64, **common)
+        return Wrap(tf.BertModel(cfg, add_pooling_layer=False)), text_inputs(torch, True), "text"
+    if name == "distilbert":
+        cfg = tf.DistilBertConfig(vocab_size=V, dim=h, n_layers=L, n_heads=H, hidden_dim=F,
+                                  max_position_embeddings=64, **common)
+        return Wrap(tf.DistilBertModel(cfg)), text_inputs(torch), "text"
+    if name == "roberta":
+        cfg = tf.RobertaConfig(vocab_size=V, hidden_size=h, num_hidden_layers=L, num_attention_heads=H,
+                               intermediate_size=F, max_position_embeddings=64, **common)
+        return Wrap(tf.RobertaModel(cfg, add_pooling_layer=False)), text_inputs(torch), "text"
+    if name == "albert":
+        cfg = tf.AlbertConfig(vocab_size=V, embedding_size=32, hidden_size=h, num_hidden_layers=L,
+                              num_attention_heads=H, intermediate_size=F, max_position_embeddings=64, **common)
+        return Wrap(tf.AlbertModel(cfg, add_pooling_layer=False)), text_inputs(torch, True), "text"
+    if name == "electra":
+        cfg = tf.ElectraConfig(vocab_size=V, embedding_size=32, hidden_size=h, num_hidden_layers=L,
+                               num_attention_heads=H, intermediate_size=F, max_position_embeddings=64, **common)
+        return Wrap(tf.ElectraModel(cfg)), text_inputs(torch, True), "text"
+    if name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=V, n_embd=h, n_layer=L, n_head=H, n_inner=F, n_positions=64, **common)
+        return Wrap(tf.GPT2Model(cfg)), text_inputs(torch), "text"
+    if name == "llama":
+        cfg = tf.LlamaConfig(vocab_size=V, hidden_size=h, num_hidden_layers=L, num_attention_heads=H,
+                             num_key_value_heads=2, intermediate_size=F, max_position_embeddings=64, **common)
+        return Wrap(tf.LlamaModel(cfg)), text_inputs(torch), "text"
+    if name == "t5enc":
+        cfg = tf.T5Config(vocab_size=V, d_model=h, d_kv=h // H, d_ff=F, num_layers=L, num_heads=H,
+                          relative_attention_num_buckets=8, **common)
+        return Wrap(tf.T5EncoderModel(cfg)), text_inputs(torch), "text"
+    if name == "vit":
+        cfg = tf.ViTConfig(hidden_size=h, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
+                           image_size=32, patch_size=8, **common)
+        g = torch.Generator().manual_seed(0)
+        return Wrap(tf.ViTModel(cfg, add_pooling_layer=False)), {
+            "pixel_values": torch.randn(BATCH, 3, 32, 32, generator=g)}, "image"
+    if name == "whisperenc":
+        cfg = tf.WhisperConfig(vocab_size=V, d_model=h, encoder_layers=L, encoder_attention_heads=H,
+                               encoder_ffn_dim=F, decoder_layers=1, decoder_attention_heads=H, decoder_ffn_dim=F,
+                               num_mel_bins=16, max_source_positions=16, max_target_positions=16,
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, **common)
+        enc = tf.WhisperModel(cfg).get_encoder()
+        g = torch.Generator().manual_seed(0)
+        return Wrap(enc), {"input_features": torch.randn(BATCH, 16, 32, generator=g)}, "audio"
+    raise KeyError(name)
+
+
+ARCHS = ["bert", "distilbert", "roberta", "albert", "electra", "gpt2", "llama", "t5enc", "vit", "whisperenc"]
+# (opset, exporter) variants per model; TorchScript at 14 and 17, dynamo at 18.
+VARIANTS = [(14, "ts"), (17, "ts"), (18, "dynamo")]
+
+
+def save_pb(tensor_np, path, name):
+    from onnx import numpy_helper
+    t = numpy_helper.from_array(tensor_np, name)
+    with open(path, "wb") as f:
+        f.write(t.SerializeToString())
+
+
+def export_one(arch, opset, exporter, out_root, torch, tf):
+    import onnx
+    import onnxruntime as ort
+    model, inputs, kind = build(arch, torch, tf)
+    model.eval()
+    name = f"{arch}_op{opset}_{exporter}"
+    d = os.path.join(out_root, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    names = list(inputs.keys())
+    args = tuple(inputs[k] for k in names)
+
+    class Positional(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, *a):
+            return self.m(**dict(zip(names, a)))
+
+    pm = Positional(model)
+    with torch.no_grad():
+        if exporter == "ts":
+            dyn = {k: {0: "batch", 1: "seq"} for k in names} if kind == "text" else {k: {0: "batch"} for k in names}
+            dyn["out"] = {0: "batch", 1: "seq"} if kind == "text" else {0: "batch"}
+            torch.onnx.export(pm, args, path, input_names=names, output_names=["out"], opset_version=opset,
+                              dynamic_axes=dyn, dynamo=False)
+        else:
+            if kind == "text":
+                b, s = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=64)
+                ds = tuple({0: b, 1: s} for _ in names)
+            else:
+                b = torch.export.Dim("batch", min=1, max=64)
+                ds = tuple({0: b} for _ in names)
+            prog = torch.onnx.export(pm, args, dynamic_shapes=(ds,), input_names=names, output_names=["out"],
+                                     opset_version=opset, dynamo=True, external_data=False)
+            prog.save(path)
+    m = onnx.load(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: inputs[n].numpy() for i, n in zip(sess.get_inputs(), names)}
+    outs = sess.run(None, feeds)
+    for i, (n, x) in enumerate(zip(names, args)):
+        save_pb(x.numpy(), os.path.join(d, "test_data_set_0", f"input_{i}.pb"), m.graph.input[i].name)
+    for i, o in enumerate(outs):
+        save_pb(o, os.path.join(d, "test_data_set_0", f"output_{i}.pb"), m.graph.output[i].name)
+    with torch.no_grad():
+        ref = pm(*args)
+    err = float(np.abs(ref.numpy() - outs[0]).max())
+    return name, len(m.graph.node), err
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="models/real")
+    ap.add_argument("--only", default="", help="comma-separated architectures (default: all)")
+    ap.add_argument("--variants", default="", help="comma-separated like 14ts,17ts,18dynamo (default: all)")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(ARCHS))
+        return 0
+    import torch
+    import transformers as tf
+    torch.manual_seed(0)
+    archs = a.only.split(",") if a.only else ARCHS
+    variants = VARIANTS
+    if a.variants:
+        want = set(a.variants.split(","))
+        variants = [v for v in VARIANTS if f"{v[0]}{v[1]}" in want]
+    failures = 0
+    for arch in archs:
+        for opset, exporter in variants:
+            torch.manual_seed(0)
+            try:
+                name, n, err = export_one(arch, opset, exporter, a.out, torch, tf)
+                print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
+            except Exception as e:  # keep going: one exporter failing must not stop the rest
+                failures += 1
+                print(f"FAILED {arch} op{opset} {exporter}: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
+                      flush=True)
+                traceback.print_exc(limit=2, file=sys.stderr)
+    return 1 if failures == len(archs) * len(variants) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
