@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what fuseopt needs on Debian 12 (bookworm): build tools and the
+# Debian C++ libraries, plus the Python packages the tests use as an oracle.
+# Idempotent: skips what is already there. The CUDA toolkit (nvcc, cuBLASLt)
+# is expected on PATH already; without it, build with -DFUSEOPT_CUDA=OFF.
+set -euo pipefail
+APT_PKGS="cmake ninja-build g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler \
+  libcli11-dev libspdlog-dev libfmt-dev catch2 python3 python3-pip graphviz"
+PIP_PKGS="onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6"
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+missing=""
+for p in $APT_PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "install_deps: apt-get install$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q $missing >/dev/null 2>&1 || {
+    $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q $missing >/dev/null; }
+fi
+if ! python3 -c "import onnx, onnxruntime, numpy" >/dev/null 2>&1; then
+  echo "install_deps: pip install $PIP_PKGS"
+  python3 -m pip install -q $PIP_PKGS 2>/dev/null || python3 -m pip install -q --break-system-packages $PIP_PKGS
+fi
+command -v nvcc >/dev/null || echo "install_deps: note: nvcc not on PATH; configure with -DFUSEOPT_CUDA=OFF for a CPU-only build"
+echo "install_deps: ok"
