@@ -118,6 +118,9 @@ class Rewriter {
   std::set<const Node*> live_;
   ChangeCounts counts_;
   std::map<std::string, FusedOrigin> origins_;
+  // Folded constants waiting for their producer's output name to become free.
+  std::vector<std::pair<Value*, std::string>> pending_names_;
+  void rename_pending();
 };
 
 }  // namespace fuseopt

@@ -1,0 +1,220 @@
+#include "pass/fusion_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace fuseopt {
+
+std::string json_quote(const std::string& s) {
+  std::string r = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\r': r += "\\r"; break;
+      case '\t': r += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          r += buf;
+        } else {
+          r += static_cast<char>(c);
+        }
+    }
+  }
+  return r + "\"";
+}
+
+void FusionReport::set_model(const std::string& input, const std::string& output) {
+  input_ = input;
+  output_ = output;
+}
+
+void FusionReport::begin(const Graph& g) {
+  nodes_before_ = static_cast<int>(g.num_nodes());
+  ops_before_ = g.op_counts();
+}
+
+void FusionReport::end(const Graph& g) {
+  nodes_after_ = static_cast<int>(g.num_nodes());
+  ops_after_ = g.op_counts();
+}
+
+PatternStats& FusionReport::stats_for(const std::string& pattern) {
+  for (auto& p : patterns_)
+    if (p.pattern == pattern) return p;
+  PatternStats s;
+  s.pattern = pattern;
+  patterns_.push_back(std::move(s));
+  return patterns_.back();
+}
+
+void FusionReport::touch_pattern(const std::string& pattern) { stats_for(pattern); }
+
+void FusionReport::record_match(const std::string& pattern, const Node& root) { stats_for(pattern).matched++; }
+
+void FusionReport::record_rejection(const std::string& pattern, const Node& root, const std::string& reason) {
+  // The fixed-point loop meets the same candidate again every iteration: count it once.
+  std::string key = root.name + "\x1f" + reason;
+  auto& seen = seen_rejections_[pattern];
+  if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+  seen.push_back(key);
+  PatternStats& s = stats_for(pattern);
+  s.rejected++;
+  s.reasons.push_back(root.label() + ": " + reason);
+}
+
+void FusionReport::record_pass_run(const std::string& pass, const std::string& category, int rewrites,
+                                   const ChangeCounts& changes, double millis) {
+  PassStats* s = nullptr;
+  for (auto& p : passes_)
+    if (p.pass == pass) s = &p;
+  if (!s) {
+    PassStats fresh;
+    fresh.pass = pass;
+    fresh.category = category;
+    passes_.push_back(std::move(fresh));
+    s = &passes_.back();
+  }
+  s->runs++;
+  s->rewrites += rewrites;
+  s->changes += changes;
+  s->millis += millis;
+}
+
+void FusionReport::set_iterations(int n, bool reached_fixed_point) {
+  iterations_ = n;
+  fixed_point_ = reached_fixed_point;
+}
+
+const PatternStats* FusionReport::pattern(const std::string& name) const {
+  for (const auto& p : patterns_)
+    if (p.pattern == name) return &p;
+  return nullptr;
+}
+
+const PassStats* FusionReport::pass(const std::string& name) const {
+  for (const auto& p : passes_)
+    if (p.pass == name) return &p;
+  return nullptr;
+}
+
+namespace {
+
+std::string pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string FusionReport::to_table(bool verbose) const {
+  std::ostringstream os;
+  if (!input_.empty()) os << "model: " << input_ << (output_.empty() ? "" : " -> " + output_) << "\n";
+  os << "nodes: " << nodes_before_ << " -> " << nodes_after_ << "  (" << iterations_
+     << (iterations_ == 1 ? " iteration" : " iterations") << (fixed_point_ ? ", fixed point" : ", iteration cap reached")
+     << ")\n";
+
+  std::set<std::string> ops;
+  size_t w = 2;
+  for (const auto& [op, n] : ops_before_) ops.insert(op);
+  for (const auto& [op, n] : ops_after_) ops.insert(op);
+  for (const auto& op : ops) w = std::max(w, op.size());
+  os << "\n" << pad("op", w + 2) << pad("before", 8, true) << pad("after", 8, true) << "\n";
+  for (const auto& op : ops) {
+    auto b = ops_before_.count(op) ? ops_before_.at(op) : 0;
+    auto a = ops_after_.count(op) ? ops_after_.at(op) : 0;
+    os << "  " << pad(op, w) << pad(std::to_string(b), 8, true) << pad(std::to_string(a), 8, true)
+       << (a != b ? "  *" : "") << "\n";
+  }
+
+  if (!passes_.empty()) {
+    size_t pw = 4;
+    for (const auto& p : passes_) pw = std::max(pw, p.pass.size());
+    os << "\n" << pad("pass", pw + 2) << pad("category", 10) << pad("runs", 6, true) << pad("rewrites", 10, true)
+       << pad("created", 9, true) << pad("erased", 8, true) << pad("consts+", 9, true) << pad("consts-", 9, true)
+       << pad("ms", 10, true) << "\n";
+    for (const auto& p : passes_) {
+      os << "  " << pad(p.pass, pw) << pad(p.category, 10) << pad(std::to_string(p.runs), 6, true)
+         << pad(std::to_string(p.rewrites), 10, true) << pad(std::to_string(p.changes.nodes_created), 9, true)
+         << pad(std::to_string(p.changes.nodes_erased), 8, true)
+         << pad(std::to_string(p.changes.constants_added), 9, true)
+         << pad(std::to_string(p.changes.constants_removed), 9, true) << pad(fixed(p.millis, 2), 10, true) << "\n";
+    }
+  }
+
+  if (!patterns_.empty()) {
+    size_t fw = 7;
+    for (const auto& p : patterns_) fw = std::max(fw, p.pattern.size());
+    os << "\n" << pad("fusion", fw + 2) << pad("matched", 9, true) << pad("rejected", 10, true) << "\n";
+    for (const auto& p : patterns_) {
+      os << "  " << pad(p.pattern, fw) << pad(std::to_string(p.matched), 9, true)
+         << pad(std::to_string(p.rejected), 10, true) << "\n";
+      size_t shown = 0;
+      for (const auto& r : p.reasons) {
+        if (!verbose && shown == 5) {
+          os << "      ... " << (p.reasons.size() - shown) << " more (use -v or --report)\n";
+          break;
+        }
+        os << "      rejected " << r << "\n";
+        ++shown;
+      }
+    }
+  }
+  return os.str();
+}
+
+std::string FusionReport::to_json() const {
+  std::ostringstream os;
+  auto counts = [&](const std::map<std::string, int>& m) {
+    os << "{";
+    bool first = true;
+    for (const auto& [op, n] : m) {
+      os << (first ? "" : ", ") << json_quote(op) << ": " << n;
+      first = false;
+    }
+    os << "}";
+  };
+  os << "{\n";
+  os << "  \"input\": " << json_quote(input_) << ",\n";
+  os << "  \"output\": " << json_quote(output_) << ",\n";
+  os << "  \"nodes_before\": " << nodes_before_ << ",\n";
+  os << "  \"nodes_after\": " << nodes_after_ << ",\n";
+  os << "  \"iterations\": " << iterations_ << ",\n";
+  os << "  \"fixed_point\": " << (fixed_point_ ? "true" : "false") << ",\n";
+  os << "  \"ops_before\": ";
+  counts(ops_before_);
+  os << ",\n  \"ops_after\": ";
+  counts(ops_after_);
+  os << ",\n  \"passes\": [";
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    const auto& p = passes_[i];
+    os << (i ? "," : "") << "\n    {\"name\": " << json_quote(p.pass) << ", \"category\": " << json_quote(p.category)
+       << ", \"runs\": " << p.runs << ", \"rewrites\": " << p.rewrites
+       << ", \"nodes_created\": " << p.changes.nodes_created << ", \"nodes_erased\": " << p.changes.nodes_erased
+       << ", \"constants_added\": " << p.changes.constants_added
+       << ", \"constants_removed\": " << p.changes.constants_removed << ", \"millis\": " << fixed(p.millis, 3) << "}";
+  }
+  os << (passes_.empty() ? "" : "\n  ") << "],\n  \"patterns\": [";
+  for (size_t i = 0; i < patterns_.size(); ++i) {
+    const auto& p = patterns_[i];
+    os << (i ? "," : "") << "\n    {\"name\": " << json_quote(p.pattern) << ", \"matched\": " << p.matched
+       << ", \"rejected\": " << p.rejected << ", \"reasons\": [";
+    for (size_t j = 0; j < p.reasons.size(); ++j) os << (j ? ", " : "") << json_quote(p.reasons[j]);
+    os << "]}";
+  }
+  os << (patterns_.empty() ? "" : "\n  ") << "]\n}\n";
+  return os.str();
+}
+
+}  // namespace fuseopt
