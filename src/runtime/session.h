@@ -1,0 +1,116 @@
+// Session: runs a Graph on a backend.
+//
+//   Session s(graph, {.backend = Backend::CPU});
+//   std::vector<Tensor> outs = s.run({{"input_ids", ids}, {"attention_mask", mask}});
+//
+// - Input shapes are bound at run time; symbolic dims resolve from the actual
+//   inputs and may change between runs. Each kernel computes its output shape
+//   from its actual inputs.
+// - The constructor checks that every node has a kernel and throws ONE Error
+//   naming every missing (op, domain) with its nodes. Nodes whose inputs are
+//   all constant are evaluated once, here, on the CPU.
+// - Memory: a value's buffer is released after its last consumer and reused
+//   (runtime/memory_plan.h); peak_bytes() reports the high-water mark.
+// - Placement (device backends): Shape/Size and nodes that read only host
+//   values and produce integer/bool tensors run on the CPU, so shape math
+//   never round-trips the device; device kernels get a device copy of such a
+//   value, uploaded once per shape plan. A CPU node that must read device
+//   data copies it to the host and the profile records it.
+// - Precision: FP16/BF16 store float tensors in that type on the device
+//   (initializers converted once here, float inputs on entry, outputs back
+//   to the declared dtype; Cast to FLOAT becomes the compute type). The CPU
+//   backend computes FP32 and TF32 in fp32 and refuses FP16/BF16.
+// - CUDA graphs: per input-shape signature ("shape plan") memory comes from
+//   the plan's own pool, so a repeated run reproduces the same addresses. The
+//   second run of a signature is captured (BackendImpl::capture) and later
+//   runs only copy inputs in, replay, and copy outputs out. Capture is off
+//   when profiling, when the backend cannot capture, or when a CPU node reads
+//   device data (the profile says why).
+// The Graph must outlive the Session.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/backend.h"
+#include "runtime/kernel.h"
+
+namespace fuseopt {
+
+struct SessionOptions {
+  Backend backend = Backend::CPU;
+  Precision precision = Precision::FP32;
+  bool cuda_graphs = true;
+  bool profile = false;  // time every node (disables graph capture)
+  int threads = 0;       // CPU threads for kernels; 0 = all cores
+};
+
+struct NodeProfile {
+  std::string name, op;  // op is "domain.op" for non-default domains
+  bool on_host = false;  // ran on the CPU in a device session
+  double total_ms = 0;
+  int64_t calls = 0;
+};
+
+struct OpProfile {
+  std::string op;
+  double total_ms = 0;
+  int64_t calls = 0;  // node executions
+  int64_t nodes = 0;  // distinct nodes
+};
+
+struct SessionProfile {
+  std::vector<NodeProfile> nodes;  // execution order, summed over profiled runs
+  int64_t runs = 0;
+  int64_t graph_replays = 0;
+  int64_t device_to_host_copies = 0;  // CPU nodes/kernels that read device data
+  int64_t device_to_host_bytes = 0;
+  std::vector<std::string> device_to_host_nodes;  // node labels, each once
+  bool capture_possible = false;
+  std::string capture_disabled_reason;  // empty when capture is possible
+  // Sorted by total time, largest first.
+  std::vector<NodeProfile> nodes_by_time() const;
+  std::vector<OpProfile> by_op_type() const;
+};
+
+class Session {
+ public:
+  Session(const Graph& g, SessionOptions o = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Inputs by graph-input name; every graph input must be given. Returns one
+  // host Tensor per graph output, in graph order, with the declared dtypes.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  const SessionOptions& options() const { return opts_; }
+  BackendImpl& backend() { return *backend_; }
+
+  // Memory of intermediate values (device + host pools), excluding weights.
+  size_t peak_bytes() const;      // high-water mark of live buffers, last run
+  size_t reserved_bytes() const;  // bytes the pools hold
+  size_t constant_bytes() const;  // weights/constants resident on the backend
+  const SessionProfile& profile() const { return profile_; }
+  void reset_profile();
+
+  // The (op, domain, node) triples without a kernel for `b`, without
+  // throwing. The constructor throws one Error built from this list.
+  static std::vector<std::string> missing_kernels(const Graph& g, Backend b);
+
+  struct Impl;
+
+ private:
+  const Graph& graph_;
+  SessionOptions opts_;
+  std::unique_ptr<BackendImpl> backend_;
+  SessionProfile profile_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fuseopt
