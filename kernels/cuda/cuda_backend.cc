@@ -1,0 +1,217 @@
+// The CUDA backend: device memory from a caching pool (cudaMalloc only when
+// the pool has no block of the size class), copies and kernels on one
+// non-blocking stream, CUDA graphs for capture/replay, CUDA events for timing.
+// It registers itself; its probe fails with the CUDA runtime's reason when no
+// usable GPU is present, so machines without a GPU skip it cleanly.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "util/error.h"
+
+namespace fuseopt {
+
+namespace {
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Size classes keep the number of distinct cached blocks small: 512-byte
+// steps up to 1 MiB, 2 MiB steps above.
+size_t size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  constexpr size_t kSmall = 512, kLarge = size_t{2} << 20;
+  if (bytes <= (size_t{1} << 20)) return (bytes + kSmall - 1) / kSmall * kSmall;
+  return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+
+// A stream-ordered caching allocator for one stream: a block freed on the
+// host can be handed out again at once, because every later use of it is
+// enqueued on the same stream after the work that used it before.
+class DevicePool {
+ public:
+  ~DevicePool() { release_cached(); }
+
+  void* alloc(size_t bytes) {
+    const size_t cls = size_class(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& list = free_[cls];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      live_[p] = cls;
+      return p;
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, cls);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky-free error state of a failed malloc
+      release_cached_locked();
+      e = cudaMalloc(&p, cls);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" +
+                  std::to_string(reserved_ >> 20) + " MiB already reserved): " + cudaGetErrorString(e));
+    }
+    reserved_ += cls;
+    live_[p] = cls;
+    return p;
+  }
+
+  void free(void* p) {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: ignore rather than corrupt the pool
+    free_[it->second].push_back(p);
+    live_.erase(it);
+  }
+
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cached_locked();
+  }
+
+ private:
+  void release_cached_locked() {
+    cudaDeviceSynchronize();
+    for (auto& [cls, list] : free_) {
+      for (void* p : list) {
+        cudaFree(p);
+        reserved_ -= cls;
+      }
+      list.clear();
+    }
+  }
+
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, size_t> live_;
+  size_t reserved_ = 0;
+};
+
+struct CapturedGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~CapturedGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
+class CudaBackend final : public BackendImpl {
+ public:
+  CudaBackend() {
+    cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    name_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_check(cudaEventCreate(&start_), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~CudaBackend() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    pool_.release_cached();
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Backend kind() const override { return Backend::CUDA; }
+  std::string device_name() const override { return name_; }
+
+  void* alloc(size_t bytes) override { return pool_.alloc(bytes); }
+  void free(void* p) override { pool_.free(p); }
+
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+    cuda_check(cudaStreamSynchronize(stream_), "copy to host (synchronize)");
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    // Pageable source: the call returns once the source has been staged, so
+    // the caller may reuse it; ordering on the stream is kept.
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy from host");
+  }
+  void copy_within(void* dst, const void* src, size_t bytes) override {
+    if (!bytes || dst == src) return;
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device copy");
+  }
+  void* stream() override { return stream_; }
+  void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+  bool supports_capture() const override { return true; }
+
+  std::shared_ptr<void> capture(const std::function<void()>& body) override {
+    auto g = std::make_shared<CapturedGraph>();
+    // Relaxed: a first-time pool allocation inside the body must not abort
+    // the capture (cudaMalloc is not recorded, only kernels and copies are).
+    cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    try {
+      body();
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream_, &broken);
+      if (broken) cudaGraphDestroy(broken);
+      (void)cudaGetLastError();
+      throw;
+    }
+    cuda_check(cudaStreamEndCapture(stream_, &g->graph), "cudaStreamEndCapture");
+    cuda_check(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate");
+    return std::static_pointer_cast<void>(g);
+  }
+
+  void replay(const std::shared_ptr<void>& handle) override {
+    FUSE_CHECK(handle, "replay of an empty CUDA graph");
+    auto* g = static_cast<CapturedGraph*>(handle.get());
+    cuda_check(cudaGraphLaunch(g->exec, stream_), "cudaGraphLaunch");
+  }
+
+  double elapsed_ms(const std::function<void()>& body) override {
+    cuda_check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+    body();
+    cuda_check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  int device_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  DevicePool pool_;
+};
+
+bool cuda_usable(std::string* why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA device found";
+    return false;
+  }
+  return true;
+}
+
+BackendRegistrar cuda_registrar(
+    Backend::CUDA, [] { return std::unique_ptr<BackendImpl>(new CudaBackend()); }, cuda_usable);
+
+}  // namespace
+
+}  // namespace fuseopt
