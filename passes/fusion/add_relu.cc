@@ -1,0 +1,26 @@
+// Add -> Relu  =>  fuseopt.AddRelu (the residual block ending of ResNets).
+#include "pass/pass.h"
+#include "passes/fusion/fusion_util.h"
+
+namespace fuseopt {
+namespace {
+
+class AddReluFusion : public FusionPass {
+ public:
+  std::string name() const override { return "AddRelu"; }
+  std::string description() const override { return "Relu(Add(a, b)) -> fuseopt.AddRelu"; }
+  Pattern pattern() const override { return Op("Relu", Op("Add", "a", "b").as("add")).as("relu"); }
+  Status check(const Graph&, const Match& m) const override {
+    // Rule 1 (the Add's sum read elsewhere, the in-place hazard) is the driver's.
+    return fusion::same_float_dtype({m.value("a"), m.value("b")}, m.node("add"));
+  }
+  void rewrite(const Match& m, Rewriter& rw) const override {
+    Node* f = rw.create_node("fuseopt", "AddRelu", {m.value("a"), m.value("b")}, {}, 1,
+                             m.node("relu")->name);
+    rw.replace_match(m, f, name());
+  }
+};
+
+}  // namespace
+FUSEOPT_REGISTER_PASS(AddReluFusion, PassCategory::Fusion, 310);
+}  // namespace fuseopt
