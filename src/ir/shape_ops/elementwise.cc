@@ -1,0 +1,286 @@
+// Shape functions: unary and broadcasting elementwise ops, Cast, Where, and
+// the symbolic arithmetic exporters use on shape tensors.
+#include <cmath>
+#include <cstdlib>
+
+#include "ir/shape_ops/common.h"
+
+namespace fuseopt::shape_ops {
+namespace {
+
+using Args = std::vector<std::optional<SymExpr>>;
+using Elem = std::optional<SymExpr>;
+
+std::optional<int64_t> cint(const Elem& e) { return e ? e->constant_value() : std::nullopt; }
+Elem from_bool(bool b) { return SymExpr::constant(b ? 1 : 0); }
+
+// Same shape and dtype as input 0; contents pass through when `pass`.
+void unary(ShapeContext& c, DType dtype = DType::Undefined) { same_as_input(c, 0, 0, dtype); }
+
+// Softmax-like: also validates the axis attribute against the rank.
+void unary_with_axis(ShapeContext& c, int64_t default_axis) {
+  if (auto r = c.input_rank(0); r && *r > 0) c.normalize_axis(c.node().attr_int("axis", default_axis), *r);
+  unary(c);
+}
+
+template <class F>
+void elementwise(ShapeContext& c, DType out_dtype, F f) {
+  std::vector<size_t> ins;
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) ins.push_back(i);
+  c.set_output_dtype(0, out_dtype);
+  auto s = broadcast_inputs(c, ins);
+  if (!s) return;
+  c.set_output_shape(0, *s);
+  if (auto v = map_contents(c, ins, *s, f)) c.set_output_contents(0, std::move(*v));
+}
+
+Elem no_contents(const Args&) { return std::nullopt; }
+
+bool is_int_dtype(DType t) { return dtype_is_integer(t) || t == DType::Bool; }
+
+Elem divide(const Elem& a, const Elem& b, bool integer) {
+  if (!a || !b) return std::nullopt;
+  auto x = a->constant_value(), y = b->constant_value();
+  if (x && y) {
+    if (*y == 0) return std::nullopt;
+    if (integer || *x % *y == 0) return SymExpr::constant(*x / *y);
+    return std::nullopt;
+  }
+  auto q = a->exact_div(*b);
+  if (q) return *q;
+  return std::nullopt;
+}
+
+Elem compare(const Elem& a, const Elem& b, const char* op) {
+  if (!a || !b) return std::nullopt;
+  const std::string o = op;
+  if (o == "==" && *a == *b) return from_bool(true);
+  auto x = cint(a), y = cint(b);
+  if (!x || !y) return std::nullopt;
+  if (o == "==") return from_bool(*x == *y);
+  if (o == "<") return from_bool(*x < *y);
+  if (o == "<=") return from_bool(*x <= *y);
+  if (o == ">") return from_bool(*x > *y);
+  return from_bool(*x >= *y);
+}
+
+}  // namespace
+
+// --- unary, same shape and dtype --------------------------------------------------------
+#define SAME_SHAPE_OP(op) FUSEOPT_SHAPE_FN("", op, [](ShapeContext& c) { unary(c); })
+SAME_SHAPE_OP("Sqrt");
+SAME_SHAPE_OP("Reciprocal");
+SAME_SHAPE_OP("Erf");
+SAME_SHAPE_OP("Tanh");
+SAME_SHAPE_OP("Exp");
+SAME_SHAPE_OP("Log");
+SAME_SHAPE_OP("Floor");
+SAME_SHAPE_OP("Ceil");
+SAME_SHAPE_OP("Round");
+SAME_SHAPE_OP("Sign");
+SAME_SHAPE_OP("Sin");
+SAME_SHAPE_OP("Cos");
+SAME_SHAPE_OP("Tan");
+SAME_SHAPE_OP("Atan");
+SAME_SHAPE_OP("Relu");
+SAME_SHAPE_OP("LeakyRelu");
+SAME_SHAPE_OP("PRelu");
+SAME_SHAPE_OP("Elu");
+SAME_SHAPE_OP("Selu");
+SAME_SHAPE_OP("Celu");
+SAME_SHAPE_OP("Sigmoid");
+SAME_SHAPE_OP("HardSigmoid");
+SAME_SHAPE_OP("HardSwish");
+SAME_SHAPE_OP("Softplus");
+SAME_SHAPE_OP("Softsign");
+SAME_SHAPE_OP("Mish");
+SAME_SHAPE_OP("Gelu");
+SAME_SHAPE_OP("ThresholdedRelu");
+SAME_SHAPE_OP("Clip");
+SAME_SHAPE_OP("Trilu");
+SAME_SHAPE_OP("CumSum");
+SAME_SHAPE_OP("Shrink");
+#undef SAME_SHAPE_OP
+
+FUSEOPT_SHAPE_FN("", "Softmax", [](ShapeContext& c) { unary_with_axis(c, c.opset() != 0 && c.opset() < 13 ? 1 : -1); });
+FUSEOPT_SHAPE_FN("", "LogSoftmax", [](ShapeContext& c) { unary_with_axis(c, c.opset() != 0 && c.opset() < 13 ? 1 : -1); });
+FUSEOPT_SHAPE_FN("", "Hardmax", [](ShapeContext& c) { unary_with_axis(c, c.opset() != 0 && c.opset() < 13 ? 1 : -1); });
+
+FUSEOPT_SHAPE_FN("", "Identity", [](ShapeContext& c) {
+  unary(c);
+  if (const SymbolicContents* v = c.input_contents(0)) c.set_output_contents(0, *v);
+});
+
+FUSEOPT_SHAPE_FN("", "Dropout", [](ShapeContext& c) {
+  unary(c);
+  if (c.has_output(1)) same_as_input(c, 0, 1, DType::Bool);
+  if (const SymbolicContents* v = c.input_contents(0)) c.set_output_contents(0, *v);
+});
+
+FUSEOPT_SHAPE_FN("", "Neg", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    if (!a[0]) return std::nullopt;
+    return SymExpr::constant(0) - *a[0];
+  });
+});
+
+FUSEOPT_SHAPE_FN("", "Abs", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    auto x = cint(a[0]);
+    if (!x) return std::nullopt;
+    return SymExpr::constant(std::llabs(*x));
+  });
+});
+
+FUSEOPT_SHAPE_FN("", "IsNaN", [](ShapeContext& c) { unary(c, DType::Bool); });
+FUSEOPT_SHAPE_FN("", "IsInf", [](ShapeContext& c) { unary(c, DType::Bool); });
+
+FUSEOPT_SHAPE_FN("", "Not", [](ShapeContext& c) {
+  elementwise(c, DType::Bool, [](const Args& a) -> Elem {
+    auto x = cint(a[0]);
+    if (!x) return std::nullopt;
+    return from_bool(*x == 0);
+  });
+});
+
+// --- Cast ------------------------------------------------------------------------------------
+FUSEOPT_SHAPE_FN("", "Cast", [](ShapeContext& c) {
+  const DType to = dtype_attr(c, "to", DType::Undefined);
+  if (to == DType::Undefined) c.fail("missing attribute 'to'");
+  unary(c, to);
+  const SymbolicContents* v = c.input_contents(0);
+  if (!v) return;
+  if (to == DType::Bool) {
+    SymbolicContents r;
+    for (const Elem& e : *v) {
+      auto k = cint(e);
+      r.push_back(k ? from_bool(*k != 0) : Elem{});
+    }
+    c.set_output_contents(0, std::move(r));
+  } else if (to != DType::String) {
+    c.set_output_contents(0, *v);  // whole numbers stay whole in any numeric type
+  }
+});
+
+FUSEOPT_SHAPE_FN("", "CastLike", [](ShapeContext& c) {
+  unary(c, c.input_dtype(1));
+  if (const SymbolicContents* v = c.input_contents(0)) c.set_output_contents(0, *v);
+});
+
+// --- binary / variadic arithmetic ----------------------------------------------------------
+FUSEOPT_SHAPE_FN("", "Add", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    if (!a[0] || !a[1]) return std::nullopt;
+    return *a[0] + *a[1];
+  });
+});
+FUSEOPT_SHAPE_FN("", "Sub", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    if (!a[0] || !a[1]) return std::nullopt;
+    return *a[0] - *a[1];
+  });
+});
+FUSEOPT_SHAPE_FN("", "Mul", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    if (cint(a[0]) == 0 || cint(a[1]) == 0) return SymExpr::constant(0);
+    if (!a[0] || !a[1]) return std::nullopt;
+    return *a[0] * *a[1];
+  });
+});
+FUSEOPT_SHAPE_FN("", "Div", [](ShapeContext& c) {
+  const bool integer = is_int_dtype(c.input_dtype(0));
+  elementwise(c, c.input_dtype(0), [integer](const Args& a) { return divide(a[0], a[1], integer); });
+});
+FUSEOPT_SHAPE_FN("", "Mod", [](ShapeContext& c) {
+  const bool fmod = c.node().attr_int("fmod", 0) != 0;
+  elementwise(c, c.input_dtype(0), [fmod](const Args& a) -> Elem {
+    auto x = cint(a[0]), y = cint(a[1]);
+    if (!x || !y || *y == 0) return std::nullopt;
+    int64_t r = *x % *y;
+    if (!fmod && r != 0 && ((r < 0) != (*y < 0))) r += *y;  // integer Mod takes the divisor's sign
+    return SymExpr::constant(r);
+  });
+});
+FUSEOPT_SHAPE_FN("", "Pow", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    auto x = cint(a[0]), y = cint(a[1]);
+    if (!x || !y || *y < 0 || *y > 62) return std::nullopt;
+    int64_t r = 1;
+    for (int64_t i = 0; i < *y; ++i) r *= *x;
+    return SymExpr::constant(r);
+  });
+});
+FUSEOPT_SHAPE_FN("", "BitShift", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), no_contents); });
+
+Elem extreme(const Args& a, bool want_max) {
+  std::optional<int64_t> best;
+  for (const Elem& e : a) {
+    if (!e) return std::nullopt;
+    if (*e == *a[0]) continue;
+    auto k = cint(e);
+    if (!k) return std::nullopt;
+  }
+  // All equal symbolically, or all constants.
+  if (!cint(a[0])) return a[0];
+  for (const Elem& e : a) {
+    int64_t k = *cint(e);
+    if (!best || (want_max ? k > *best : k < *best)) best = k;
+  }
+  return SymExpr::constant(*best);
+}
+FUSEOPT_SHAPE_FN("", "Max", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) { return extreme(a, true); });
+});
+FUSEOPT_SHAPE_FN("", "Min", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) { return extreme(a, false); });
+});
+FUSEOPT_SHAPE_FN("", "Sum", [](ShapeContext& c) {
+  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+    SymExpr s;
+    for (const Elem& e : a) {
+      if (!e) return std::nullopt;
+      s = s + *e;
+    }
+    return s;
+  });
+});
+FUSEOPT_SHAPE_FN("", "Mean", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), no_contents); });
+
+// --- comparisons and logic -> bool -----------------------------------------------------------
+#define COMPARE_OP(name, sym)                                                                   \
+  FUSEOPT_SHAPE_FN("", name, [](ShapeContext& c) {                                              \
+    elementwise(c, DType::Bool, [](const Args& a) { return compare(a[0], a[1], sym); });        \
+  })
+COMPARE_OP("Equal", "==");
+COMPARE_OP("Less", "<");
+COMPARE_OP("LessOrEqual", "<=");
+COMPARE_OP("Greater", ">");
+COMPARE_OP("GreaterOrEqual", ">=");
+#undef COMPARE_OP
+
+#define LOGIC_OP(name, expr_)                                                                   \
+  FUSEOPT_SHAPE_FN("", name, [](ShapeContext& c) {                                              \
+    elementwise(c, DType::Bool, [](const Args& a) -> Elem {                                     \
+      auto x = cint(a[0]), y = cint(a[1]);                                                      \
+      if (!x || !y) return std::nullopt;                                                        \
+      const bool p = *x != 0, q = *y != 0;                                                      \
+      return from_bool(expr_);                                                                  \
+    });                                                                                         \
+  })
+LOGIC_OP("And", p && q);
+LOGIC_OP("Or", p || q);
+LOGIC_OP("Xor", p != q);
+#undef LOGIC_OP
+
+FUSEOPT_SHAPE_FN("", "Where", [](ShapeContext& c) {
+  DType t = c.input_dtype(1) != DType::Undefined ? c.input_dtype(1) : c.input_dtype(2);
+  elementwise(c, t, [](const Args& a) -> Elem {
+    auto k = cint(a[0]);
+    if (k) return *k != 0 ? a[1] : a[2];
+    if (a[1] && a[2] && *a[1] == *a[2]) return a[1];
+    return std::nullopt;
+  });
+});
+
+}  // namespace fuseopt::shape_ops

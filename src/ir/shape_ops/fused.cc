@@ -1,0 +1,134 @@
+// Shape functions of the fused ops (domain "fuseopt", see DESIGN.md's
+// catalogue and the CPU kernels in kernels/cpu/fused_*.cc for the layouts).
+#include "ir/shape_ops/common.h"
+
+namespace fuseopt::shape_ops {
+namespace {
+
+// B as the kernel reads it: [..., K, N] (transB swaps the last two dims).
+std::optional<Shape> oriented_b(const ShapeContext& c, size_t input, bool trans_b) {
+  const Shape* b = shape_of(c, input);
+  if (!b) return std::nullopt;
+  Shape s = *b;
+  if (trans_b) {
+    if (s.size() < 2) c.fail("transB needs B of rank >= 2, got " + shp(s));
+    std::swap(s[s.size() - 1], s[s.size() - 2]);
+  }
+  return s;
+}
+
+// A bias [N] or [1, ..., 1, N] must match the output's last dim N.
+void check_bias(const ShapeContext& c, size_t input, const Dim& n) {
+  const Shape* bias = shape_of(c, input);
+  if (!bias || !c.has_input(input) || bias->empty()) return;
+  if (dims_conflict(bias->back(), n)) c.fail("bias " + shp(*bias) + " does not match N = " + n.str());
+}
+
+void check_param(const ShapeContext& c, size_t input, const Dim& d, const char* what) {
+  const Shape* p = shape_of(c, input);
+  if (!p || !c.has_input(input) || p->empty()) return;
+  if (dims_conflict(p->back(), d)) c.fail(std::string(what) + " " + shp(*p) + " does not match the normalized dim " + d.str());
+}
+
+void add_relu_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  if (auto s = broadcast_inputs(c, {0, 1})) c.set_output_shape(0, *s);
+}
+
+void fused_matmul_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* a = shape_of(c, 0);
+  auto b = oriented_b(c, 1, c.node().attr_int("transB", 0) != 0);
+  if (!a || !b) return;
+  const Shape out = matmul_shape(c, *a, *b);
+  if (!out.empty()) check_bias(c, 2, out.back());
+  c.set_output_shape(0, out);
+}
+
+// LayerNorm / RMSNorm: normalization over the last axis; Y has X's shape.
+void norm_fn(ShapeContext& c) {
+  same_as_input(c);
+  if (const Shape* x = shape_of(c, 0); x && !x->empty()) {
+    check_param(c, 1, x->back(), "gamma");
+    check_param(c, 2, x->back(), "beta");
+  }
+}
+
+// SkipLayerNorm: X, skip, gamma, beta?, bias? -> Y, Sum? (both the broadcast shape).
+void skip_layer_norm_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  if (c.has_output(1)) c.set_output_dtype(1, c.input_dtype(0));
+  auto s = broadcast_inputs(c, {0, 1});
+  if (!s) return;
+  if (!s->empty()) {
+    check_param(c, 2, s->back(), "gamma");
+    check_param(c, 3, s->back(), "beta");
+    check_param(c, 4, s->back(), "bias");
+  }
+  c.set_output_shape(0, *s);
+  if (c.has_output(1)) c.set_output_shape(1, *s);
+}
+
+// LayerNormLinear: X, gamma, beta?, W, bias?, skip? -> Y [..., N], Sum? (X's shape).
+void layer_norm_linear_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  if (c.has_output(1)) c.set_output_dtype(1, c.input_dtype(0));
+  auto z = broadcast_inputs(c, {0, 5});
+  if (!z) return;
+  if (z->empty()) c.fail("X must have rank >= 1");
+  check_param(c, 1, z->back(), "gamma");
+  check_param(c, 2, z->back(), "beta");
+  if (c.has_output(1)) c.set_output_shape(1, *z);
+  auto w = oriented_b(c, 3, c.node().attr_int("transB", 0) != 0);
+  if (!w) return;
+  if (w->size() != 2) c.fail("W must be 2-D, got " + shp(*shape_of(c, 3)));
+  const Shape out = matmul_shape(c, *z, *w);
+  check_bias(c, 4, out.back());
+  c.set_output_shape(0, out);
+}
+
+// Attention: query (packed QKV [B, S, (H + 2·Hkv)·Dh] when key/value are
+// omitted, else Q [B, S, H·Dh]), key [B, S_kv, Hkv·Dh]?, value [B, S_kv, Hkv·Dv]?,
+// mask?, attn_bias? -> Y [B, S, H·Dv].
+void attention_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const int64_t h = c.node().attr_int("num_heads", 0);
+  const int64_t hkv = c.node().attr_int("kv_num_heads", h);
+  if (h <= 0 || hkv <= 0 || h % hkv != 0)
+    c.fail("num_heads " + std::to_string(h) + " must be positive and a multiple of kv_num_heads " + std::to_string(hkv));
+  const Shape* q = shape_of(c, 0);
+  if (q && q->size() != 3) c.fail("query must be [B, S, hidden], got " + shp(*q));
+  if (!q) return;
+  const Dim width = (*q)[2];
+  Dim y_width = Dim::unknown();
+  if (!c.has_input(1)) {
+    if (width.known() && width.value % (h + 2 * hkv) != 0)
+      c.fail("packed QKV width " + width.str() + " is not (num_heads + 2*kv_num_heads) * head_dim");
+    y_width = dim_mul(dim_div_exact(width, Dim::of(h + 2 * hkv)), Dim::of(h));
+  } else {
+    const Shape* k = shape_of(c, 1);
+    const Shape* v = shape_of(c, 2);
+    if (width.known() && width.value % h != 0)
+      c.fail("query width " + width.str() + " is not a multiple of num_heads " + std::to_string(h));
+    if (k && k->size() != 3) c.fail("key must be [B, S_kv, hidden], got " + shp(*k));
+    if (v && v->size() != 3) c.fail("value must be [B, S_kv, hidden], got " + shp(*v));
+    if (k && dims_conflict((*k)[0], (*q)[0])) c.fail("key batch " + (*k)[0].str() + " differs from the query's");
+    if (k && v && dims_conflict((*k)[1], (*v)[1])) c.fail("key and value sequence lengths differ");
+    if (k && width.known() && (*k)[2].known() && (*k)[2].value * h != width.value * hkv)
+      c.fail("key width " + (*k)[2].str() + " != kv_num_heads * head_dim");
+    if (v) y_width = dim_mul(dim_div_exact((*v)[2], Dim::of(hkv)), Dim::of(h));
+  }
+  c.set_output_shape(0, {(*q)[0], (*q)[1], y_width});
+}
+
+}  // namespace
+
+FUSEOPT_SHAPE_FN("fuseopt", "AddRelu", add_relu_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "FusedMatMul", fused_matmul_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "LayerNorm", norm_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "RMSNorm", norm_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "SkipLayerNorm", skip_layer_norm_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "LayerNormLinear", layer_norm_linear_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "Attention", attention_fn);
+
+}  // namespace fuseopt::shape_ops
