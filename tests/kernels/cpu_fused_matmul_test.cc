@@ -1,0 +1,56 @@
+// fuseopt.FusedMatMul CPU kernel against numpy-computed values.
+// A = [[1,2,3],[-1,0.5,2]], B = [[1,-1],[0.5,2],[-2,1]], bias = [0.25,-3].
+#include "support/op_test.h"
+#include "util/error.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+
+namespace {
+Tensor A() { return floats({1, 2, 3, -1, 0.5f, 2}, {2, 3}); }
+Tensor B() { return floats({1, -1, 0.5f, 2, -2, 1}, {3, 2}); }
+Tensor Bt() { return floats({1, 0.5f, -2, -1, 2, 1}, {2, 3}); }
+Tensor bias() { return floats({0.25f, -3}, {2}); }
+OpTest make(const std::string& act, Tensor b, bool trans_b = false, float alpha = 1.0f, bool with_bias = true) {
+  OpTest t("FusedMatMul", "fuseopt");
+  t.input("A", A()).input("B", std::move(b));
+  if (with_bias) t.input("bias", bias());
+  t.attr(Attribute::make_string("activation", act)).attr(Attribute::make_int("transB", trans_b ? 1 : 0));
+  t.attr(Attribute::make_float("alpha", alpha));
+  return t;
+}
+}  // namespace
+
+TEST_CASE("FusedMatMul: bias, no activation", "[kernels][FusedMatMul]") {
+  expect_near(make("none", B()).run()[0], {-3.75f, 3.0f, -4.5f, 1.0f}, {2, 2});
+}
+
+TEST_CASE("FusedMatMul: transB gives the same product", "[kernels][FusedMatMul]") {
+  expect_near(make("none", Bt(), true).run()[0], {-3.75f, 3.0f, -4.5f, 1.0f}, {2, 2});
+}
+
+TEST_CASE("FusedMatMul: erf GELU", "[kernels][FusedMatMul]") {
+  expect_near(make("gelu", B()).run()[0], {-0.00033156481f, 2.9959502f, -1.5289528e-05f, 0.84134477f}, {2, 2},
+              1e-6f);
+}
+
+TEST_CASE("FusedMatMul: tanh GELU", "[kernels][FusedMatMul]") {
+  expect_near(make("gelu_tanh", B()).run()[0], {-0.00021925208f, 2.9963627f, -5.1367374e-06f, 0.84119201f}, {2, 2},
+              1e-6f);
+}
+
+TEST_CASE("FusedMatMul: alpha and relu", "[kernels][FusedMatMul]") {
+  // relu(2 * A·B + bias)
+  expect_near(make("relu", B(), false, 2.0f).run()[0], {0, 9, 0, 5}, {2, 2});
+}
+
+TEST_CASE("FusedMatMul: batched A, no bias", "[kernels][FusedMatMul]") {
+  OpTest t("FusedMatMul", "fuseopt");
+  t.input("A", floats({1, 2, 3, -1, 0.5f, 2, 2, 4, 6, -2, 1, 4}, {2, 2, 3})).input("B", B());
+  expect_near(t.run()[0], {-4, 6, -4.75f, 4, -8, 12, -9.5f, 8}, {2, 2, 2});
+}
+
+TEST_CASE("FusedMatMul: mismatched inner dims and a bad activation are errors", "[kernels][FusedMatMul]") {
+  CHECK_THROWS_AS(make("none", Bt()).run(), Error);  // [2,3]·[2,3]
+  CHECK_THROWS_AS(make("swish", B()).run(), Error);
+}
