@@ -1,0 +1,238 @@
+// Conv (1-D and 2-D, groups, pads, strides, dilations, auto_pad) through
+// im2col + GEMM; MaxPool / AveragePool (ceil_mode, count_include_pad);
+// GlobalAveragePool / GlobalMaxPool; BatchNormalization (inference).
+// 1-D cases run as 2-D with height 1.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/math_util.h"
+
+namespace fuseopt {
+namespace {
+
+// Geometry of one spatial axis.
+struct Axis {
+  int64_t in = 1, k = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0, out = 1;
+};
+
+// Resolves pads/auto_pad and the output size for spatial axes. `pool` enables ceil_mode.
+std::vector<Axis> spatial_geometry(KernelContext& ctx, const std::vector<int64_t>& in_spatial,
+                                   const std::vector<int64_t>& kernel, bool pool) {
+  const Node& n = ctx.node();
+  const size_t nd = in_spatial.size();
+  std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  bool ceil_mode = pool && n.attr_int("ceil_mode", 0) != 0;
+  MATH_CHECK(ctx, strides.size() == nd && dil.size() == nd && pads.size() == 2 * nd && kernel.size() == nd,
+             "strides/dilations/pads/kernel_shape do not match " << nd << " spatial dims");
+  std::vector<Axis> axes(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    Axis& a = axes[i];
+    a.in = in_spatial[i];
+    a.k = kernel[i];
+    a.stride = strides[i];
+    a.dil = dil[i];
+    MATH_CHECK(ctx, a.k >= 1 && a.stride >= 1 && a.dil >= 1, "kernel, strides and dilations must be >= 1");
+    const int64_t span = (a.k - 1) * a.dil + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      a.out = (a.in + a.stride - 1) / a.stride;
+      int64_t total = std::max<int64_t>(0, (a.out - 1) * a.stride + span - a.in);
+      if (auto_pad == "SAME_UPPER") { a.pad_begin = total / 2; a.pad_end = total - a.pad_begin; }
+      else { a.pad_end = total / 2; a.pad_begin = total - a.pad_end; }
+    } else {
+      if (auto_pad != "VALID") { a.pad_begin = pads[i]; a.pad_end = pads[i + nd]; }
+      int64_t room = a.in + a.pad_begin + a.pad_end - span;
+      MATH_CHECK(ctx, room >= 0, "kernel " << shape_str(kernel) << " is larger than the padded input "
+                                           << shape_str(in_spatial));
+      if (ceil_mode) {
+        a.out = (room + a.stride - 1) / a.stride + 1;
+        if ((a.out - 1) * a.stride >= a.in + a.pad_begin) --a.out;  // last window must start inside
+      } else {
+        a.out = room / a.stride + 1;
+      }
+    }
+  }
+  return axes;
+}
+
+// As 2-D: returns {H axis, W axis}; 1-D inputs get a dummy H.
+std::pair<Axis, Axis> as_2d(const std::vector<Axis>& axes) {
+  if (axes.size() == 1) return {Axis{}, axes[0]};
+  return {axes[0], axes[1]};
+}
+
+FUSEOPT_KERNEL(cpu_Conv, "", "Conv", Backend::CPU, {DType::Float}) {
+  const RtTensor* x = ctx.input(0);
+  const RtTensor* w = ctx.input(1);
+  const RtTensor* bias = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+  MATH_CHECK(ctx, x && w, "needs X and W");
+  MATH_CHECK(ctx, x->rank() == 3 || x->rank() == 4, "only 1-D and 2-D convolutions are supported, got X "
+                                                        << shape_str(x->shape));
+  MATH_CHECK(ctx, w->rank() == x->rank(), "W " << shape_str(w->shape) << " does not match X " << shape_str(x->shape));
+  const int64_t group = ctx.node().attr_int("group", 1);
+  const int64_t N = x->shape[0], C = x->shape[1], OC = w->shape[0], Cg = w->shape[1];
+  MATH_CHECK(ctx, group >= 1 && C == Cg * group && OC % group == 0,
+             "channels do not match: X " << shape_str(x->shape) << ", W " << shape_str(w->shape) << ", group " << group);
+  std::vector<int64_t> in_sp(x->shape.begin() + 2, x->shape.end());
+  std::vector<int64_t> k_sp(w->shape.begin() + 2, w->shape.end());
+  std::vector<int64_t> ks = ctx.node().attr_ints("kernel_shape", k_sp);
+  MATH_CHECK(ctx, ks == k_sp, "kernel_shape " << shape_str(ks) << " differs from W " << shape_str(w->shape));
+  std::vector<Axis> axes = spatial_geometry(ctx, in_sp, k_sp, false);
+  auto [ah, aw] = as_2d(axes);
+  std::vector<int64_t> out_shape{N, OC};
+  for (const Axis& a : axes) out_shape.push_back(a.out);
+  RtTensor* y = ctx.output(0, DType::Float, out_shape);
+  if (y->numel() == 0) return;
+  if (bias) MATH_CHECK(ctx, bias->numel() == OC, "bias " << shape_str(bias->shape) << " must have " << OC << " elements");
+  const int64_t OCg = OC / group, KK = Cg * ah.k * aw.k, P = ah.out * aw.out, HW = ah.in * aw.in;
+  const float* px = x->ptr<float>();
+  const float* pw = w->ptr<float>();
+  float* py = y->ptr<float>();
+  const bool direct = ah.k == 1 && aw.k == 1 && ah.stride == 1 && aw.stride == 1 && ah.pad_begin == 0 &&
+                      aw.pad_begin == 0 && ah.pad_end == 0 && aw.pad_end == 0;
+  float* col = direct ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(KK * P) * 4));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < group; ++g) {
+      const float* xg = px + (n * C + g * Cg) * HW;
+      const float* B = xg;
+      if (!direct) {
+        // im2col: row (c, kh, kw), column (oh, ow); zeros where the window hits padding.
+        parallel_for(Cg * ah.k * aw.k, 4, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            int64_t c = r / (ah.k * aw.k), kh = (r / aw.k) % ah.k, kw = r % aw.k;
+            float* dst = col + r * P;
+            for (int64_t oh = 0; oh < ah.out; ++oh) {
+              int64_t ih = oh * ah.stride - ah.pad_begin + kh * ah.dil;
+              for (int64_t ow = 0; ow < aw.out; ++ow) {
+                int64_t iw = ow * aw.stride - aw.pad_begin + kw * aw.dil;
+                bool inside = ih >= 0 && ih < ah.in && iw >= 0 && iw < aw.in;
+                dst[oh * aw.out + ow] = inside ? xg[c * HW + ih * aw.in + iw] : 0.f;
+              }
+            }
+          }
+        });
+        B = col;
+      }
+      float* yg = py + (n * OC + g * OCg) * P;
+      cpumath::gemm(OCg, P, KK, pw + g * OCg * KK, KK, B, P, yg, P, false);
+      if (bias) {
+        const float* pb = bias->ptr<float>() + g * OCg;
+        for (int64_t oc = 0; oc < OCg; ++oc)
+          for (int64_t p = 0; p < P; ++p) yg[oc * P + p] += pb[oc];
+      }
+    }
+  }
+}
+
+void pool_impl(KernelContext& ctx, bool is_max) {
+  const RtTensor* x = ctx.input(0);
+  MATH_CHECK(ctx, x && x->dtype == DType::Float, "expects a float32 input");
+  MATH_CHECK(ctx, x->rank() == 3 || x->rank() == 4, "only 1-D and 2-D pooling is supported, got " << shape_str(x->shape));
+  const Node& node = ctx.node();
+  std::vector<int64_t> ks = node.attr_ints("kernel_shape");
+  std::vector<int64_t> in_sp(x->shape.begin() + 2, x->shape.end());
+  MATH_CHECK(ctx, ks.size() == in_sp.size(), "kernel_shape " << shape_str(ks) << " does not match input " << shape_str(x->shape));
+  std::vector<Axis> axes = spatial_geometry(ctx, in_sp, ks, true);
+  auto [ah, aw] = as_2d(axes);
+  const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
+  std::vector<int64_t> out_shape{x->shape[0], x->shape[1]};
+  for (const Axis& a : axes) out_shape.push_back(a.out);
+  RtTensor* y = ctx.output(0, DType::Float, out_shape);
+  const int64_t planes = x->shape[0] * x->shape[1], HW = ah.in * aw.in, P = ah.out * aw.out;
+  const float* px = x->ptr<float>();
+  float* py = y->ptr<float>();
+  parallel_for(planes, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float* xp = px + pl * HW;
+      for (int64_t oh = 0; oh < ah.out; ++oh)
+        for (int64_t ow = 0; ow < aw.out; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          double sum = 0;
+          int64_t count = 0, padded_count = 0;
+          for (int64_t kh = 0; kh < ah.k; ++kh) {
+            int64_t ih = oh * ah.stride - ah.pad_begin + kh * ah.dil;
+            for (int64_t kw = 0; kw < aw.k; ++kw) {
+              int64_t iw = ow * aw.stride - aw.pad_begin + kw * aw.dil;
+              // Padded positions count for count_include_pad only inside the declared pads.
+              if (ih >= -ah.pad_begin && ih < ah.in + ah.pad_end && iw >= -aw.pad_begin && iw < aw.in + aw.pad_end)
+                ++padded_count;
+              if (ih < 0 || ih >= ah.in || iw < 0 || iw >= aw.in) continue;
+              float v = xp[ih * aw.in + iw];
+              if (v > best || std::isnan(v)) best = std::isnan(best) ? best : v;
+              sum += v;
+              ++count;
+            }
+          }
+          float r;
+          if (is_max) r = best;
+          else r = static_cast<float>(sum / static_cast<double>(include_pad ? padded_count : std::max<int64_t>(count, 1)));
+          py[pl * P + oh * aw.out + ow] = r;
+        }
+    }
+  });
+}
+
+FUSEOPT_KERNEL(cpu_MaxPool, "", "MaxPool", Backend::CPU, {DType::Float}) {
+  MATH_CHECK(ctx, ctx.num_outputs() < 2 || !ctx.node().output(1), "the Indices output of MaxPool is not supported");
+  pool_impl(ctx, true);
+}
+FUSEOPT_KERNEL(cpu_AveragePool, "", "AveragePool", Backend::CPU, {DType::Float}) { pool_impl(ctx, false); }
+
+void global_pool(KernelContext& ctx, bool is_max) {
+  const RtTensor* x = ctx.input(0);
+  MATH_CHECK(ctx, x && x->dtype == DType::Float && x->rank() >= 2, "expects a float32 input [N, C, ...]");
+  std::vector<int64_t> out_shape{x->shape[0], x->shape[1]};
+  for (size_t i = 2; i < x->rank(); ++i) out_shape.push_back(1);
+  RtTensor* y = ctx.output(0, DType::Float, out_shape);
+  const int64_t planes = x->shape[0] * x->shape[1], S = cpumath::prod(x->shape, 2, x->rank());
+  const float* px = x->ptr<float>();
+  float* py = y->ptr<float>();
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = px + p * S;
+    if (is_max) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < S; ++i) m = std::isnan(xp[i]) || xp[i] > m ? xp[i] : m;
+      py[p] = m;
+    } else {
+      double s = 0;
+      for (int64_t i = 0; i < S; ++i) s += xp[i];
+      py[p] = S ? static_cast<float>(s / static_cast<double>(S)) : std::nanf("");
+    }
+  }
+}
+FUSEOPT_KERNEL(cpu_GlobalAveragePool, "", "GlobalAveragePool", Backend::CPU, {DType::Float}) { global_pool(ctx, false); }
+FUSEOPT_KERNEL(cpu_GlobalMaxPool, "", "GlobalMaxPool", Backend::CPU, {DType::Float}) { global_pool(ctx, true); }
+
+// Inference form: y = (x - mean) / sqrt(var + eps) * scale + B, per channel (axis 1).
+FUSEOPT_KERNEL(cpu_BatchNormalization, "", "BatchNormalization", Backend::CPU, {DType::Float}) {
+  const RtTensor* x = ctx.input(0);
+  const RtTensor* scale = ctx.input(1);
+  const RtTensor* b = ctx.input(2);
+  const RtTensor* mean = ctx.input(3);
+  const RtTensor* var = ctx.input(4);
+  MATH_CHECK(ctx, x && scale && b && mean && var, "needs X, scale, B, input_mean, input_var");
+  MATH_CHECK(ctx, ctx.node().attr_int("training_mode", 0) == 0, "training_mode=1 is not supported");
+  MATH_CHECK(ctx, x->rank() >= 2, "X must have rank >= 2, got " << shape_str(x->shape));
+  const int64_t N = x->shape[0], C = x->shape[1], S = cpumath::prod(x->shape, 2, x->rank());
+  for (const RtTensor* t : {scale, b, mean, var})
+    MATH_CHECK(ctx, t->numel() == C && t->dtype == DType::Float, "per-channel inputs must be float32 [" << C << "], got "
+                                                                                                  << shape_str(t->shape));
+  const float eps = ctx.node().attr_float("epsilon", 1e-5f);
+  RtTensor* y = ctx.output(0, DType::Float, x->shape);
+  const float* px = x->ptr<float>();
+  float* py = y->ptr<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      float inv = scale->ptr<float>()[c] / std::sqrt(var->ptr<float>()[c] + eps);
+      float shift = b->ptr<float>()[c] - mean->ptr<float>()[c] * inv;
+      const float* xs = px + (n * C + c) * S;
+      float* ys = py + (n * C + c) * S;
+      for (int64_t i = 0; i < S; ++i) ys[i] = xs[i] * inv + shift;
+    }
+}
+
+}  // namespace
+}  // namespace fuseopt
