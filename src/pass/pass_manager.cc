@@ -68,6 +68,8 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
   report.begin(g);
   Rewriter rw(g);
   PassContext ctx{opts_.pass_options, report};
+  // Fusion checks read shapes and dtypes: keep them fresh for every pass.
+  if (!passes_.empty()) rw.infer_shapes();
   int iteration = 0;
   bool fixed_point = passes_.empty();
   while (!passes_.empty() && iteration < opts_.max_iterations) {
@@ -86,14 +88,13 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
       ChangeCounts c = rw.counts();
       if (rewrites > 0 || c.total() > 0) {
         changed = true;
-        if (opts_.verify_each) {
-          try {
-            rw.topo_sort();
-            rw.verify();
-          } catch (const Error& e) {
-            throw Error("internal: pass " + pass.name() + " left an invalid graph: " + e.what());
-          }
+        try {
+          rw.topo_sort();
+          if (opts_.verify_each) rw.verify();
+        } catch (const Error& e) {
+          throw Error("internal: pass " + pass.name() + " left an invalid graph: " + e.what());
         }
+        rw.infer_shapes();
       }
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       report.record_pass_run(pass.name(), category_name(categories_[i]), rewrites, c, ms);

@@ -215,6 +215,17 @@ void Rewriter::mark_fused(Node* fused, const std::string& pattern, const std::ve
   origins_[fused->name] = std::move(o);
 }
 
+ShapeInferenceResult Rewriter::infer_shapes() {
+  ShapeInferenceOptions o;
+  o.strict = false;
+  try {
+    return fuseopt::infer_shapes(g_, o);
+  } catch (const Error&) {
+    // Shape inference is advisory for the optimizer: passes check what they need.
+    return ShapeInferenceResult{};
+  }
+}
+
 void Rewriter::topo_sort() { g_.topo_sort(); }
 void Rewriter::verify() const { g_.verify(); }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/shape_inference.h"
 #include "rewrite/pattern.h"
 
 namespace fuseopt {
@@ -107,6 +108,12 @@ class Rewriter {
   void reset_counts() { counts_ = ChangeCounts{}; }
   // Keyed by node name (names are unique and survive topo_sort).
   const std::map<std::string, FusedOrigin>& fused_origins() const { return origins_; }
+
+  // Refreshes dtype/shape of the values (non-strict shape inference: a
+  // contradiction is logged, never thrown). The result's side table knows the
+  // symbolic contents of small integer tensors (shape subgraphs); it is valid
+  // until the next change. The PassManager runs this before every pass.
+  ShapeInferenceResult infer_shapes();
 
   // Graph-wide steps the PassManager runs between passes.
   void topo_sort();
