@@ -1,0 +1,41 @@
+// Shared by the attention kernels (nvcc only): mask and bias element reads,
+// and the tensor-core path's entry points.
+#pragma once
+#include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/fused_launch.cuh"
+
+namespace fuseopt::cuda_fused {
+
+// Key-padding mask element: nonzero keeps the key. HF passes int64; bool,
+// int32 and float masks are accepted too.
+__device__ __forceinline__ bool mask_keep(const void* mask, DType dt, int64_t idx) {
+  switch (dt) {
+    case DType::Int64: return static_cast<const int64_t*>(mask)[idx] != 0;
+    case DType::Int32: return static_cast<const int32_t*>(mask)[idx] != 0;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8: return static_cast<const uint8_t*>(mask)[idx] != 0;
+    case DType::Float: return static_cast<const float*>(mask)[idx] != 0.f;
+    case DType::Float16: return __half2float(static_cast<const __half*>(mask)[idx]) != 0.f;
+    case DType::BFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(mask)[idx]) != 0.f;
+    default: return true;
+  }
+}
+
+// Adds the attention bias to score s, or for a Bool bias replaces s by
+// mask_filter_value where the bias is false.
+__device__ __forceinline__ float apply_bias(const AttentionArgs& a, float s, int b, int h, int i, int j) {
+  int64_t idx = b * a.bias_sb + h * a.bias_sh + i * a.bias_si + j * a.bias_sj;
+  switch (a.bias_dtype) {
+    case DType::Bool: return static_cast<const uint8_t*>(a.bias)[idx] ? s : a.mask_filter_value;
+    case DType::Float16: return s + __half2float(static_cast<const __half*>(a.bias)[idx]);
+    case DType::BFloat16: return s + __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[idx]);
+    default: return s + static_cast<const float*>(a.bias)[idx];
+  }
+}
+
+// Tensor-core kernel (fused_attention_mma.cu): fp16/bf16, head dim 64 or 128.
+bool attention_mma_supported(const AttentionArgs& a);
+void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace fuseopt::cuda_fused

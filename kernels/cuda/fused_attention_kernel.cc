@@ -1,0 +1,123 @@
+// CUDA kernel for fuseopt.Attention: reads inputs and attributes exactly as
+// kernels/cpu/fused_attention.cc does, then one flash-style launch.
+//   inputs : 0 query (packed QKV [B,S,(H+2Hkv)·Dh] when key/value are absent,
+//            else Q [B,S,H·Dh]), 1 key [B,Skv,Hkv·Dh]?, 2 value [B,Skv,Hkv·Dv]?,
+//            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?
+//   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
+//            causal, mask_filter_value (= -inf)
+#include <cmath>
+#include <limits>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_launch.cuh"
+
+namespace fuseopt {
+
+#define ATT_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
+
+FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& node = ctx.node();
+  auto in = [&](size_t i) { return ctx.num_inputs() > i ? ctx.input(i) : nullptr; };
+  const RtTensor* q = ctx.input(0);
+  const RtTensor* k = in(1);
+  const RtTensor* v = in(2);
+  const RtTensor* mask = in(3);
+  const RtTensor* bias = in(4);
+  ATT_CHECK(q, "query input is required");
+  ATT_CHECK((k == nullptr) == (v == nullptr), "key and value must both be given or both be omitted");
+  const DType dt = q->dtype;
+  ATT_CHECK(cuda_fused::is_gpu_float(dt), "CUDA Attention supports float/float16/bfloat16, got " << dtype_name(dt));
+  const int64_t H = node.attr_int("num_heads", 0);
+  const int64_t Hkv = node.attr_int("kv_num_heads", H);
+  ATT_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0,
+            "num_heads " << H << " must be positive and a multiple of kv_num_heads " << Hkv);
+  ATT_CHECK(q->rank() == 3, "query must be [B, S, hidden], got rank " << q->rank());
+  const int64_t B = q->shape[0], S = q->shape[1];
+  const bool packed = k == nullptr;
+
+  cuda_fused::AttentionArgs a;
+  a.dtype = dt;
+  const size_t esz = dtype_size(dt);
+  int64_t Dh = 0, Dv = 0, Skv = 0;
+  if (packed) {
+    ATT_CHECK(q->shape[2] % (H + 2 * Hkv) == 0,
+              "packed QKV width " << q->shape[2] << " is not (num_heads + 2*kv_num_heads) * head_dim");
+    Dh = Dv = q->shape[2] / (H + 2 * Hkv);
+    Skv = S;
+    const int64_t row = q->shape[2];
+    a.q = q->data;
+    a.k = static_cast<const char*>(q->data) + H * Dh * esz;
+    a.v = static_cast<const char*>(q->data) + (H + Hkv) * Dh * esz;
+    a.q_seq_stride = a.k_seq_stride = a.v_seq_stride = row;
+    a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = S * row;
+  } else {
+    ATT_CHECK(k->rank() == 3 && v->rank() == 3, "key and value must be [B, S_kv, hidden]");
+    ATT_CHECK(k->dtype == dt && v->dtype == dt, "key and value must have the query's dtype");
+    ATT_CHECK(q->shape[2] % H == 0, "query width " << q->shape[2] << " is not a multiple of num_heads " << H);
+    Dh = q->shape[2] / H;
+    ATT_CHECK(k->shape[2] == Hkv * Dh, "key width " << k->shape[2] << " != kv_num_heads * head_dim " << Hkv * Dh);
+    ATT_CHECK(v->shape[2] % Hkv == 0, "value width " << v->shape[2] << " is not a multiple of kv_num_heads");
+    Dv = v->shape[2] / Hkv;
+    ATT_CHECK(k->shape[0] == B && v->shape[0] == B, "batch of key/value differs from the query's");
+    Skv = k->shape[1];
+    ATT_CHECK(v->shape[1] == Skv, "key and value sequence lengths differ");
+    a.q = q->data;
+    a.k = k->data;
+    a.v = v->data;
+    a.q_seq_stride = H * Dh;
+    a.q_batch_stride = S * H * Dh;
+    a.k_seq_stride = Hkv * Dh;
+    a.k_batch_stride = Skv * Hkv * Dh;
+    a.v_seq_stride = Hkv * Dv;
+    a.v_batch_stride = Skv * Hkv * Dv;
+  }
+  a.B = static_cast<int>(B);
+  a.H = static_cast<int>(H);
+  a.Hkv = static_cast<int>(Hkv);
+  a.Sq = static_cast<int>(S);
+  a.Skv = static_cast<int>(Skv);
+  a.Dh = static_cast<int>(Dh);
+  a.Dv = static_cast<int>(Dv);
+  ATT_CHECK(B < 65536 && H < 65536 && S < (int64_t(1) << 30) && Skv < (int64_t(1) << 30), "sizes too large");
+  a.scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
+  a.causal = node.attr_int("causal", 0) != 0;
+  a.mask_filter_value = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+
+  if (mask) {
+    ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
+              "mask must be [B, S_kv] = [" << B << ", " << Skv << "]");
+    a.mask = mask->data;
+    a.mask_dtype = mask->dtype;
+  }
+  if (bias) {
+    ATT_CHECK(bias->dtype == DType::Bool || cuda_fused::is_gpu_float(bias->dtype),
+              "attn_bias must be float or bool, got " << dtype_name(bias->dtype));
+    ATT_CHECK(bias->rank() <= 4, "attn_bias rank " << bias->rank() << " > 4");
+    const int64_t full[4] = {B, H, S, Skv};
+    int64_t strides[4] = {0, 0, 0, 0};
+    int64_t stride = 1;
+    for (int d = 3, bd = static_cast<int>(bias->rank()) - 1; d >= 0; --d, --bd) {
+      if (bd < 0) continue;
+      const int64_t n = bias->shape[bd];
+      ATT_CHECK(n == 1 || n == full[d], "attn_bias shape does not broadcast to [B, H, S, S_kv]");
+      strides[d] = n == 1 ? 0 : stride;
+      stride *= n;
+    }
+    a.bias = bias->data;
+    a.bias_dtype = bias->dtype;
+    a.bias_sb = strides[0];
+    a.bias_sh = strides[1];
+    a.bias_si = strides[2];
+    a.bias_sj = strides[3];
+  }
+  RtTensor* y = ctx.output(0, dt, {B, S, H * Dv});
+  if (y->numel() == 0) return;
+  if (Skv == 0) {  // no keys: the reference's weighted sum is empty, i.e. zeros
+    FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), cuda_fused::stream_of(ctx)), node.label());
+    return;
+  }
+  cuda_fused::launch_attention(a, cuda_fused::stream_of(ctx));
+}
+
+}  // namespace fuseopt

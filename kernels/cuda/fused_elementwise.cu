@@ -1,0 +1,122 @@
+// Elementwise fused kernels: AddRelu, bias + erf-GELU after a GEMM, and the
+// broadcast of Gemm's C into the output.
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/fused_launch.cuh"
+
+namespace fuseopt::cuda_fused {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(int64_t work, int threads) {
+  int64_t blocks = (work + threads - 1) / threads;
+  // Grid-stride loops cover the rest; enough blocks to fill 132 SMs many times.
+  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+// Same-shape AddRelu, 16 bytes per thread per step.
+template <class T, int N>
+__global__ void add_relu_vec_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                                    int64_t nvec) {
+  using V = Vec<T, N>;
+  const V* av = reinterpret_cast<const V*>(a);
+  const V* bv = reinterpret_cast<const V*>(b);
+  V* yv = reinterpret_cast<V*>(y);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += int64_t(gridDim.x) * blockDim.x) {
+    V x = av[i], z = bv[i], o;
+#pragma unroll
+    for (int k = 0; k < N; ++k) o.v[k] = from_f<T>(fmaxf(to_f(x.v[k]) + to_f(z.v[k]), 0.f));
+    yv[i] = o;
+  }
+}
+
+template <class T>
+__global__ void add_relu_scalar_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                                       int64_t begin, int64_t n) {
+  for (int64_t i = begin + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f<T>(fmaxf(to_f(a[i]) + to_f(b[i]), 0.f));
+}
+
+template <class T>
+__global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n,
+                                      BroadcastShape s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = i, ia = 0, ib = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      int64_t c = rem % s.out_dims[d];
+      rem /= s.out_dims[d];
+      ia += c * s.a_strides[d];
+      ib += c * s.b_strides[d];
+    }
+    y[i] = from_f<T>(fmaxf(to_f(a[ia]) + to_f(b[ib]), 0.f));
+  }
+}
+
+template <class T>
+__global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t total, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = to_f(y[i]);
+    if (bias) v += to_f(bias[i % n]);
+    y[i] = from_f<T>(gelu_erf(v));
+  }
+}
+
+template <class T>
+__global__ void broadcast_2d_kernel(const T* __restrict__ c, int64_t cm, int64_t cn, T* __restrict__ y, int64_t M,
+                                    int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i / N, col = i % N;
+    y[i] = c[(cm == 1 ? 0 : r) * cn + (cn == 1 ? 0 : col)];
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, const BroadcastShape* bcast,
+                     cudaStream_t stream) {
+  if (n == 0) return;
+  FUSED_DISPATCH_FLOAT(dt, T, {
+    const T* pa = static_cast<const T*>(a);
+    const T* pb = static_cast<const T*>(b);
+    T* py = static_cast<T*>(y);
+    if (bcast) {
+      add_relu_bcast_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, *bcast);
+    } else {
+      constexpr int N = 16 / sizeof(T);
+      int64_t head = 0;
+      if (aligned16(a) && aligned16(b) && aligned16(y)) {
+        int64_t nvec = n / N;
+        if (nvec > 0) add_relu_vec_kernel<T, N><<<grid_for(nvec, kThreads), kThreads, 0, stream>>>(pa, pb, py, nvec);
+        head = nvec * N;
+      }
+      if (head < n) add_relu_scalar_kernel<T><<<grid_for(n - head, kThreads), kThreads, 0, stream>>>(pa, pb, py, head, n);
+    }
+  });
+  FUSED_LAUNCH_CHECK("AddRelu");
+}
+
+void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  int64_t total = rows * n;
+  if (total == 0) return;
+  FUSED_DISPATCH_FLOAT(dt, T, {
+    bias_gelu_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
+                                                                            static_cast<const T*>(bias), total, n);
+  });
+  FUSED_LAUNCH_CHECK("bias+GELU(erf)");
+}
+
+void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,
+                         cudaStream_t stream) {
+  if (M * N == 0) return;
+  FUSED_DISPATCH_FLOAT(dt, T, {
+    broadcast_2d_kernel<T><<<grid_for(M * N, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(c), cm, cn,
+                                                                               static_cast<T*>(y), M, N);
+  });
+  FUSED_LAUNCH_CHECK("Gemm C broadcast");
+}
+
+}  // namespace fuseopt::cuda_fused

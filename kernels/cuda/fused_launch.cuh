@@ -1,0 +1,97 @@
+// Launchers of the fused-op CUDA kernels (H6b). Plain host functions with
+// device pointers, so the registered kernels, other CUDA kernels (ONNX
+// LayerNormalization may reuse launch_norm) and tests all call the same code.
+// Nothing here needs nvcc: the header is includable from .cc files.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "ir/tensor.h"
+
+namespace fuseopt::cuda_fused {
+
+constexpr int kMaxBroadcastRank = 8;
+
+// Y = max(A + B, 0). Same-shape operands take a vectorised path; otherwise
+// out_dims/a_strides/b_strides (elements, 0 on broadcast axes) describe it.
+struct BroadcastShape {
+  int rank = 0;
+  int64_t out_dims[kMaxBroadcastRank] = {};
+  int64_t a_strides[kMaxBroadcastRank] = {};
+  int64_t b_strides[kMaxBroadcastRank] = {};
+};
+void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, const BroadcastShape* bcast,
+                     cudaStream_t stream);
+
+// In place: y[r, j] = gelu_erf(y[r, j] + bias[j]) for a [rows, n] matrix
+// (bias may be null). Used after a GEMM whose epilogue cannot do erf-GELU.
+void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream);
+
+// y[M, N] = c broadcast from [cm, cn] (cm in {1, M}, cn in {1, N}): Gemm's C.
+void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,
+                         cudaStream_t stream);
+
+// LayerNorm / RMSNorm / SkipLayerNorm over the last axis of x [rows, D]:
+//   z = (x + bias) + skip[row % skip_rows] (bias, skip optional); sum = z (optional);
+//   y = (z - mean) * rsqrt(var + eps) * gamma (+ beta)   or, rms:
+//   y = z * rsqrt(mean(z²) + eps) * gamma.
+// Statistics in fp32. mean/inv_std (fp32, [rows], optional) are ONNX
+// LayerNormalization's extra outputs (for rms, mean is 0).
+struct NormArgs {
+  DType dtype = DType::Float;
+  int64_t rows = 0, D = 0;
+  const void* x = nullptr;
+  const void* skip = nullptr;
+  int64_t skip_rows = 0;  // rows of skip; x row r reads skip row r % skip_rows
+  const void* bias = nullptr;
+  const void* gamma = nullptr;
+  const void* beta = nullptr;
+  void* y = nullptr;
+  void* sum = nullptr;
+  float* mean = nullptr;
+  float* inv_std = nullptr;
+  float eps = 1e-5f;
+  bool rms = false;
+};
+void launch_norm(const NormArgs& a, cudaStream_t stream);
+
+// Attention, flash style: per (batch, head, query tile) the key axis is swept
+// in tiles with an online softmax; scores never reach device memory.
+// Q/K/V are addressed as base + b*batch_stride + s*seq_stride + head*D, which
+// covers packed QKV [B,S,(H+2Hkv)·Dh] (three offsets into one buffer) and
+// separate [B,S,H·Dh] tensors. Y is [B, Sq, H·Dv] (Dv = Dh when packed).
+// Semantics follow kernels/cpu/fused_attention.cc exactly:
+//   s = scale·q·k (+ float bias); bool bias false or mask 0 -> s = mask_filter_value;
+//   causal: key j visible to query i iff j <= i + Skv - Sq, else s = -inf.
+// A row whose every score is -inf gives NaN (as Softmax does).
+struct AttentionArgs {
+  DType dtype = DType::Float;
+  int B = 0, H = 0, Hkv = 0, Sq = 0, Skv = 0, Dh = 0, Dv = 0;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t q_batch_stride = 0, q_seq_stride = 0;
+  int64_t k_batch_stride = 0, k_seq_stride = 0;
+  int64_t v_batch_stride = 0, v_seq_stride = 0;
+  void* y = nullptr;
+  // Key-padding mask [B, Skv] (nonzero = keep) of mask_dtype, or null.
+  const void* mask = nullptr;
+  DType mask_dtype = DType::Int64;
+  float mask_filter_value = -INFINITY;
+  // Bias element (b,h,i,j) at b*sb + h*sh + i*si + j*sj (0 strides broadcast);
+  // float types are added, Bool keeps where true.
+  const void* bias = nullptr;
+  DType bias_dtype = DType::Float;
+  int64_t bias_sb = 0, bias_sh = 0, bias_si = 0, bias_sj = 0;
+  float scale = 1.f;
+  bool causal = false;
+};
+void launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// Which attention kernel launch_attention picks for these arguments
+// ("mma" = tensor cores, "generic" = fp32 SIMT); for tests and the profile.
+const char* attention_kernel_name(const AttentionArgs& a);
+
+}  // namespace fuseopt::cuda_fused

@@ -1,0 +1,163 @@
+// CUDA kernels for fuseopt.LayerNorm, RMSNorm, SkipLayerNorm and AddRelu.
+// Attribute handling and defaults mirror kernels/cpu/fused_layer_norm.cc and
+// fused_add_relu.cc (LayerNorm eps 1e-5, RMSNorm eps 1e-6).
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_launch.cuh"
+
+namespace fuseopt {
+namespace {
+
+const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
+
+std::vector<int64_t> broadcast2(const Node& n, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r, 1);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
+    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
+    FUSE_CHECK(da == db || da == 1 || db == 1,
+               n.label() << ": shapes " << shape_str(a) << " and " << shape_str(b) << " do not broadcast");
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// True when `s` without its leading 1s equals the trailing dims of `out`:
+// then its rows repeat with period numel(s)/D along the flattened rows of out.
+bool is_suffix_of(const std::vector<int64_t>& s, const std::vector<int64_t>& out) {
+  size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1) ++lead;
+  const size_t len = s.size() - lead;
+  if (len > out.size()) return false;
+  for (size_t k = 0; k < len; ++k)
+    if (s[lead + k] != out[out.size() - len + k]) return false;
+  return true;
+}
+
+void run_norm(KernelContext& ctx, const RtTensor* x, const RtTensor* gamma, const RtTensor* beta, float eps,
+              bool rms) {
+  const Node& n = ctx.node();
+  FUSE_CHECK(x && gamma, n.label() << ": " << n.op_type << " needs X and gamma");
+  FUSE_CHECK(x->rank() >= 1, n.label() << ": " << n.op_type << " needs an input of rank >= 1");
+  const DType dt = x->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA " << n.op_type << " supports float/float16/bfloat16");
+  cuda_fused::check_same_dtype(ctx, gamma, dt, "gamma");
+  cuda_fused::check_same_dtype(ctx, beta, dt, "beta");
+  const int64_t d = x->shape.back();
+  cuda_fused::check_vector(ctx, gamma, d, "gamma");
+  cuda_fused::check_vector(ctx, beta, d, "beta");
+  RtTensor* y = ctx.output(0, dt, x->shape);
+  if (d == 0 || x->numel() == 0) return;
+  cuda_fused::NormArgs a;
+  a.dtype = dt;
+  a.rows = x->numel() / d;
+  a.D = d;
+  a.x = x->data;
+  a.gamma = gamma->data;
+  a.beta = beta ? beta->data : nullptr;
+  a.y = y->data;
+  a.eps = eps;
+  a.rms = rms;
+  cuda_fused::launch_norm(a, cuda_fused::stream_of(ctx));
+}
+
+}  // namespace
+
+FUSEOPT_KERNEL(CudaFusedLayerNorm, "fuseopt", "LayerNorm", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  run_norm(ctx, ctx.input(0), opt_input(ctx, 1), opt_input(ctx, 2), ctx.node().attr_float("epsilon", 1e-5f), false);
+}
+
+FUSEOPT_KERNEL(CudaFusedRMSNorm, "fuseopt", "RMSNorm", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
+  run_norm(ctx, ctx.input(0), opt_input(ctx, 1), nullptr, ctx.node().attr_float("epsilon", 1e-6f), true);
+}
+
+// Sum = (X + bias) + skip; Y = norm(Sum); Sum written when declared.
+FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* x = ctx.input(0);
+  const RtTensor* skip = opt_input(ctx, 1);
+  const RtTensor* gamma = opt_input(ctx, 2);
+  const RtTensor* beta = opt_input(ctx, 3);
+  const RtTensor* bias = opt_input(ctx, 4);
+  FUSE_CHECK(x && skip && gamma, n.label() << ": SkipLayerNorm needs X, skip and gamma");
+  const DType dt = x->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA SkipLayerNorm supports float/float16/bfloat16");
+  for (const RtTensor* t : {skip, gamma, beta, bias}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
+  FUSE_CHECK(x->rank() >= 1 && skip->rank() >= 1, n.label() << ": SkipLayerNorm inputs need rank >= 1");
+  const std::vector<int64_t> shape = broadcast2(n, x->shape, skip->shape);
+  FUSE_CHECK(x->shape.back() == shape.back() && skip->shape.back() == shape.back(),
+             n.label() << ": SkipLayerNorm X " << shape_str(x->shape) << " and skip " << shape_str(skip->shape)
+                       << " must share the last dim");
+  const int64_t d = shape.back();
+  cuda_fused::check_vector(ctx, gamma, d, "gamma");
+  cuda_fused::check_vector(ctx, beta, d, "beta");
+  cuda_fused::check_vector(ctx, bias, d, "bias");
+  // The kernel reads the full-shape operand row by row and the other one with
+  // a row period; the sum is commutative, so either may be the full one.
+  const RtTensor* full = x;
+  const RtTensor* other = skip;
+  if (x->shape != shape) std::swap(full, other);
+  FUSE_CHECK(full->shape == shape && is_suffix_of(other->shape, shape),
+             n.label() << ": CUDA SkipLayerNorm cannot broadcast X " << shape_str(x->shape) << " with skip "
+                       << shape_str(skip->shape));
+  RtTensor* y = ctx.output(0, dt, shape);
+  RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, shape) : nullptr;
+  if (d == 0 || y->numel() == 0) return;
+  cuda_fused::NormArgs a;
+  a.dtype = dt;
+  a.rows = y->numel() / d;
+  a.D = d;
+  a.x = full->data;
+  a.skip = other->data;
+  a.skip_rows = other->numel() / d;
+  a.bias = bias ? bias->data : nullptr;
+  a.gamma = gamma->data;
+  a.beta = beta ? beta->data : nullptr;
+  a.y = y->data;
+  a.sum = sum ? sum->data : nullptr;
+  a.eps = n.attr_float("epsilon", 1e-5f);
+  a.rms = n.attr_int("rms", 0) != 0;
+  cuda_fused::launch_norm(a, cuda_fused::stream_of(ctx));
+}
+
+FUSEOPT_KERNEL(CudaFusedAddRelu, "fuseopt", "AddRelu", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* a = ctx.input(0);
+  const RtTensor* b = opt_input(ctx, 1);
+  FUSE_CHECK(a && b, n.label() << ": AddRelu needs inputs A and B");
+  const DType dt = a->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA AddRelu supports float/float16/bfloat16");
+  cuda_fused::check_same_dtype(ctx, b, dt, "B");
+  const std::vector<int64_t> shape = broadcast2(n, a->shape, b->shape);
+  RtTensor* y = ctx.output(0, dt, shape);
+  const int64_t total = y->numel();
+  if (total == 0) return;
+  cudaStream_t stream = cuda_fused::stream_of(ctx);
+  if (a->shape == shape && b->shape == shape) {
+    cuda_fused::launch_add_relu(dt, a->data, b->data, y->data, total, nullptr, stream);
+    return;
+  }
+  FUSE_CHECK(shape.size() <= static_cast<size_t>(cuda_fused::kMaxBroadcastRank),
+             n.label() << ": CUDA AddRelu supports rank <= " << cuda_fused::kMaxBroadcastRank);
+  cuda_fused::BroadcastShape bs;
+  bs.rank = static_cast<int>(shape.size());
+  auto fill = [&](const std::vector<int64_t>& s, int64_t* strides) {
+    int64_t stride = 1;
+    for (int k = bs.rank - 1, i = static_cast<int>(s.size()) - 1; k >= 0; --k, --i) {
+      const int64_t dim = i >= 0 ? s[i] : 1;
+      strides[k] = dim == 1 ? 0 : stride;
+      stride *= dim;
+    }
+  };
+  for (int k = 0; k < bs.rank; ++k) bs.out_dims[k] = shape[k];
+  fill(a->shape, bs.a_strides);
+  fill(b->shape, bs.b_strides);
+  cuda_fused::launch_add_relu(dt, a->data, b->data, y->data, total, &bs, stream);
+}
+
+}  // namespace fuseopt

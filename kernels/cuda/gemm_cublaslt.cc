@@ -1,0 +1,228 @@
+// cuBLASLt wrapper: descriptors per call (cheap), heuristic algorithm per
+// configuration cached (the expensive part), workspace from the caller.
+#include "kernels/cuda/gemm_cublaslt.h"
+
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/fused_common.h"
+
+namespace fuseopt::cuda_fused {
+
+namespace {
+
+#define LT_CHECK(expr)                                                                          \
+  do {                                                                                          \
+    cublasStatus_t lt_st_ = (expr);                                                             \
+    FUSE_CHECK(lt_st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt: " #expr " failed with status "       \
+                                                    << static_cast<int>(lt_st_));               \
+  } while (0)
+
+constexpr size_t kMaxWorkspace = 32u << 20;
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::Float: return CUDA_R_32F;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    default: FUSE_CHECK(false, "cuBLASLt GEMM: unsupported dtype " << dtype_name(t));
+  }
+  return CUDA_R_32F;
+}
+
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::Relu: return CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::ReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case GemmEpilogue::GeluTanh: return CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::GeluTanhBias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool needs_bias(GemmEpilogue e) {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::ReluBias || e == GemmEpilogue::GeluTanhBias;
+}
+
+// Largest power of two (<= 16) dividing the address: the heuristic must only
+// return algorithms whose vector loads this pointer allows.
+int alignment_of(const void* p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 16;
+  while (a > 1 && (v % a) != 0) a /= 2;
+  return a;
+}
+
+struct AlgoKey {
+  int device;
+  int dtype;
+  bool tf32;
+  int64_t M, N, K, batch, sa, sb, sd;
+  bool ta, tb;
+  int epilogue;
+  bool beta_nonzero;
+  int align_a, align_b, align_d, align_bias;
+  auto tie() const {
+    return std::tie(device, dtype, tf32, M, N, K, batch, sa, sb, sd, ta, tb, epilogue, beta_nonzero, align_a,
+                    align_b, align_d, align_bias);
+  }
+  bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
+};
+
+struct AlgoChoice {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+};
+
+std::mutex& lt_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<AlgoKey, AlgoChoice>& algo_cache() {
+  static std::map<AlgoKey, AlgoChoice> c;
+  return c;
+}
+
+// One handle per device, created on first use and kept for the process.
+cublasLtHandle_t handle_for(int device) {
+  static std::map<int, cublasLtHandle_t> handles;
+  std::lock_guard<std::mutex> lock(lt_mutex());
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  cublasLtHandle_t h = nullptr;
+  LT_CHECK(cublasLtCreate(&h));
+  handles[device] = h;
+  return h;
+}
+
+// RAII for the per-call descriptors.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+void set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
+  if (batch <= 1) return;
+  int32_t count = static_cast<int32_t>(batch);
+  LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                            sizeof(stride)));
+}
+
+}  // namespace
+
+size_t gemm_algo_cache_size() {
+  std::lock_guard<std::mutex> lock(lt_mutex());
+  return algo_cache().size();
+}
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t stream, const ScratchFn& scratch) {
+  FUSE_CHECK(d.M >= 0 && d.N >= 0 && d.K >= 0 && d.batch >= 1, "cuBLASLt GEMM: bad sizes");
+  FUSE_CHECK(!needs_bias(d.epilogue) || d.bias, "cuBLASLt GEMM: bias epilogue without a bias pointer");
+  if (d.M == 0 || d.N == 0) return;
+  FUSE_CHECK(d.K > 0, "cuBLASLt GEMM: K = 0 must be handled by the caller");
+
+  int device = 0;
+  FUSED_CUDA_CHECK(cudaGetDevice(&device), "cuBLASLt GEMM");
+  cublasLtHandle_t h = handle_for(device);
+
+  const cudaDataType_t t = cuda_type(d.dtype);
+  const cublasComputeType_t compute =
+      (d.dtype == DType::Float && d.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+
+  LtDescs ds;
+  LT_CHECK(cublasLtMatmulDescCreate(&ds.op, compute, CUDA_R_32F));
+  // Column-major view: Lt's A is our B, Lt's B is our A (see the header).
+  cublasOperation_t op_lt_a = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_lt_b = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a, sizeof(op_lt_a)));
+  LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b, sizeof(op_lt_b)));
+  cublasLtEpilogue_t epi = lt_epilogue(d.epilogue);
+  LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (needs_bias(d.epilogue)) {
+    LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d.bias, sizeof(d.bias)));
+    cudaDataType_t bt = t;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    int64_t bias_stride = 0;  // one bias for every batch item
+    LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
+                                            sizeof(bias_stride)));
+  }
+
+  const uint64_t M = d.M, N = d.N, K = d.K;
+  // Lt A = our B: stored row-major [K,N] -> column-major N×K (ld N); transposed [N,K] -> K×N (ld K).
+  if (!d.trans_b)
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.a, t, N, K, N));
+  else
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.a, t, K, N, K));
+  // Lt B = our A: row-major [M,K] -> K×M (ld K); transposed [K,M] -> M×K (ld M).
+  if (!d.trans_a)
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, K, M, K));
+  else
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, M, K, M));
+  LT_CHECK(cublasLtMatrixLayoutCreate(&ds.c, t, N, M, N));
+  set_batch(ds.a, d.batch, d.stride_b);
+  set_batch(ds.b, d.batch, d.stride_a);
+  set_batch(ds.c, d.batch, d.stride_d);
+
+  AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, d.M, d.N, d.K,
+              d.batch, d.stride_a, d.stride_b, d.stride_d, d.trans_a, d.trans_b,
+              static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
+              d.bias ? alignment_of(d.bias) : 16};
+  AlgoChoice choice{};
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(lt_mutex());
+    auto it = algo_cache().find(key);
+    if (it != algo_cache().end()) {
+      choice = it->second;
+      found = true;
+    }
+  }
+  if (!found) {
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref));
+    uint64_t ws = kMaxWorkspace;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                  sizeof(ws)));
+    uint32_t al_a = key.align_b, al_b = key.align_a, al_cd = key.align_d;  // Lt's A is our B
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                  sizeof(al_a)));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                  sizeof(al_b)));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_cd,
+                                                  sizeof(al_cd)));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_cd,
+                                                  sizeof(al_cd)));
+    cublasLtMatmulHeuristicResult_t res{};
+    int returned = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, 1, &res, &returned));
+    FUSE_CHECK(returned > 0, "cuBLASLt GEMM: no algorithm for M=" << d.M << " N=" << d.N << " K=" << d.K
+                                                                  << " dtype " << dtype_name(d.dtype));
+    choice = AlgoChoice{res.algo, res.workspaceSize};
+    std::lock_guard<std::mutex> lock(lt_mutex());
+    algo_cache()[key] = choice;
+  }
+
+  void* workspace = nullptr;
+  if (choice.workspace > 0) {
+    workspace = scratch(choice.workspace);
+    FUSE_CHECK(workspace, "cuBLASLt GEMM: no workspace");
+  }
+  const float alpha = d.alpha, beta = d.beta;
+  LT_CHECK(cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, D, ds.c, D, ds.c, &choice.algo, workspace,
+                          choice.workspace, stream));
+}
+
+}  // namespace fuseopt::cuda_fused

@@ -1,0 +1,302 @@
+// CUDA kernels for MatMul, Gemm, fuseopt.FusedMatMul and fuseopt.LayerNormLinear,
+// all through one cuBLASLt GEMM (bias and ReLU / tanh-GELU in its epilogue).
+//
+// erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
+// runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
+// epilogue and one fused elementwise kernel applies erf-GELU in place.
+// Attribute handling mirrors kernels/cpu/fused_matmul.cc and
+// fused_layer_norm_linear.cc.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gemm_cublaslt.h"
+
+namespace fuseopt {
+namespace {
+
+using cuda_fused::GemmDesc;
+using cuda_fused::GemmEpilogue;
+
+enum class Act { None, Relu, Gelu, GeluTanh };
+
+Act parse_act(const Node& n) {
+  const std::string a = n.attr_string("activation", "none");
+  if (a.empty() || a == "none") return Act::None;
+  if (a == "relu") return Act::Relu;
+  if (a == "gelu") return Act::Gelu;
+  if (a == "gelu_tanh") return Act::GeluTanh;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh)");
+}
+
+// The epilogue doing bias + activation; erf-GELU needs a pass afterwards.
+GemmEpilogue epilogue_for(Act act, bool bias) {
+  switch (act) {
+    case Act::Relu: return bias ? GemmEpilogue::ReluBias : GemmEpilogue::Relu;
+    case Act::GeluTanh: return bias ? GemmEpilogue::GeluTanhBias : GemmEpilogue::GeluTanh;
+    default: return bias ? GemmEpilogue::Bias : GemmEpilogue::None;
+  }
+}
+
+cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
+  return [&ctx](size_t bytes) { return ctx.scratch(bytes); };
+}
+
+bool use_tf32(const KernelContext& ctx) { return ctx.precision() == Precision::TF32; }
+
+// Row-major element strides of an operand's batch dims inside the broadcast
+// batch shape (0 where the operand is broadcast).
+std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std::vector<int64_t>& out_batch,
+                                   int64_t matrix_size) {
+  std::vector<int64_t> s(out_batch.size(), 0);
+  int64_t stride = matrix_size;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const size_t i = batch.size() - 1 - k, o = out_batch.size() - 1 - k;
+    s[o] = batch[i] == 1 ? 0 : stride;
+    stride *= batch[i];
+  }
+  return s;
+}
+
+// MatMul semantics (numpy): A [..., M, K] or [K]; B [..., K, N] (or [..., N, K]
+// with trans_b) or [K]; batch dims broadcast. Writes output 0.
+void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool trans_b, float alpha, Act act,
+                const RtTensor* bias) {
+  const Node& n = ctx.node();
+  const DType dt = a->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA " << n.op_type << " supports float/float16/bfloat16, got "
+                                                     << dtype_name(dt));
+  cuda_fused::check_same_dtype(ctx, b, dt, "B");
+  cuda_fused::check_same_dtype(ctx, bias, dt, "bias");
+  FUSE_CHECK(a->rank() >= 1 && b->rank() >= 1, n.label() << ": " << n.op_type << " operands must have rank >= 1");
+  const bool a_vector = a->rank() == 1, b_vector = b->rank() == 1;
+  FUSE_CHECK(!(b_vector && trans_b), n.label() << ": transB with a 1-D B");
+  std::vector<int64_t> ashape = a_vector ? std::vector<int64_t>{1, a->shape[0]} : a->shape;
+  std::vector<int64_t> bshape = b_vector ? std::vector<int64_t>{b->shape[0], 1} : b->shape;
+  const int64_t M = ashape[ashape.size() - 2], K = ashape.back();
+  const int64_t bK = trans_b ? bshape.back() : bshape[bshape.size() - 2];
+  const int64_t N = trans_b ? bshape[bshape.size() - 2] : bshape.back();
+  FUSE_CHECK(K == bK, n.label() << ": " << n.op_type << " inner dims differ: A " << shape_str(a->shape) << ", B "
+                                << shape_str(b->shape) << (trans_b ? " (transB)" : ""));
+  if (bias)
+    FUSE_CHECK(bias->numel() == N && (bias->rank() == 0 || bias->shape.back() == N),
+               n.label() << ": bias " << shape_str(bias->shape) << " is not [" << N << "]");
+
+  std::vector<int64_t> abatch(ashape.begin(), ashape.end() - 2), bbatch(bshape.begin(), bshape.end() - 2);
+  const size_t brank = std::max(abatch.size(), bbatch.size());
+  std::vector<int64_t> out_batch(brank, 1);
+  for (const auto* s : {&abatch, &bbatch})
+    for (size_t k = 0; k < s->size(); ++k) {
+      int64_t& o = out_batch[brank - s->size() + k];
+      const int64_t d = (*s)[k];
+      FUSE_CHECK(d == o || d == 1 || o == 1, n.label() << ": batch dims cannot be broadcast: "
+                                                       << shape_str(a->shape) << " vs " << shape_str(b->shape));
+      if (o == 1) o = d;
+    }
+  std::vector<int64_t> yshape = out_batch;
+  if (!a_vector) yshape.push_back(M);
+  if (!b_vector) yshape.push_back(N);
+  RtTensor* y = ctx.output(0, dt, yshape);
+  if (M == 0 || N == 0 || y->numel() == 0) return;
+  cudaStream_t stream = cuda_fused::stream_of(ctx);
+  if (K == 0) {
+    FUSE_CHECK(!bias && act == Act::None, n.label() << ": K = 0 with bias/activation is not supported on CUDA");
+    FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), stream), n.label());
+    return;
+  }
+
+  const int64_t batches = shape_numel(out_batch);
+  const int64_t na = shape_numel(abatch), nb = shape_numel(bbatch);
+  const size_t esz = dtype_size(dt);
+  GemmDesc g;
+  g.dtype = dt;
+  g.tf32 = use_tf32(ctx);
+  g.N = N;
+  g.K = K;
+  g.trans_b = trans_b;
+  g.alpha = alpha;
+  g.epilogue = epilogue_for(act, bias != nullptr);
+  g.bias = bias ? bias->data : nullptr;
+  auto scratch = scratch_of(ctx);
+
+  if (nb == 1) {
+    // B shared by every batch item: one GEMM with the batch folded into M.
+    g.M = M * na;
+    cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+  } else if (na == batches || na == 1) {
+    // One strided-batched GEMM (A repeated with stride 0 when it has no batch).
+    g.M = M;
+    g.batch = batches;
+    g.stride_a = na == 1 ? 0 : M * K;
+    g.stride_b = K * N;
+    g.stride_d = M * N;
+    cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+  } else {
+    // General broadcast: one GEMM per output batch item (the algorithm is cached).
+    const std::vector<int64_t> sa = batch_strides(abatch, out_batch, M * K);
+    const std::vector<int64_t> sb = batch_strides(bbatch, out_batch, K * N);
+    g.M = M;
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      int64_t oa = 0, ob = 0, rem = bi;
+      for (size_t d = brank; d-- > 0;) {
+        const int64_t idx = rem % out_batch[d];
+        rem /= out_batch[d];
+        oa += idx * sa[d];
+        ob += idx * sb[d];
+      }
+      cuda_fused::gemm(g, static_cast<const char*>(a->data) + oa * esz, static_cast<const char*>(b->data) + ob * esz,
+                       static_cast<char*>(y->data) + bi * M * N * esz, stream, scratch);
+    }
+  }
+  if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y->data, nullptr, batches * M, N, stream);
+}
+
+const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
+
+}  // namespace
+
+FUSEOPT_KERNEL(CudaMatMul, "", "MatMul", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
+  const RtTensor* a = ctx.input(0);
+  const RtTensor* b = ctx.input(1);
+  FUSE_CHECK(a && b, ctx.node().label() << ": MatMul needs inputs A and B");
+  run_matmul(ctx, a, b, false, 1.f, Act::None, nullptr);
+}
+
+FUSEOPT_KERNEL(CudaFusedMatMul, "fuseopt", "FusedMatMul", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* a = ctx.input(0);
+  const RtTensor* b = opt_input(ctx, 1);
+  const RtTensor* bias = opt_input(ctx, 2);
+  FUSE_CHECK(a && b, n.label() << ": FusedMatMul needs inputs A and B");
+  FUSE_CHECK(b->rank() >= 2, n.label() << ": FusedMatMul needs B of rank >= 2, got " << shape_str(b->shape));
+  run_matmul(ctx, a, b, n.attr_int("transB", 0) != 0, n.attr_float("alpha", 1.f), parse_act(n), bias);
+}
+
+// ONNX Gemm: Y = alpha·op(A)·op(B) + beta·C, C unidirectionally broadcast to [M, N].
+FUSEOPT_KERNEL(CudaGemm, "", "Gemm", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* a = ctx.input(0);
+  const RtTensor* b = opt_input(ctx, 1);
+  const RtTensor* c = opt_input(ctx, 2);
+  FUSE_CHECK(a && b, n.label() << ": Gemm needs inputs A and B");
+  FUSE_CHECK(a->rank() == 2 && b->rank() == 2, n.label() << ": Gemm needs 2-D A and B, got " << shape_str(a->shape)
+                                                         << " and " << shape_str(b->shape));
+  const DType dt = a->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA Gemm supports float/float16/bfloat16");
+  cuda_fused::check_same_dtype(ctx, b, dt, "B");
+  cuda_fused::check_same_dtype(ctx, c, dt, "C");
+  const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+  const float alpha = n.attr_float("alpha", 1.f), beta = n.attr_float("beta", 1.f);
+  const int64_t M = ta ? a->shape[1] : a->shape[0], K = ta ? a->shape[0] : a->shape[1];
+  const int64_t bK = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
+  FUSE_CHECK(K == bK, n.label() << ": Gemm inner dims differ: A " << shape_str(a->shape) << ", B " << shape_str(b->shape));
+  int64_t cm = 1, cn = 1;
+  if (c) {
+    FUSE_CHECK(c->rank() <= 2, n.label() << ": Gemm C must have rank <= 2");
+    if (c->rank() >= 1) cn = c->shape.back();
+    if (c->rank() == 2) cm = c->shape[0];
+    FUSE_CHECK((cm == 1 || cm == M) && (cn == 1 || cn == N),
+               n.label() << ": Gemm C " << shape_str(c->shape) << " does not broadcast to [" << M << ", " << N << "]");
+  }
+  RtTensor* y = ctx.output(0, dt, {M, N});
+  if (M == 0 || N == 0) return;
+  cudaStream_t stream = cuda_fused::stream_of(ctx);
+  const bool use_c = c && beta != 0.f;
+  GemmDesc g;
+  g.dtype = dt;
+  g.tf32 = use_tf32(ctx);
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.alpha = alpha;
+  if (use_c && beta == 1.f && cm == 1 && cn == N) {
+    g.epilogue = GemmEpilogue::Bias;  // a row-vector C is a bias
+    g.bias = c->data;
+  } else if (use_c) {
+    cuda_fused::launch_broadcast_2d(dt, c->data, cm, cn, y->data, M, N, stream);
+    g.beta = beta;
+  }
+  if (K == 0) {
+    // No product: Y = beta·C (or 0).
+    if (!use_c) FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), stream), n.label());
+    FUSE_CHECK(!use_c || (beta == 1.f && g.epilogue == GemmEpilogue::None),
+               n.label() << ": Gemm with K = 0 and a scaled or bias C is not supported on CUDA");
+    return;
+  }
+  cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch_of(ctx));
+}
+
+// fuseopt.LayerNormLinear: the norm kernel writes the normalised rows to
+// scratch (and Sum when declared), then one cuBLASLt GEMM with the epilogue.
+FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* x = ctx.input(0);
+  const RtTensor* gamma = opt_input(ctx, 1);
+  const RtTensor* beta = opt_input(ctx, 2);
+  const RtTensor* w = opt_input(ctx, 3);
+  const RtTensor* bias = opt_input(ctx, 4);
+  const RtTensor* skip = opt_input(ctx, 5);
+  FUSE_CHECK(x && gamma && w, n.label() << ": X, gamma and W are required");
+  FUSE_CHECK(x->rank() >= 1, n.label() << ": X must have rank >= 1");
+  const DType dt = x->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA LayerNormLinear supports float/float16/bfloat16");
+  for (const RtTensor* t : {gamma, beta, w, bias, skip}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
+  const int64_t K = x->shape.back();
+  const int64_t rows = K == 0 ? 0 : x->numel() / K;
+  const bool trans_b = n.attr_int("transB", 0) != 0;
+  const Act act = parse_act(n);
+  FUSE_CHECK(w->rank() == 2, n.label() << ": W must be 2-D, got rank " << w->rank());
+  const int64_t N = trans_b ? w->shape[0] : w->shape[1];
+  FUSE_CHECK((trans_b ? w->shape[1] : w->shape[0]) == K,
+             n.label() << ": W " << shape_str(w->shape) << " does not match K=" << K);
+  cuda_fused::check_vector(ctx, gamma, K, "gamma");
+  cuda_fused::check_vector(ctx, beta, K, "beta");
+  cuda_fused::check_vector(ctx, bias, N, "bias");
+  FUSE_CHECK(!skip || skip->shape == x->shape,
+             n.label() << ": skip shape " << shape_str(skip->shape) << " != X shape " << shape_str(x->shape));
+  std::vector<int64_t> yshape = x->shape;
+  yshape.back() = N;
+  RtTensor* y = ctx.output(0, dt, yshape);
+  RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, x->shape) : nullptr;
+  if (rows == 0 || N == 0) return;
+  FUSE_CHECK(K > 0, n.label() << ": empty normalisation axis");
+  cudaStream_t stream = cuda_fused::stream_of(ctx);
+
+  void* z = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));
+  cuda_fused::NormArgs na;
+  na.dtype = dt;
+  na.rows = rows;
+  na.D = K;
+  na.x = x->data;
+  na.skip = skip ? skip->data : nullptr;
+  na.skip_rows = rows;
+  na.gamma = gamma->data;
+  na.beta = beta ? beta->data : nullptr;
+  na.y = z;
+  na.sum = sum ? sum->data : nullptr;
+  na.eps = n.attr_float("epsilon", 1e-5f);
+  na.rms = n.attr_int("rms", 0) != 0;
+  cuda_fused::launch_norm(na, stream);
+
+  GemmDesc g;
+  g.dtype = dt;
+  g.tf32 = use_tf32(ctx);
+  g.M = rows;
+  g.N = N;
+  g.K = K;
+  g.trans_b = trans_b;
+  g.epilogue = epilogue_for(act, bias != nullptr);
+  g.bias = bias ? bias->data : nullptr;
+  cuda_fused::gemm(g, z, w->data, y->data, stream, scratch_of(ctx));
+  if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y->data, nullptr, rows, N, stream);
+}
+
+}  // namespace fuseopt
