@@ -21,10 +21,10 @@ class LayerNormFusion : public FusionPass {
     Pattern d = Op("Sub", x, mean).as("d");
     Pattern sq = AnyOf({Op("Pow", d, Const("two").equals(2.0)).as("sq"), Op("Mul", d, d).as("sq")});
     Pattern var = Op("ReduceMean", sq).allow_extra_inputs().as("var");
-    Pattern sd = Op("Sqrt", Op("Add", var, Const("eps")).commutative().as("add_eps")).as("sqrt");
+    Pattern sd = Op("Sqrt", Op("Add", var, Any("eps")).commutative().as("add_eps")).as("sqrt");
     Pattern norm = AnyOf({Op("Div", d, sd).as("norm"),
                           Op("Mul", d, Op("Reciprocal", sd).as("recip")).commutative().as("norm")});
-    Pattern scaled = Op("Mul", norm, Const("gamma")).commutative().as("scale");
+    Pattern scaled = Op("Mul", norm, Any("gamma")).commutative().as("scale");
     return Op("Add", scaled, Const("beta")).commutative().optional().as("shift");
   }
   Status check(const Graph&, const Match& m) const override {

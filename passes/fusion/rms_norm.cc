@@ -21,14 +21,14 @@ class RMSNormFusion : public FusionPass {
     Pattern xc = Op("Cast", "x").optional().as("cast_in");
     Pattern sq = AnyOf({Op("Pow", xc, Const("two").equals(2.0)).as("sq"), Op("Mul", xc, xc).as("sq")});
     Pattern ms = Op("ReduceMean", sq).allow_extra_inputs().as("ms");
-    Pattern sd = Op("Sqrt", Op("Add", ms, Const("eps")).commutative().as("add_eps")).as("sqrt");
+    Pattern sd = Op("Sqrt", Op("Add", ms, Any("eps")).commutative().as("add_eps")).as("sqrt");
     Pattern normed = AnyOf({
         Op("Mul", xc, Op("Reciprocal", sd).as("recip")).commutative().as("normed"),
         Op("Div", xc, sd).as("normed"),
         Op("Mul", xc, Op("Div", Const("one").equals(1.0), sd).as("recip")).commutative().as("normed"),
     });
     Pattern back = Op("Cast", normed).optional().as("cast_out");
-    return Op("Mul", back, Const("gamma")).commutative().as("scale");
+    return Op("Mul", back, Any("gamma")).commutative().as("scale");
   }
   Status check(const Graph&, const Match& m) const override {
     const Value* x = m.value("x");
