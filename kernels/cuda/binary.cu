@@ -38,8 +38,9 @@ template <Bin OP, class C> __device__ __forceinline__ auto apply_bin(C a, C b) {
       return r;
     }
   }
-  if constexpr (OP == Bin::Max) return (a < b) ? b : a;
-  if constexpr (OP == Bin::Min) return (b < a) ? b : a;
+  // NaN propagates through Max/Min (as ONNX Runtime and the CPU backend).
+  if constexpr (OP == Bin::Max) return a != a ? a : (b != b ? b : (a < b ? b : a));
+  if constexpr (OP == Bin::Min) return a != a ? a : (b != b ? b : (b < a ? b : a));
   if constexpr (OP == Bin::PRelu) return a < C(0) ? C(a * b) : a;
   if constexpr (OP == Bin::Eq) return a == b;
   if constexpr (OP == Bin::Lt) return a < b;

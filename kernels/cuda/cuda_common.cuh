@@ -26,7 +26,7 @@ using dm::read_ints;
 using dm::req_input;
 using dm::wants_output;
 
-constexpr int kMaxDims = 8;
+constexpr int kMaxDims = 10;
 constexpr int kThreads = 256;
 
 inline cudaStream_t stream_of(KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }

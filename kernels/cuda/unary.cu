@@ -9,7 +9,7 @@ namespace {
 
 enum class Un {
   Sqrt, Reciprocal, Erf, Tanh, Exp, Log, Neg, Abs, Floor, Ceil, Round, Sin, Cos, Tan, Relu, Sigmoid,
-  Softplus, Sign, LeakyRelu, Elu, HardSigmoid, HardSwish, GeluErf, GeluTanh, Selu, Identity
+  Softplus, Softsign, Atan, Sign, LeakyRelu, Elu, HardSigmoid, HardSwish, GeluErf, GeluTanh, Selu, Identity
 };
 
 template <Un OP, class C> __device__ __forceinline__ C apply_un(C v, float a, float b) {
@@ -31,10 +31,12 @@ template <Un OP, class C> __device__ __forceinline__ C apply_un(C v, float a, fl
     if constexpr (OP == Un::Sin) return sin(v);
     if constexpr (OP == Un::Cos) return cos(v);
     if constexpr (OP == Un::Tan) return tan(v);
+    if constexpr (OP == Un::Atan) return atan(v);
+    if constexpr (OP == Un::Softsign) return v / (C(1) + fabs(v));
     if constexpr (OP == Un::Sigmoid) return v >= C(0) ? C(1) / (C(1) + exp(-v)) : exp(v) / (C(1) + exp(v));
     if constexpr (OP == Un::Softplus) return v > C(20) ? v : log1p(exp(v));
     if constexpr (OP == Un::LeakyRelu) return v >= C(0) ? v : C(a) * v;
-    if constexpr (OP == Un::Elu) return v >= C(0) ? v : C(a) * (exp(v) - C(1));
+    if constexpr (OP == Un::Elu) return v >= C(0) ? v : C(a) * expm1(v);
     if constexpr (OP == Un::Selu) return C(b) * (v > C(0) ? v : C(a) * (exp(v) - C(1)));
     if constexpr (OP == Un::HardSigmoid) {
       C r = C(a) * v + C(b);
@@ -101,6 +103,8 @@ UNARY_FLOAT(Round, Round)
 UNARY_FLOAT(Sin, Sin)
 UNARY_FLOAT(Cos, Cos)
 UNARY_FLOAT(Tan, Tan)
+UNARY_FLOAT(Atan, Atan)
+UNARY_FLOAT(Softsign, Softsign)
 UNARY_FLOAT(Sigmoid, Sigmoid)
 UNARY_FLOAT(Softplus, Softplus)
 UNARY_FLOAT(HardSwish, HardSwish)

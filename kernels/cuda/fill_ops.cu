@@ -1,0 +1,218 @@
+// Small generators and views on the GPU: Trilu, CumSum, Range,
+// ConstantOfShape, Shape, Size, Dropout (inference) and the pure view ops.
+// Values that come from the host (shapes, k, start/delta) are passed to the
+// kernels by value, so nothing is copied host-to-device inside a run.
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fuseopt {
+namespace cuda {
+namespace {
+
+// ---- views: the CPU kernels only compute a shape and alias their input, so
+// the same code serves the GPU (one definition of Reshape's rules).
+KernelFn view_of(const char* op) {
+  return [op](KernelContext& ctx) {
+    const KernelInfo* k = find_kernel("", op, Backend::CPU, DType::Undefined);
+    DM_CHECK(ctx, k, "no shape rule for " << op << " (CPU view kernel missing)");
+    k->fn(ctx);
+  };
+}
+KernelRegistrar reshape_reg(KernelInfo{"", "Reshape", Backend::CUDA, {}, view_of("Reshape")});
+KernelRegistrar squeeze_reg(KernelInfo{"", "Squeeze", Backend::CUDA, {}, view_of("Squeeze")});
+KernelRegistrar unsqueeze_reg(KernelInfo{"", "Unsqueeze", Backend::CUDA, {}, view_of("Unsqueeze")});
+KernelRegistrar flatten_reg(KernelInfo{"", "Flatten", Backend::CUDA, {}, view_of("Flatten")});
+KernelRegistrar identity_reg(KernelInfo{"", "Identity", Backend::CUDA, {}, view_of("Identity")});
+
+template <class E> __global__ void fill_kernel(E* __restrict__ y, int64_t n, E v) {
+  CUDA_GRID_STRIDE(i, n) { y[i] = v; }
+}
+
+// Inference: Dropout is the identity; the optional mask says "kept".
+FUSEOPT_KERNEL(CudaDropout, "", "Dropout", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  ctx.alias_output(0, 0, x.shape);
+  if (!wants_output(ctx, 1)) return;
+  DType mask_type = ctx.node().output(1)->dtype;
+  if (mask_type == DType::Undefined) mask_type = DType::Bool;
+  DM_CHECK(ctx, mask_type == DType::Bool, "mask output must be bool, not " << dtype_name(mask_type));
+  RtTensor* mask = ctx.output(1, DType::Bool, x.shape);
+  if (!mask->numel()) return;
+  fill_kernel<uint8_t><<<grid_for(mask->numel()), kThreads, 0, stream_of(ctx)>>>(mask->ptr<uint8_t>(), mask->numel(), 1);
+  check_launch(ctx);
+}
+
+// Up to kMaxDims int64 values written by one thread (Shape, Size).
+__global__ void write_ints_kernel(int64_t* y, int n, I64s v) {
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    for (int i = 0; i < n; ++i) y[i] = v.v[i];
+}
+
+FUSEOPT_KERNEL(CudaShape, "", "Shape", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  auto clamp_dim = [&](int64_t v) {
+    if (v < 0) v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  const int64_t start = clamp_dim(ctx.node().attr_int("start", 0));
+  const int64_t end = ctx.node().has_attr("end") ? clamp_dim(ctx.node().attr_int("end", rank)) : rank;
+  const int64_t n = std::max<int64_t>(0, end - start);
+  RtTensor* y = ctx.output(0, DType::Int64, {n});
+  if (!n) return;
+  std::vector<int64_t> dims(x.shape.begin() + start, x.shape.begin() + start + n);
+  write_ints_kernel<<<1, 32, 0, stream_of(ctx)>>>(y->ptr<int64_t>(), static_cast<int>(n), to_i64s(ctx, dims));
+  check_launch(ctx);
+}
+
+FUSEOPT_KERNEL(CudaSize, "", "Size", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  RtTensor* y = ctx.output(0, DType::Int64, {});
+  write_ints_kernel<<<1, 32, 0, stream_of(ctx)>>>(y->ptr<int64_t>(), 1, to_i64s(ctx, {x.numel()}));
+  check_launch(ctx);
+}
+
+FUSEOPT_KERNEL(CudaConstantOfShape, "", "ConstantOfShape", Backend::CUDA, {}) {
+  const RtTensor* shape_t = opt_host_input(ctx, 0);
+  DM_CHECK(ctx, shape_t, "missing the shape input");
+  const std::vector<int64_t> shape = read_ints(ctx, *shape_t);
+  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
+  Tensor value = Tensor::scalar_float(0.0f);
+  if (const Attribute* a = ctx.node().attr("value")) {
+    DM_CHECK(ctx, a->t && a->t->numel() == 1, "attribute 'value' must hold one element");
+    value = *a->t;
+  }
+  DM_CHECK(ctx, value.dtype != DType::String, "string values are not supported");
+  RtTensor* y = ctx.output(0, value.dtype, shape);
+  const int64_t n = y->numel();
+  if (!n) return;
+  dispatch_bytes(ctx, value.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    E v;
+    std::memcpy(&v, value.bytes.data(), sizeof(E));
+    fill_kernel<E><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(y->ptr<E>(), n, v);
+  });
+  check_launch(ctx);
+}
+
+// ---- Range ----------------------------------------------------------------
+template <class T> __global__ void range_kernel(T* __restrict__ y, int64_t n, T start, T delta) {
+  CUDA_GRID_STRIDE(i, n) { y[i] = static_cast<T>(start + static_cast<T>(i) * delta); }
+}
+
+FUSEOPT_KERNEL(CudaRange, "", "Range", Backend::CUDA, {}) {
+  const RtTensor* ts[3];
+  for (int i = 0; i < 3; ++i) {
+    DM_CHECK(ctx, opt_input(ctx, i), "missing input " << i);
+    ts[i] = ctx.host_input(i);
+    DM_CHECK(ctx, ts[i]->numel() == 1, "start, limit and delta must be scalars, got " << shape_str(ts[i]->shape));
+    DM_CHECK(ctx, ts[i]->dtype == ts[0]->dtype, "start, limit and delta must share a dtype");
+  }
+  const DType dt = ts[0]->dtype;
+  auto go = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T start = *ts[0]->ptr<T>(), limit = *ts[1]->ptr<T>(), delta = *ts[2]->ptr<T>();
+    DM_CHECK(ctx, delta != T(0), "delta is 0");
+    int64_t n = 0;
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start), d = static_cast<int64_t>(delta);
+      if ((span > 0 && d > 0) || (span < 0 && d < 0)) n = (span + d + (d > 0 ? -1 : 1)) / d;
+    } else {
+      const double c = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
+      DM_CHECK(ctx, std::isfinite(c), "start, limit and delta give no finite length");
+      n = std::max<int64_t>(0, static_cast<int64_t>(c));
+    }
+    RtTensor* y = ctx.output(0, dt, {n});
+    if (n) range_kernel<T><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(y->ptr<T>(), n, start, delta);
+  };
+  switch (dt) {
+    case DType::Float: go(Tag<float>{}); break;
+    case DType::Double: go(Tag<double>{}); break;
+    case DType::Int64: go(Tag<int64_t>{}); break;
+    case DType::Int32: go(Tag<int32_t>{}); break;
+    case DType::Int16: go(Tag<int16_t>{}); break;
+    default: throw Error(unsupported(ctx, dt));
+  }
+  check_launch(ctx);
+}
+
+// ---- Trilu ----------------------------------------------------------------
+template <class E>
+__global__ void trilu_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t rows, int64_t cols,
+                             int64_t k, bool upper) {
+  CUDA_GRID_STRIDE(i, n) {
+    const int64_t j = i % cols, r = (i / cols) % rows;
+    const bool keep = upper ? (j - r >= k) : (j - r <= k);
+    y[i] = keep ? x[i] : E(0);
+  }
+}
+
+FUSEOPT_KERNEL(CudaTrilu, "", "Trilu", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  DM_CHECK(ctx, x.rank() >= 2, "input must have rank >= 2, got " << shape_str(x.shape));
+  int64_t k = 0;
+  if (const RtTensor* kt = opt_host_input(ctx, 1)) {
+    DM_CHECK(ctx, kt->numel() == 1, "k must be a scalar, got " << shape_str(kt->shape));
+    k = dm::int_at(ctx, *kt, 0);
+  }
+  const bool upper = ctx.node().attr_int("upper", 1) != 0;
+  RtTensor* y = ctx.output(0, x.dtype, x.shape);
+  const int64_t n = x.numel();
+  if (!n) return;
+  const int64_t rows = x.shape[x.rank() - 2], cols = x.shape[x.rank() - 1];
+  dispatch_bytes(ctx, x.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    trilu_kernel<E><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(x.ptr<E>(), y->ptr<E>(), n, rows, cols, k, upper);
+  });
+  check_launch(ctx);
+}
+
+// ---- CumSum: one thread per (outer, inner) column walks the axis ----------
+template <class T>
+__global__ void cumsum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t L, int64_t inner,
+                              bool exclusive, bool reverse) {
+  using A = std::conditional_t<std::is_integral_v<compute_t<T>>, compute_t<T>, float>;
+  CUDA_GRID_STRIDE(c, outer * inner) {
+    const int64_t o = c / inner, in = c - o * inner;
+    const T* p = x + o * L * inner + in;
+    T* q = y + o * L * inner + in;
+    A acc = A(0);
+    for (int64_t s = 0; s < L; ++s) {
+      const int64_t j = reverse ? L - 1 - s : s;
+      const A v = static_cast<A>(load_c(p[j * inner]));
+      if (exclusive) {
+        q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
+        acc += v;
+      } else {
+        acc += v;
+        q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
+      }
+    }
+  }
+}
+
+FUSEOPT_KERNEL(CudaCumSum, "", "CumSum", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const RtTensor* at = opt_host_input(ctx, 1);
+  DM_CHECK(ctx, at && at->numel() == 1, "axis must be a scalar input");
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  DM_CHECK(ctx, rank >= 1, "input must have rank >= 1");
+  const int64_t axis = norm_axis(ctx, dm::int_at(ctx, *at, 0), rank);
+  const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0, reverse = ctx.node().attr_int("reverse", 0) != 0;
+  RtTensor* y = ctx.output(0, x.dtype, x.shape);
+  if (!x.numel()) return;
+  const int64_t outer = dm::prod(x.shape, 0, axis), L = x.shape[axis], inner = dm::prod(x.shape, axis + 1, rank);
+  dispatch_numeric(ctx, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cumsum_kernel<T><<<grid_for(outer * inner), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), outer, L, inner,
+                                                                               exclusive, reverse);
+  });
+  check_launch(ctx);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace fuseopt

@@ -1,0 +1,343 @@
+// Data movement on the GPU, by element size so every dtype works:
+// Transpose, Slice, Expand and Tile are one strided-gather kernel (output
+// dense, input read through merged strides); Concat and Split are 2-D
+// device copies (cudaMemcpy2DAsync, capturable); Pad maps each output
+// coordinate to an input coordinate or the pad value.
+#include <cstring>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fuseopt {
+namespace cuda {
+namespace {
+
+template <class E>
+__global__ void strided_gather(const E* __restrict__ x, E* __restrict__ y, int64_t n, BcastIndex<1> ix) {
+  CUDA_GRID_STRIDE(i, n) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    y[i] = x[off[0]];
+  }
+}
+
+// y (dense, `out_shape`) = x read at base + sum(idx[d] * strides[d]).
+void launch_strided(KernelContext& ctx, const RtTensor& x, int64_t base, RtTensor* y,
+                    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& strides) {
+  const int64_t n = shape_numel(out_shape);
+  if (n == 0) return;
+  auto ix = make_index<1>(ctx, out_shape, {strides});
+  dispatch_bytes(ctx, x.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    strided_gather<E><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(x.ptr<E>() + base, y->ptr<E>(), n, ix);
+  });
+  check_launch(ctx);
+}
+
+FUSEOPT_KERNEL(CudaTranspose, "", "Transpose", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> perm = ctx.node().attr_ints("perm");
+  if (perm.empty())
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  DM_CHECK(ctx, static_cast<int64_t>(perm.size()) == rank,
+           "perm " << shape_str(perm) << " does not match input " << shape_str(x.shape));
+  std::vector<bool> seen(rank, false);
+  for (int64_t& p : perm) {
+    p = norm_axis(ctx, p, rank);
+    DM_CHECK(ctx, !seen[p], "perm " << shape_str(perm) << " repeats an axis");
+    seen[p] = true;
+  }
+  const std::vector<int64_t> in_st = dense_strides(x.shape);
+  std::vector<int64_t> out_shape(rank), strides(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    out_shape[d] = x.shape[perm[d]];
+    strides[d] = in_st[perm[d]];
+  }
+  RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  launch_strided(ctx, x, 0, y, out_shape, strides);
+}
+
+FUSEOPT_KERNEL(CudaSlice, "", "Slice", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool has_axes = false;
+  if (ctx.node().has_attr("starts")) {  // opset 1
+    starts = ctx.node().attr_ints("starts");
+    ends = ctx.node().attr_ints("ends");
+    has_axes = ctx.node().has_attr("axes");
+    axes = ctx.node().attr_ints("axes");
+  } else {
+    const RtTensor* s = opt_host_input(ctx, 1);
+    const RtTensor* e = opt_host_input(ctx, 2);
+    DM_CHECK(ctx, s && e, "needs starts and ends (inputs for opset >= 10, attributes before)");
+    starts = read_ints(ctx, *s);
+    ends = read_ints(ctx, *e);
+    if (const RtTensor* a = opt_host_input(ctx, 3)) {
+      has_axes = true;
+      axes = read_ints(ctx, *a);
+    }
+    if (const RtTensor* st = opt_host_input(ctx, 4)) steps = read_ints(ctx, *st);
+  }
+  const size_t n = starts.size();
+  if (!has_axes) {
+    axes.resize(n);
+    for (size_t i = 0; i < n; ++i) axes[i] = static_cast<int64_t>(i);
+  }
+  if (steps.empty()) steps.assign(n, 1);
+  DM_CHECK(ctx, ends.size() == n && axes.size() == n && steps.size() == n,
+           "starts, ends, axes and steps differ in length (" << n << ", " << ends.size() << ", " << axes.size()
+                                                            << ", " << steps.size() << ")");
+  std::vector<int64_t> begin(rank, 0), step(rank, 1), out_shape = x.shape;
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ax = norm_axis(ctx, axes[i], rank);
+    DM_CHECK(ctx, !seen[ax], "axis " << axes[i] << " repeated");
+    seen[ax] = true;
+    const int64_t dim = x.shape[ax], st = steps[i];
+    DM_CHECK(ctx, st != 0, "step is 0 on axis " << axes[i]);
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    int64_t count = 0;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      if (e > s) count = (e - s + st - 1) / st;
+    } else if (dim > 0) {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      if (s > e) count = (s - e - st - 1) / -st;
+    }
+    begin[ax] = count > 0 ? s : 0;
+    step[ax] = st;
+    out_shape[ax] = count;
+  }
+  RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  const std::vector<int64_t> in_st = dense_strides(x.shape);
+  std::vector<int64_t> strides(rank);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    base += begin[d] * in_st[d];
+    strides[d] = step[d] * in_st[d];
+  }
+  launch_strided(ctx, x, base, y, out_shape, strides);
+}
+
+FUSEOPT_KERNEL(CudaExpand, "", "Expand", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const RtTensor* s = opt_host_input(ctx, 1);
+  DM_CHECK(ctx, s, "missing the shape input");
+  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {x.shape, read_ints(ctx, *s)});
+  RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  launch_strided(ctx, x, 0, y, out_shape, bcast_strides(x.shape, out_shape));
+}
+
+FUSEOPT_KERNEL(CudaTile, "", "Tile", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const RtTensor* r = opt_host_input(ctx, 1);
+  DM_CHECK(ctx, r, "missing the repeats input");
+  const std::vector<int64_t> repeats = read_ints(ctx, *r);
+  const size_t rank = x.rank();
+  DM_CHECK(ctx, repeats.size() == rank, "repeats " << shape_str(repeats) << " does not match input " << shape_str(x.shape));
+  // The output seen as [rep0, in0, rep1, in1, ...] reads x with stride 0 on
+  // every repeat dim.
+  const std::vector<int64_t> in_st = dense_strides(x.shape);
+  std::vector<int64_t> out_shape(rank), view_shape, view_strides;
+  for (size_t d = 0; d < rank; ++d) {
+    DM_CHECK(ctx, repeats[d] >= 0, "negative repeat " << repeats[d]);
+    out_shape[d] = x.shape[d] * repeats[d];
+    view_shape.insert(view_shape.end(), {repeats[d], x.shape[d]});
+    view_strides.insert(view_strides.end(), {int64_t{0}, in_st[d]});
+  }
+  RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  launch_strided(ctx, x, 0, y, view_shape, view_strides);
+}
+
+// ---- Concat / Split ---------------------------------------------------------
+
+void copy_2d(KernelContext& ctx, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows) {
+  if (!width || !rows) return;
+  check_cuda(ctx, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, stream_of(ctx)),
+             "device copy");
+}
+
+FUSEOPT_KERNEL(CudaConcat, "", "Concat", Backend::CUDA, {}) {
+  const RtTensor& first = req_input(ctx, 0);
+  DM_CHECK(ctx, ctx.node().has_attr("axis"), "needs the axis attribute");
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  DM_CHECK(ctx, rank >= 1, "cannot concatenate scalars");
+  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  std::vector<int64_t> out_shape = first.shape;
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const RtTensor& t = req_input(ctx, i);
+    bool ok = t.rank() == first.rank() && t.dtype == first.dtype;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis || t.shape[d] == first.shape[d];
+    std::string all;
+    if (!ok)
+      for (size_t k = 0; k < ctx.num_inputs(); ++k) all += (k ? ", " : "") + shape_str(req_input(ctx, k).shape);
+    DM_CHECK(ctx, ok, "inputs cannot be concatenated on axis " << axis << ": " << all);
+    out_shape[axis] += t.shape[axis];
+  }
+  RtTensor* y = ctx.output(0, first.dtype, out_shape);
+  const size_t es = dtype_size(first.dtype);
+  const size_t outer = static_cast<size_t>(dm::prod(out_shape, 0, axis));
+  const size_t inner_bytes = static_cast<size_t>(dm::prod(out_shape, axis + 1, rank)) * es;
+  const size_t out_row = static_cast<size_t>(out_shape[axis]) * inner_bytes;
+  size_t at = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const RtTensor& t = *ctx.input(i);
+    const size_t run = static_cast<size_t>(t.shape[axis]) * inner_bytes;
+    copy_2d(ctx, static_cast<uint8_t*>(y->data) + at, out_row, t.data, run, run, outer);
+    at += run;
+  }
+}
+
+FUSEOPT_KERNEL(CudaSplit, "", "Split", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  DM_CHECK(ctx, rank >= 1, "cannot split a scalar");
+  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  const int64_t n = static_cast<int64_t>(ctx.num_outputs());
+  const int64_t dim = x.shape[axis];
+  std::vector<int64_t> sizes;
+  if (const RtTensor* s = opt_host_input(ctx, 1)) {
+    sizes = read_ints(ctx, *s);
+  } else if (ctx.node().has_attr("split")) {
+    sizes = ctx.node().attr_ints("split");
+  } else if (ctx.node().has_attr("num_outputs")) {
+    const int64_t parts = ctx.node().attr_int("num_outputs", n);
+    DM_CHECK(ctx, parts == n && n > 0, "num_outputs " << parts << " but the node has " << n << " outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    sizes.assign(n, chunk);
+    sizes.back() = dim - chunk * (n - 1);
+    DM_CHECK(ctx, sizes.back() >= 0, "cannot split dim " << dim << " into " << n << " parts");
+  } else {
+    DM_CHECK(ctx, n > 0 && dim % n == 0, "cannot split dim " << dim << " into " << n << " equal parts");
+    sizes.assign(n, dim / n);
+  }
+  DM_CHECK(ctx, static_cast<int64_t>(sizes.size()) == n, "split has " << sizes.size() << " sizes for " << n << " outputs");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    DM_CHECK(ctx, s >= 0, "negative split size " << s);
+    total += s;
+  }
+  DM_CHECK(ctx, total == dim, "split sizes sum to " << total << " but the axis has " << dim);
+  const size_t es = dtype_size(x.dtype);
+  const size_t outer = static_cast<size_t>(dm::prod(x.shape, 0, axis));
+  const size_t inner_bytes = static_cast<size_t>(dm::prod(x.shape, axis + 1, rank)) * es;
+  const size_t in_row = static_cast<size_t>(dim) * inner_bytes;
+  size_t begin = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t run = static_cast<size_t>(sizes[i]) * inner_bytes;
+    if (wants_output(ctx, i)) {
+      std::vector<int64_t> shape = x.shape;
+      shape[axis] = sizes[i];
+      RtTensor* y = ctx.output(i, x.dtype, shape);
+      copy_2d(ctx, y->data, run, static_cast<const uint8_t*>(x.data) + begin, in_row, run, outer);
+    }
+    begin += run;
+  }
+}
+
+// ---- Pad ----------------------------------------------------------------------
+enum PadMode { kConstant = 0, kReflect = 1, kEdge = 2, kWrap = 3 };
+
+template <class E>
+__global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int rank, I64s out_shape,
+                           I64s in_shape, I64s begin, I64s in_strides, int mode, E value) {
+  CUDA_GRID_STRIDE(i, n) {
+    int64_t rem = i, off = 0;
+    bool pad = false;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t q = rem / out_shape.v[d];
+      const int64_t o = rem - q * out_shape.v[d];
+      rem = q;
+      const int64_t len = in_shape.v[d];
+      int64_t s = o - begin.v[d];
+      if (s < 0 || s >= len) {
+        if (mode == kConstant) {
+          pad = true;
+          continue;
+        } else if (mode == kEdge) {
+          s = s < 0 ? 0 : len - 1;
+        } else if (mode == kWrap) {
+          s = ((s % len) + len) % len;
+        } else {  // reflect
+          if (len == 1) s = 0;
+          else
+            while (s < 0 || s >= len) s = s < 0 ? -s : 2 * (len - 1) - s;
+        }
+      }
+      off += s * in_strides.v[d];
+    }
+    y[i] = pad ? value : x[off];
+  }
+}
+
+FUSEOPT_KERNEL(CudaPad, "", "Pad", Backend::CUDA, {}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  const std::string mode_s = ctx.node().attr_string("mode", "constant");
+  int mode = kConstant;
+  if (mode_s == "constant") mode = kConstant;
+  else if (mode_s == "reflect") mode = kReflect;
+  else if (mode_s == "edge") mode = kEdge;
+  else if (mode_s == "wrap") mode = kWrap;
+  else DM_CHECK(ctx, false, "unknown mode '" << mode_s << "'");
+  std::vector<int64_t> pads;
+  if (const RtTensor* p = opt_host_input(ctx, 1)) pads = read_ints(ctx, *p);
+  else if (ctx.node().has_attr("pads")) pads = ctx.node().attr_ints("pads");
+  else pads = ctx.node().attr_ints("paddings");  // opset 1
+  std::vector<int64_t> axes;
+  if (const RtTensor* a = opt_host_input(ctx, 3)) {
+    for (int64_t v : read_ints(ctx, *a)) axes.push_back(norm_axis(ctx, v, rank));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  const size_t na = axes.size();
+  DM_CHECK(ctx, pads.size() == 2 * na,
+           "pads has " << pads.size() << " values for " << na << " axes of input " << shape_str(x.shape));
+  std::vector<int64_t> begin(rank, 0), out_shape = x.shape;
+  for (size_t i = 0; i < na; ++i) {
+    begin[axes[i]] = pads[i];
+    out_shape[axes[i]] = x.shape[axes[i]] + pads[i] + pads[i + na];
+    DM_CHECK(ctx, out_shape[axes[i]] >= 0, "pads " << shape_str(pads) << " remove more than input " << shape_str(x.shape) << " has");
+  }
+  const size_t es = dtype_size(x.dtype);
+  uint64_t value_bits = 0;
+  if (const RtTensor* v = opt_host_input(ctx, 2)) {
+    DM_CHECK(ctx, v->dtype == x.dtype && v->numel() == 1, "constant_value must be one " << dtype_name(x.dtype) << " element");
+    std::memcpy(&value_bits, v->data, es);
+  } else if (ctx.node().has_attr("value")) {
+    const float f = ctx.node().attr_float("value", 0.0f);
+    switch (x.dtype) {
+      case DType::Float: std::memcpy(&value_bits, &f, 4); break;
+      case DType::Float16: value_bits = float_to_half(f); break;
+      case DType::BFloat16: value_bits = float_to_bf16(f); break;
+      case DType::Double: { double d = f; std::memcpy(&value_bits, &d, 8); break; }
+      default: { int64_t i = static_cast<int64_t>(f); std::memcpy(&value_bits, &i, es); }
+    }
+  }
+  RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  const int64_t n = y->numel();
+  if (n == 0) return;
+  if (mode != kConstant)
+    for (int64_t d = 0; d < rank; ++d)
+      DM_CHECK(ctx, x.shape[d] > 0 || out_shape[d] == 0, mode_s << " padding of empty dim " << d << " in input " << shape_str(x.shape));
+  dispatch_bytes(ctx, x.dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    E value;
+    std::memcpy(&value, &value_bits, sizeof(E));
+    pad_kernel<E><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(x.ptr<E>(), y->ptr<E>(), n, static_cast<int>(rank),
+                                                                to_i64s(ctx, out_shape), to_i64s(ctx, x.shape),
+                                                                to_i64s(ctx, begin), to_i64s(ctx, dense_strides(x.shape)),
+                                                                mode, value);
+  });
+  check_launch(ctx);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace fuseopt
