@@ -1,0 +1,180 @@
+// fuseopt.Attention on the CPU: a direct kernel (never the unfused graph).
+//
+//   inputs : 0 query  — packed QKV [B, S, (H + 2·Hkv)·Dh] when key/value are
+//                       absent, else Q [B, S, H·Dh]
+//            1 key    [B, S_kv, Hkv·Dh]   (optional)
+//            2 value  [B, S_kv, Hkv·Dv]   (optional)
+//            3 mask   [B, S_kv], nonzero = keep (any numeric/bool dtype, optional)
+//            4 attn_bias, broadcastable to [B, H, S, S_kv] (optional): float = added
+//              to the scaled scores; bool = keep where true, else mask_filter_value
+//   attrs  : num_heads, kv_num_heads (default num_heads), scale (default 1/sqrt(Dh)),
+//            causal (0/1: key j visible to query i iff j <= i + S_kv - S),
+//            mask_filter_value (default -inf: what a masked score becomes)
+//   output : Y [B, S, H·Dv]; query head h reads kv head h / (H / Hkv) (GQA).
+//
+// Numerics: fp32 dot products, softmax with max subtraction. A row whose every
+// score is -inf gives NaN, as the unfused Softmax does; finfo.min masks give a
+// uniform row, as they do in the original graph.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernel.h"
+#include "runtime/parallel.h"
+#include "util/error.h"
+
+namespace fuseopt {
+namespace {
+
+#define ATT_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
+
+// Reads element i of a mask tensor as "keep".
+bool mask_keep(const RtTensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::Bool: case DType::UInt8: case DType::Int8: return static_cast<const uint8_t*>(t.data)[i] != 0;
+    case DType::Int32: return t.ptr<int32_t>()[i] != 0;
+    case DType::Int64: return t.ptr<int64_t>()[i] != 0;
+    case DType::Float: return t.ptr<float>()[i] != 0.0f;
+    case DType::Double: return t.ptr<double>()[i] != 0.0;
+    default: return true;
+  }
+}
+
+struct BiasView {
+  const RtTensor* t = nullptr;
+  int64_t stride[4] = {0, 0, 0, 0};  // element strides for b, h, i, j (0 = broadcast)
+  bool is_bool = false;
+};
+
+}  // namespace
+
+FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::Float}) {
+  const Node& node = ctx.node();
+  const RtTensor* q = ctx.input(0);
+  const RtTensor* k = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;
+  const RtTensor* v = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+  const RtTensor* mask = ctx.num_inputs() > 3 ? ctx.input(3) : nullptr;
+  const RtTensor* bias = ctx.num_inputs() > 4 ? ctx.input(4) : nullptr;
+  ATT_CHECK(q, "query input is required");
+  ATT_CHECK((k == nullptr) == (v == nullptr), "key and value must both be given or both be omitted");
+  const int64_t H = node.attr_int("num_heads", 0);
+  const int64_t Hkv = node.attr_int("kv_num_heads", H);
+  ATT_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0,
+            "num_heads " << H << " must be positive and a multiple of kv_num_heads " << Hkv);
+  ATT_CHECK(q->rank() == 3, "query must be [B, S, hidden], got rank " << q->rank());
+  const int64_t B = q->shape[0], S = q->shape[1];
+  const bool packed = k == nullptr;
+
+  int64_t Dh = 0, Dv = 0, Skv = 0, q_row = 0, k_row = 0, v_row = 0;
+  const float *qp = q->ptr<float>(), *kp = nullptr, *vp = nullptr;
+  if (packed) {
+    ATT_CHECK(q->shape[2] % (H + 2 * Hkv) == 0,
+              "packed QKV width " << q->shape[2] << " is not (num_heads + 2*kv_num_heads) * head_dim");
+    Dh = Dv = q->shape[2] / (H + 2 * Hkv);
+    Skv = S;
+    q_row = k_row = v_row = q->shape[2];
+    kp = qp + H * Dh;
+    vp = qp + (H + Hkv) * Dh;
+  } else {
+    ATT_CHECK(k->rank() == 3 && v->rank() == 3, "key and value must be [B, S_kv, hidden]");
+    ATT_CHECK(k->dtype == DType::Float && v->dtype == DType::Float, "key and value must be float like the query");
+    ATT_CHECK(q->shape[2] % H == 0, "query width " << q->shape[2] << " is not a multiple of num_heads " << H);
+    Dh = q->shape[2] / H;
+    ATT_CHECK(k->shape[2] == Hkv * Dh, "key width " << k->shape[2] << " != kv_num_heads * head_dim " << Hkv * Dh);
+    ATT_CHECK(v->shape[2] % Hkv == 0, "value width " << v->shape[2] << " is not a multiple of kv_num_heads");
+    Dv = v->shape[2] / Hkv;
+    ATT_CHECK(k->shape[0] == B && v->shape[0] == B, "batch of key/value differs from the query's");
+    Skv = k->shape[1];
+    ATT_CHECK(v->shape[1] == Skv, "key and value sequence lengths differ");
+    q_row = H * Dh;
+    k_row = Hkv * Dh;
+    v_row = Hkv * Dv;
+    kp = k->ptr<float>();
+    vp = v->ptr<float>();
+  }
+  const float scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f)
+                                             : 1.0f / std::sqrt(static_cast<float>(Dh));
+  const bool causal = node.attr_int("causal", 0) != 0;
+  const float fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+
+  if (mask) {
+    ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
+              "mask must be [B, S_kv] = [" << B << ", " << Skv << "]");
+  }
+  BiasView bv;
+  if (bias) {
+    ATT_CHECK(bias->dtype == DType::Float || bias->dtype == DType::Bool, "attn_bias must be float or bool");
+    ATT_CHECK(bias->rank() <= 4, "attn_bias rank " << bias->rank() << " > 4");
+    bv.t = bias;
+    bv.is_bool = bias->dtype == DType::Bool;
+    const int64_t full[4] = {B, H, S, Skv};
+    int64_t stride = 1;
+    for (int d = 3, bd = static_cast<int>(bias->rank()) - 1; d >= 0; --d, --bd) {
+      if (bd < 0) { bv.stride[d] = 0; continue; }
+      int64_t n = bias->shape[bd];
+      ATT_CHECK(n == 1 || n == full[d], "attn_bias shape does not broadcast to [B, H, S, S_kv]");
+      bv.stride[d] = n == 1 ? 0 : stride;
+      stride *= n;
+    }
+  }
+
+  RtTensor* y = ctx.output(0, DType::Float, {B, S, H * Dv});
+  float* yp = y->ptr<float>();
+  const int64_t group = H / Hkv;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+
+  parallel_for(B * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(Skv));
+    std::vector<float> acc(static_cast<size_t>(Dv));
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / H, h = bh % H, hk = h / group;
+      const float* qb = qp + b * S * q_row + h * Dh;
+      const float* kb = kp + b * Skv * k_row + hk * Dh;
+      const float* vb = vp + b * Skv * v_row + hk * Dv;
+      for (int64_t i = 0; i < S; ++i) {
+        const float* qi = qb + i * q_row;
+        float mx = neg_inf;
+        for (int64_t j = 0; j < Skv; ++j) {
+          float s;
+          if (causal && j > i + (Skv - S)) {
+            s = neg_inf;
+          } else {
+            const float* kj = kb + j * k_row;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < Dh; ++d) dot += qi[d] * kj[d];
+            s = dot * scale;
+            if (bv.t) {
+              int64_t off = b * bv.stride[0] + h * bv.stride[1] + i * bv.stride[2] + j * bv.stride[3];
+              if (bv.is_bool) {
+                if (!static_cast<const uint8_t*>(bv.t->data)[off]) s = fill;
+              } else {
+                s += bv.t->ptr<float>()[off];
+              }
+            }
+            if (mask && !mask_keep(*mask, b * Skv + j)) s = fill;
+          }
+          p[j] = s;
+          if (s > mx) mx = s;  // a NaN score makes the whole row NaN below, as Softmax does
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < Skv; ++j) {
+          p[j] = std::exp(p[j] - mx);  // all -inf: -inf - -inf = NaN, as the unfused Softmax
+          sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < Skv; ++j) {
+          const float w = p[j] * inv;
+          if (w == 0.0f) continue;  // causal/masked keys (NaN weights still propagate)
+          const float* vj = vb + j * v_row;
+          for (int64_t d = 0; d < Dv; ++d) acc[d] += w * vj[d];
+        }
+        float* yi = yp + (b * S + i) * (H * Dv) + h * Dv;
+        for (int64_t d = 0; d < Dv; ++d) yi[d] = acc[d];
+      }
+    }
+  });
+}
+
+}  // namespace fuseopt

@@ -1,0 +1,132 @@
+// fuseopt.LayerNormLinear on the CPU: normalise each row, then one GEMM.
+//
+//   inputs : 0 X [..., K], 1 gamma [K], 2 beta [K]?, 3 W [K, N] (transB=0) or [N, K],
+//            4 bias [N]?, 5 skip (shape of X)?
+//   outputs: 0 Y [..., N], 1 Sum (shape of X)? = X + skip
+//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh)
+//   Z = X (+ skip); Y = act(norm(Z) · op(W) + bias)
+// Statistics and dot products accumulate in fp32; the variance is computed
+// from the centred values (two passes), like ONNX LayerNormalization.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/kernel.h"
+#include "runtime/parallel.h"
+#include "util/error.h"
+
+namespace fuseopt {
+namespace {
+
+#define LNL_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
+
+enum class Act { None, Relu, Gelu, GeluTanh };
+
+Act parse_activation(const std::string& a, const Node& n) {
+  if (a.empty() || a == "none") return Act::None;
+  if (a == "relu") return Act::Relu;
+  if (a == "gelu") return Act::Gelu;
+  if (a == "gelu_tanh") return Act::GeluTanh;
+  throw Error(n.label() + ": unknown activation '" + a + "'");
+}
+
+inline float apply(Act a, float x) {
+  switch (a) {
+    case Act::Relu: return x > 0.0f ? x : 0.0f;
+    case Act::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Act::GeluTanh: {
+      const float c = 0.7978845608028654f;  // sqrt(2/pi)
+      return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+    }
+    default: return x;
+  }
+}
+
+}  // namespace
+
+FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::CPU, {DType::Float}) {
+  const Node& node = ctx.node();
+  auto in = [&](size_t i) { return ctx.num_inputs() > i ? ctx.input(i) : nullptr; };
+  const RtTensor* x = in(0);
+  const RtTensor* gamma = in(1);
+  const RtTensor* beta = in(2);
+  const RtTensor* w = in(3);
+  const RtTensor* bias = in(4);
+  const RtTensor* skip = in(5);
+  LNL_CHECK(x && gamma && w, "X, gamma and W are required");
+  LNL_CHECK(x->rank() >= 1, "X must have rank >= 1");
+  const int64_t K = x->shape.back();
+  const int64_t M = K == 0 ? 0 : x->numel() / K;
+  const bool transB = node.attr_int("transB", 0) != 0;
+  const bool rms = node.attr_int("rms", 0) != 0;
+  const float eps = node.attr_float("epsilon", 1e-5f);
+  const Act act = parse_activation(node.attr_string("activation", "none"), node);
+  LNL_CHECK(w->rank() == 2, "W must be 2-D, got rank " << w->rank());
+  const int64_t N = transB ? w->shape[0] : w->shape[1];
+  LNL_CHECK((transB ? w->shape[1] : w->shape[0]) == K, "W " << shape_str(w->shape) << " does not match K=" << K);
+  LNL_CHECK(gamma->numel() == K, "gamma has " << gamma->numel() << " elements, expected " << K);
+  LNL_CHECK(!beta || beta->numel() == K, "beta has " << beta->numel() << " elements, expected " << K);
+  LNL_CHECK(!bias || bias->numel() == N, "bias has " << bias->numel() << " elements, expected " << N);
+  LNL_CHECK(!skip || skip->shape == x->shape, "skip shape " << shape_str(skip->shape) << " != X shape "
+                                                           << shape_str(x->shape));
+  for (const RtTensor* t : {gamma, beta, w, bias, skip})
+    LNL_CHECK(!t || t->dtype == DType::Float, "all inputs must be float");
+
+  std::vector<int64_t> yshape = x->shape;
+  yshape.back() = N;
+  RtTensor* y = ctx.output(0, DType::Float, yshape);
+  RtTensor* sum = ctx.num_outputs() > 1 && node.output(1) ? ctx.output(1, DType::Float, x->shape) : nullptr;
+
+  const float* xp = x->ptr<float>();
+  const float* sp = skip ? skip->ptr<float>() : nullptr;
+  const float* gp = gamma->ptr<float>();
+  const float* bp = beta ? beta->ptr<float>() : nullptr;
+  const float* wp = w->ptr<float>();
+  const float* biasp = bias ? bias->ptr<float>() : nullptr;
+  float* yp = y->ptr<float>();
+  float* sump = sum ? sum->ptr<float>() : nullptr;
+
+  parallel_for(M, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> z(static_cast<size_t>(K)), acc(static_cast<size_t>(N));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * K;
+      for (int64_t c = 0; c < K; ++c) z[c] = sp ? xr[c] + sp[r * K + c] : xr[c];
+      if (sump)
+        for (int64_t c = 0; c < K; ++c) sump[r * K + c] = z[c];
+      float mean = 0.0f;
+      if (!rms) {
+        for (int64_t c = 0; c < K; ++c) mean += z[c];
+        mean /= static_cast<float>(K);
+      }
+      float var = 0.0f;
+      for (int64_t c = 0; c < K; ++c) {
+        const float d = z[c] - mean;
+        var += d * d;
+      }
+      var /= static_cast<float>(K);
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (int64_t c = 0; c < K; ++c) z[c] = (z[c] - mean) * inv * gp[c] + (bp ? bp[c] : 0.0f);
+      // GEMM row: acc[n] = sum_k z[k] * W[k, n]
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      if (!transB) {
+        for (int64_t c = 0; c < K; ++c) {
+          const float zc = z[c];
+          const float* wr = wp + c * N;
+          for (int64_t n = 0; n < N; ++n) acc[n] += zc * wr[n];
+        }
+      } else {
+        for (int64_t n = 0; n < N; ++n) {
+          const float* wr = wp + n * K;
+          float s = 0.0f;
+          for (int64_t c = 0; c < K; ++c) s += z[c] * wr[c];
+          acc[n] = s;
+        }
+      }
+      float* yr = yp + r * N;
+      for (int64_t n = 0; n < N; ++n) yr[n] = apply(act, acc[n] + (biasp ? biasp[n] : 0.0f));
+    }
+  });
+}
+
+}  // namespace fuseopt

@@ -1,0 +1,504 @@
+// Attention: the scaled-dot-product core of every transformer export
+//
+//   Reshape([B,S,H·Dv]) <- Transpose(0,2,1,3) <- MatMul(P, V4)
+//   P  = Softmax(last axis)( bias/mask ops ( scale ( MatMul(Q4, K4ᵀ) ) ) )
+//   Q4 = Transpose(0,2,1,3)(Reshape(q [B,S,H·Dh] -> [B,S,H,Dh]))      (or rotary'd [B,H,S,Dh])
+//   K4ᵀ= Transpose(0,2,3,1)(Reshape(k)), or Transpose(0,1,3,2)(Transpose(0,2,1,3)(...)), GQA
+//        repeat (Unsqueeze(2)/Expand/Reshape) allowed on the way
+//   V4 = Transpose(0,2,1,3)(Reshape(v))
+// => fuseopt.Attention(qkv packed | q, k, v, mask?, attn_bias?) -> [B, S, H·Dv]
+//
+// The root is the final Reshape. Matching is by hand (many exporter spellings):
+// transposes are composed, Identity / same-type Cast / one-input Concat /
+// Dropout pass through, scalar Mul/Div on the scores, on Q or on K multiply
+// into `scale`. Mask terms: additive tensors (Add) go to attn_bias unchanged;
+// Where(cond, scores, fill) goes to attn_bias as a bool with
+// mask_filter_value = fill. Q/K reaching the core not as a head reshape (rotary
+// applied in [B,H,S,D] layout) are brought back to [B,S,H·D] by a Transpose +
+// Reshape outside the fused op. When Q, K and V are outputs 0/1/2 of one Split
+// of the last axis (the QKV pass makes that, GPT-2 exports have it), the Split
+// input is passed packed.
+//
+// Legality (DESIGN rule 7 + 1, 5): scale factors are constants and are applied
+// before every mask term; head reshapes split only the last axis into
+// num_heads × head_dim with known sizes; K and V agree on kv heads; mask terms
+// are additive float tensors of rank <= 4 or one bool Where with a scalar fill;
+// all of Q, K, V, scores are the same float dtype; interior values private.
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "pass/pass.h"
+#include "passes/fusion/attention_util.h"
+
+namespace fuseopt {
+namespace {
+
+using attn::const_of;
+using attn::const_scalar;
+using attn::dtype_of;
+
+using Perm = std::vector<int64_t>;
+
+Perm compose(const Perm& base, const Perm& p) {  // Transpose(Transpose(x, base), p) == Transpose(x, result)
+  Perm r(p.size());
+  for (size_t i = 0; i < p.size(); ++i) r[i] = base[p[i]];
+  return r;
+}
+
+// How Q, K or V reaches the core.
+struct HeadPath {
+  Value* src = nullptr;     // [B, S, heads·D] (found head reshape) or [B, heads, S, D] (materialize)
+  bool materialize = false;
+  int64_t heads = -1;       // heads of src (kv heads for K/V)
+  int64_t dim = -1;         // head dim
+  int64_t repeat = 1;       // GQA: each src head used `repeat` times
+  double scale = 1.0;       // scalar Mul/Div folded on the way
+  std::vector<Node*> nodes; // walked nodes (erased when dead after the rewrite)
+  std::string fail;         // legality problem (rule 7 / 5), empty when fine
+};
+
+bool is_passthrough(const Node* n) {
+  if (n->is("Identity")) return true;
+  if (n->is("Concat") && n->inputs.size() == 1) return true;
+  if (n->is("Dropout")) return n->inputs.size() == 1 || (n->input(2) && const_scalar(n->input(2)) == 0.0);
+  if (n->is("Cast")) return n->input(0) && dtype_of(n->input(0)) != DType::Undefined &&
+                            static_cast<int64_t>(dtype_of(n->input(0))) == n->attr_int("to", -1);
+  return false;
+}
+
+// Scalar constant multiplier of a Mul/Div node, with the other input.
+std::optional<std::pair<double, Value*>> scalar_factor(const Node* n) {
+  if (!(n->is("Mul") || n->is("Div")) || n->inputs.size() != 2) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto c = const_scalar(n->input(side));
+    if (!c || const_of(n->input(1 - side))) continue;
+    if (n->is("Div")) {
+      if (side != 1 || *c == 0.0) return std::nullopt;  // c / x is not a scale
+      return std::make_pair(1.0 / *c, n->input(0));
+    }
+    return std::make_pair(*c, n->input(1 - side));
+  }
+  return std::nullopt;
+}
+
+// (heads, dim) a head-split Reshape produces, from its inferred output shape or target.
+std::optional<std::pair<int64_t, int64_t>> reshape_heads(const Node* r, int h_axis, int d_axis) {
+  auto out = attn::known_dims(r->output(0));
+  if (out && out->size() == 4 && (*out)[h_axis] > 0 && (*out)[d_axis] > 0) return std::make_pair((*out)[h_axis], (*out)[d_axis]);
+  auto t = attn::const_ints(r->input(1));
+  if (!t || t->size() != 4) return std::nullopt;
+  int64_t h = (*t)[h_axis], d = (*t)[d_axis];
+  if (h > 0 && d > 0) return std::make_pair(h, d);
+  auto width = attn::last_dim(r->input(0));
+  if (width && h > 0 && d == -1 && *width % h == 0) return std::make_pair(h, *width / h);
+  if (width && d > 0 && h == -1 && *width % d == 0) return std::make_pair(*width / d, d);
+  return std::nullopt;
+}
+
+// Rule 7: Reshape [B, S, W] -> [B, S, h, d] only splits the last axis.
+std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
+  auto in = r->input(0);
+  if (attn::rank_of(in) && *attn::rank_of(in) != 3)
+    return "rule 7: " + r->label() + " reshapes a tensor of rank " + std::to_string(*attn::rank_of(in)) + ", not [B, S, hidden]";
+  if (auto w = attn::last_dim(in); w && *w != h * d)
+    return "rule 7: " + r->label() + " splits width " + std::to_string(*w) + " into " + std::to_string(h) + " x " +
+           std::to_string(d) + " heads";
+  if (in->shape && r->output(0)->shape && in->shape->size() == 3 && r->output(0)->shape->size() == 4) {
+    for (int i = 0; i < 2; ++i)
+      if (!attn::dims_same((*in->shape)[i], (*r->output(0)->shape)[i]))
+        return "rule 7: " + r->label() + " does not keep [B, S] (dim " + std::to_string(i) + " is " +
+               (*r->output(0)->shape)[i].str() + " vs " + (*in->shape)[i].str() + ")";
+    return "";
+  }
+  // Without shapes: the target's first two entries must copy (0) or be the one -1.
+  auto t = attn::const_ints(r->input(1));
+  if (t && t->size() == 4 && r->attr_int("allowzero", 0) == 0 && (*t)[0] == 0 && ((*t)[1] == 0 || (*t)[1] == -1))
+    return "";
+  return "rule 7: cannot prove that " + r->label() + " keeps [B, S] (shapes unknown)";
+}
+
+// Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
+// operand must be (Q, V: 0,2,1,3; Kᵀ: 0,2,3,1).
+HeadPath trace_head(Value* v, const Perm& want) {
+  HeadPath hp;
+  Perm p = {0, 1, 2, 3};
+  for (int depth = 0; depth < 24 && v; ++depth) {
+    Node* n = v->producer;
+    if (!n) break;
+    if (n->is("Transpose")) {
+      Perm q = n->attr_ints("perm");
+      if (q.size() != 4) break;
+      p = compose(q, p);
+      hp.nodes.push_back(n);
+      v = n->input(0);
+      continue;
+    }
+    if (is_passthrough(n)) {
+      hp.nodes.push_back(n);
+      v = n->input(0);
+      continue;
+    }
+    if (auto f = scalar_factor(n)) {
+      hp.scale *= f->first;
+      hp.nodes.push_back(n);
+      v = f->second;
+      continue;
+    }
+    if (n->is("Reshape")) {
+      Value* x = n->input(0);
+      Node* ex = x ? x->producer : nullptr;
+      Node* un = ex && ex->is("Expand") ? ex->input(0)->producer : nullptr;
+      if (un && un->is("Unsqueeze")) {
+        // GQA repeat_kv on [B, Hkv, S, D]: Unsqueeze(2) -> Expand [B, Hkv, rep, S, D] -> Reshape [B, H, S, D].
+        std::vector<int64_t> axes = un->has_attr("axes") ? un->attr_ints("axes")
+                                                         : attn::const_ints(un->input(1)).value_or(std::vector<int64_t>{});
+        auto et = attn::known_dims(ex->output(0));
+        if (!et || et->size() != 5) {
+          if (auto t = attn::const_ints(ex->input(1)); t && t->size() == 5) et = t;
+        }
+        auto heads = reshape_heads(n, 1, 3);
+        if (axes == std::vector<int64_t>{2} && et && et->size() == 5 && (*et)[2] > 0 && heads &&
+            heads->first % (*et)[2] == 0) {
+          hp.repeat *= (*et)[2];
+          hp.nodes.insert(hp.nodes.end(), {n, ex, un});
+          v = un->input(0);
+          continue;
+        }
+        hp.fail = "rule 7: " + n->label() + " repeats kv heads in a form the rewrite cannot prove";
+        return hp;
+      }
+      auto heads = reshape_heads(n, 2, 3);
+      if (!heads) {
+        hp.fail = "rule 7: the head reshape " + n->label() + " does not give known num_heads x head_dim";
+        return hp;
+      }
+      if (compose({0, 1, 2, 3}, p) != want) {
+        hp.fail = "rule 4: the transposes after " + n->label() + " do not give the attention head layout";
+        return hp;
+      }
+      hp.fail = check_split_reshape(n, heads->first, heads->second);
+      hp.src = x;
+      hp.heads = heads->first;
+      hp.dim = heads->second;
+      hp.nodes.push_back(n);
+      return hp;
+    }
+    break;
+  }
+  // Not a head reshape: v is taken as [B, heads, S, D] and re-packed outside.
+  if (compose({0, 2, 1, 3}, p) != want) {
+    hp.fail = "rule 4: operand '" + (v ? v->name : std::string("?")) + "' is not in a head layout the rewrite can prove";
+    return hp;
+  }
+  hp.src = v;
+  hp.materialize = true;
+  if (auto d = attn::known_dims(v); d && d->size() == 4) {
+    hp.heads = (*d)[1];
+    hp.dim = (*d)[3];
+  } else if (attn::rank_of(v) && *attn::rank_of(v) != 4) {
+    hp.fail = "rule 7: operand '" + v->name + "' is not rank 4";
+  }
+  return hp;
+}
+
+// True when v is computed from a MatMul of two variable rank-4-ish operands
+// through the elementwise ops a scores chain uses (which side of an Add holds the scores).
+bool reaches_qk(const Value* v, int depth) {
+  if (!v || !v->producer || depth > 8) return false;
+  const Node* m = v->producer;
+  if (m->is("MatMul")) return !const_of(m->input(0)) && !const_of(m->input(1));
+  if (is_passthrough(m)) return reaches_qk(m->input(0), depth + 1);
+  if (m->is("Add") || m->is("Mul") || m->is("Div"))
+    return reaches_qk(m->input(0), depth + 1) || reaches_qk(m->input(1), depth + 1);
+  if (m->is("Where")) return reaches_qk(m->input(1), depth + 1) || reaches_qk(m->input(2), depth + 1);
+  return false;
+}
+
+struct Plan {
+  Node* root = nullptr;      // output Reshape
+  Node* out_transpose = nullptr;
+  Node* pv = nullptr;
+  Node* softmax = nullptr;
+  Node* qk = nullptr;
+  std::vector<Node*> core;   // private chain, root first
+  HeadPath q, k, v;
+  double scale = 1.0;
+  std::vector<Value*> add_bias;  // additive terms, forward order
+  Value* keep = nullptr;         // bool Where condition (true = keep)
+  bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
+  double fill = -std::numeric_limits<double>::infinity();
+  int64_t num_heads = -1, kv_heads = -1;
+  Node* split = nullptr;         // packed QKV source
+  std::string fail;              // legality failure (rule text)
+};
+
+// Structural walk; "" on success (legality problems go to plan.fail).
+std::string analyze(const Graph& g, Node* root, Plan& pl) {
+  pl = Plan{};
+  pl.root = root;
+  if (!root->is("Reshape")) return "not a Reshape";
+  Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
+  if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
+  Node* pv = tr->input(0)->producer;
+  if (!pv || !pv->is("MatMul")) return "no P·V MatMul";
+  pl.out_transpose = tr;
+  pl.pv = pv;
+  pl.core = {root, tr, pv};
+  // P back to Softmax.
+  Value* pval = pv->input(0);
+  Node* sm = nullptr;
+  for (int d = 0; d < 4 && pval && pval->producer; ++d) {
+    Node* n = pval->producer;
+    if (n->is("Softmax")) { sm = n; break; }
+    if (!is_passthrough(n)) break;
+    pl.core.push_back(n);
+    pval = n->input(0);
+  }
+  if (!sm) return "P is not a Softmax";
+  pl.softmax = sm;
+  pl.core.push_back(sm);
+  const int64_t axis = sm->attr_int("axis", g.opset("") >= 13 ? -1 : 1);
+  if (axis != -1 && axis != 3) {
+    pl.fail = "rule 7: " + sm->label() + " normalises axis " + std::to_string(axis) + ", not the key axis";
+  }
+  // Scores chain back to the QK MatMul.
+  Value* s = sm->input(0);
+  bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
+  for (int d = 0; d < 12 && s && s->producer; ++d) {
+    Node* n = s->producer;
+    if (n->is("MatMul")) { pl.qk = n; break; }
+    if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
+    if (auto f = scalar_factor(n)) {
+      seen_scale = true;
+      pl.scale *= f->first;
+      pl.core.push_back(n);
+      s = f->second;
+      continue;
+    }
+    if (n->is("Mul") || n->is("Div")) {
+      if (pl.fail.empty()) pl.fail = "rule 7: the scale in " + n->label() + " is not a constant";
+      pl.core.push_back(n);
+      // Continue through the operand that leads back to a MatMul to stay structural.
+      Value* a = n->input(0);
+      s = a;
+      continue;
+    }
+    if (n->is("Add") && n->inputs.size() == 2) {
+      // The scores side is the one that leads back to the QK MatMul.
+      int side = -1;
+      for (int i = 0; i < 2 && side < 0; ++i)
+        if (reaches_qk(n->input(i), 0)) side = i;
+      if (side < 0) return "Add without a scores side";
+      if (seen_scale && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " adds a mask term before the scores are scaled; the fused op scales only Q·Kᵀ";
+      pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
+      pl.core.push_back(n);
+      s = n->input(side);
+      continue;
+    }
+    if (n->is("Where")) {
+      auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
+      int scores_slot = f2 && !f1 ? 1 : (f1 && !f2 ? 2 : -1);
+      if (scores_slot < 0) return "Where without a scalar fill";
+      if (pl.keep && pl.fail.empty()) pl.fail = "rule 7: more than one boolean mask Where on the scores";
+      pl.keep = n->input(0);
+      pl.keep_inverted = scores_slot == 2;
+      pl.fill = scores_slot == 1 ? *f2 : *f1;
+      if (seen_scale && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " masks the scores before they are scaled; the fused op scales only Q·Kᵀ";
+      pl.core.push_back(n);
+      s = n->input(scores_slot);
+      continue;
+    }
+    break;
+  }
+  if (!pl.qk) return "scores do not come from a MatMul";
+  pl.core.push_back(pl.qk);
+  if (pl.keep && !pl.add_bias.empty() && pl.fail.empty())
+    pl.fail = "rule 7: the scores have both a boolean Where mask and an additive mask; one attn_bias cannot hold both";
+  if (pl.keep && dtype_of(pl.keep) != DType::Bool && dtype_of(pl.keep) != DType::Undefined && pl.fail.empty())
+    pl.fail = "rule 7: Where condition '" + pl.keep->name + "' is not bool";
+
+  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3});
+  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1});
+  pl.v = trace_head(pv->input(1), {0, 2, 1, 3});
+  for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
+    if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
+  if (!pl.fail.empty()) return "";
+  pl.scale *= pl.q.scale * pl.k.scale;
+  if (pl.v.scale != 1.0) pl.fail = "rule 7: V is scaled on its way to the P·V MatMul";
+  if (pl.q.repeat != 1) pl.fail = "rule 7: the query heads are repeated";
+
+  // Heads: the total comes from any path that knows it; kv heads from K/V sources.
+  auto total = [](const HeadPath& h) { return h.heads > 0 ? h.heads * h.repeat : -1; };
+  int64_t H = total(pl.q);
+  if (H < 0) H = total(pl.v);
+  if (H < 0) H = total(pl.k);
+  int64_t Hkv = pl.v.heads > 0 ? pl.v.heads : (pl.k.heads > 0 ? pl.k.heads : -1);
+  if (Hkv < 0 && H > 0 && pl.k.repeat > 0 && H % pl.k.repeat == 0) Hkv = H / pl.k.repeat;
+  if (H <= 0 || Hkv <= 0) {
+    if (pl.fail.empty()) pl.fail = "rule 7: the number of heads cannot be determined from the reshapes";
+    return "";
+  }
+  for (const HeadPath* hp : {&pl.q, &pl.k, &pl.v}) {
+    if (hp->heads > 0 && total(*hp) != H && pl.fail.empty())
+      pl.fail = "rule 7: query and key/value reshapes disagree on num_heads (" + std::to_string(total(*hp)) + " vs " +
+                std::to_string(H) + ")";
+  }
+  if (pl.k.heads > 0 && pl.v.heads > 0 && pl.k.heads != pl.v.heads && pl.fail.empty())
+    pl.fail = "rule 7: key and value have different kv head counts";
+  if (pl.k.repeat != pl.v.repeat && pl.fail.empty()) pl.fail = "rule 7: key and value are repeated differently";
+  if (pl.q.dim > 0 && pl.k.dim > 0 && pl.q.dim != pl.k.dim && pl.fail.empty())
+    pl.fail = "rule 7: query and key head dims differ";
+  if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
+  pl.num_heads = H;
+  pl.kv_heads = Hkv;
+  // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv]. The target's
+  // first two entries must copy B and S (0, or the same symbols as the
+  // transposed input / the query source), the last be -1 or H·Dv.
+  {
+    auto t = symbolic_value(root->input(1));
+    std::vector<const Value*> refs = {root->input(0)};
+    if (!pl.q.materialize && pl.q.src) refs.push_back(pl.q.src);
+    if (!pl.v.materialize && pl.v.src) refs.push_back(pl.v.src);
+    bool ok = t && t->size() == 3;
+    if (ok) {
+      const Dim& last = (*t)[2];
+      ok = (last.symbol == "-1") || (last.known() && pl.v.dim > 0 && last.value == H * pl.v.dim);
+      for (int i = 0; ok && i < 2; ++i) {
+        const Dim& d = (*t)[i];
+        bool fine = d.known() && d.value == 0 && root->attr_int("allowzero", 0) == 0;
+        for (const Value* r : refs)
+          if (!fine && r->shape && r->shape->size() >= 2 && !(*r->shape)[i].symbol.empty() && d.symbol != "-1")
+            fine = attn::dims_same(d, (*r->shape)[i]);
+        for (const Value* r : refs)
+          if (!fine && r->shape && r->shape->size() >= 2 && (*r->shape)[i].known() && d.known())
+            fine = d.value == (*r->shape)[i].value;
+        ok = fine;
+      }
+    }
+    if (!ok && pl.fail.empty())
+      pl.fail = "rule 7: cannot prove that " + root->label() + " merges the heads into [B, S, H*Dv]";
+  }
+  // Rule 5: one float dtype for Q, K, V, the scores and additive biases.
+  std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, sm->output(0)};
+  for (Value* b : pl.add_bias) vals.push_back(b);
+  DType dt = DType::Undefined;
+  for (const Value* x : vals) {
+    DType t = dtype_of(x);
+    if (t == DType::Undefined) continue;
+    if (!dtype_is_float(t) || (dt != DType::Undefined && t != dt)) {
+      if (pl.fail.empty()) pl.fail = "rule 5: '" + x->name + "' has dtype " + dtype_name(t) + " in a " + dtype_name(dt) + " attention";
+      break;
+    }
+    dt = t;
+  }
+  for (Value* b : pl.add_bias)
+    if (auto r = attn::rank_of(b); r && *r > 4 && pl.fail.empty()) pl.fail = "rule 7: mask '" + b->name + "' has rank > 4";
+  if (g.opset("") < 13 && pl.fail.empty()) pl.fail = "rule 7: default-domain opset < 13 is not supported by Attention";
+  // Packed QKV: Q, K, V are outputs 0, 1, 2 of one Split of the last axis.
+  Node* sp = pl.q.src && !pl.q.materialize ? pl.q.src->producer : nullptr;
+  if (sp && sp->is("Split") && sp->outputs.size() == 3 && !pl.k.materialize && !pl.v.materialize &&
+      pl.k.src->producer == sp && pl.v.src->producer == sp && pl.q.src == sp->output(0) && pl.k.src == sp->output(1) &&
+      pl.v.src == sp->output(2) && pl.q.dim > 0 && pl.q.dim == pl.v.dim) {
+    auto r = attn::rank_of(sp->input(0));
+    int64_t ax = sp->attr_int("axis", 0);
+    bool last = ax == -1 || (r && ax == *r - 1);
+    std::vector<int64_t> sizes = sp->has_attr("split") ? sp->attr_ints("split")
+                                                       : attn::const_ints(sp->input(1)).value_or(std::vector<int64_t>{});
+    bool sizes_ok = sizes == std::vector<int64_t>{H * pl.q.dim, Hkv * pl.q.dim, Hkv * pl.q.dim} ||
+                    (sizes.empty() && H == Hkv);
+    if (last && sizes_ok) pl.split = sp;
+  }
+  return "";
+}
+
+Value* materialize(Rewriter& rw, Value* v4) {
+  Node* t = rw.create_node("", "Transpose", {v4}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, 1, "attn_heads_back");
+  Node* r = rw.create_node("", "Reshape", {t->output(0), rw.add_int64s("attn_merge_shape", {0, 0, -1})}, {}, 1,
+                           "attn_heads_merge");
+  return r->output(0);
+}
+
+class AttentionFusion : public FusionPass {
+ public:
+  std::string name() const override { return "Attention"; }
+  std::string description() const override {
+    return "QK^T/scale/mask/Softmax/V with head reshapes -> fuseopt.Attention (packed QKV when a Split feeds it)";
+  }
+  int run(Rewriter& rw, PassContext& ctx) override {
+    // Head sizes come from reshape shapes: refresh inferred shapes first (metadata only).
+    try {
+      ShapeInferenceOptions o;
+      o.strict = false;
+      infer_shapes(const_cast<Graph&>(rw.graph()), o);
+    } catch (const std::exception&) {
+    }
+    return FusionPass::run(rw, ctx);
+  }
+  MatchResult match(const Graph& g, Node* root) const override {
+    MatchResult r;
+    if (!root->is("Reshape")) { r.reason = "not a Reshape"; return r; }
+    Plan pl;
+    std::string why = analyze(g, root, pl);
+    if (!why.empty()) { r.reason = why; return r; }
+    Match m;
+    m.root = root;
+    std::set<Node*> seen;
+    for (Node* n : pl.core)
+      if (seen.insert(n).second) m.matched.push_back(n);
+    r.match = std::move(m);
+    return r;
+  }
+  Status check(const Graph& g, const Match& m) const override {
+    Plan pl;
+    analyze(g, m.root, pl);
+    if (!pl.fail.empty()) return Status::reject(pl.fail);
+    return Status::ok();
+  }
+  void rewrite(const Match& m, Rewriter& rw) const override {
+    Plan pl;
+    analyze(rw.graph(), m.root, pl);
+    std::vector<Value*> in(5, nullptr);
+    if (pl.split) {
+      in[0] = pl.split->input(0);
+    } else {
+      in[0] = pl.q.materialize ? materialize(rw, pl.q.src) : pl.q.src;
+      in[1] = pl.k.materialize ? materialize(rw, pl.k.src) : pl.k.src;
+      in[2] = pl.v.materialize ? materialize(rw, pl.v.src) : pl.v.src;
+    }
+    // Mask terms: a constant all-zero bias is no bias (ViT exports carry one).
+    std::vector<Value*> bias;
+    for (Value* b : pl.add_bias) {
+      const Tensor* t = const_of(b);
+      bool zero = t && t->dtype == DType::Float;
+      for (int64_t i = 0; zero && i < t->numel(); ++i) zero = t->data<float>()[i] == 0.0f;
+      if (!zero) bias.push_back(b);
+    }
+    Value* ab = nullptr;
+    for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
+    if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
+    in[4] = ab;
+    while (!in.empty() && !in.back()) in.pop_back();
+    float fill = pl.keep ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
+    std::vector<Attribute> attrs = {
+        Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
+        Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", 0),
+        Attribute::make_float("mask_filter_value", fill)};
+    Node* f = rw.create_node("fuseopt", "Attention", in, attrs, 1, "Attention");
+    std::vector<Node*> walked;
+    for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
+    rw.replace_match(m, f, name());
+    rw.erase_dead(walked);
+    if (pl.split) rw.erase_dead({pl.split});
+  }
+};
+
+}  // namespace
+
+FUSEOPT_REGISTER_PASS(AttentionFusion, PassCategory::Fusion, 500);
+
+}  // namespace fuseopt

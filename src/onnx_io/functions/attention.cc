@@ -1,0 +1,135 @@
+// ONNX function body of fuseopt.Attention (see kernels/cpu/fused_attention.cc
+// for the semantics). The body follows the node's variant, chosen as an IR-10
+// overload: packed QKV or separate Q/K/V, grouped K/V heads, attn_bias float
+// (added) or bool (keep where true), key-padding mask, causal. Head counts,
+// scale and mask_filter_value are read through attribute references, so one
+// body serves every layer of a variant. Needs a default-domain opset >= 13
+// (the Attention fusion does not fire below that).
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "onnx_io/function_bodies.h"
+#include "onnx_io/functions/fn_builder.h"
+
+namespace fuseopt {
+namespace {
+
+using fnbody::FnBuilder;
+
+bool has_in(const Node& n, size_t i) { return n.input(i) != nullptr; }
+
+std::string attention_overload(const Graph& g, const Node& n) {
+  std::string ov = has_in(n, 1) ? "qkv_sep" : "qkv_packed";
+  if (n.attr_int("kv_num_heads", n.attr_int("num_heads", 0)) != n.attr_int("num_heads", 0)) ov += "_gqa";
+  if (Value* b = n.input(4)) ov += b->dtype == DType::Bool ? "_boolbias" : "_bias";
+  if (has_in(n, 3)) ov += "_mask";
+  if (n.attr_int("causal", 0)) ov += "_causal";
+  return ov;
+}
+
+// A rank-0 int64 constant read from an int attribute of the node.
+std::string int_attr_scalar(FnBuilder& f, const std::string& attr) {
+  return f.node("Constant", {}, "", {FnBuilder::attr_ref("value_int", attr, onnx::AttributeProto::INT)});
+}
+
+std::string int_scalar(FnBuilder& f, int64_t v) {
+  return f.node("Constant", {}, "", {FnBuilder::attr_int("value_int", v)});
+}
+
+std::string unsqueeze(FnBuilder& f, const std::string& x, const std::vector<int64_t>& axes) {
+  return f.node("Unsqueeze", {x, f.ints(axes)});
+}
+
+onnx::AttributeProto perm(const std::vector<int64_t>& p) {
+  onnx::AttributeProto a;
+  a.set_name("perm");
+  a.set_type(onnx::AttributeProto::INTS);
+  for (auto v : p) a.add_ints(v);
+  return a;
+}
+
+// [B, S, heads*D] -> [B, S, heads, D] with `heads` from an attribute.
+std::string split_heads(FnBuilder& f, const std::string& x, const std::string& heads_attr) {
+  std::string shape = f.node("Concat", {f.ints({0, 0}), unsqueeze(f, int_attr_scalar(f, heads_attr), {0}), f.ints({-1})},
+                             "", {FnBuilder::attr_int("axis", 0)});
+  return f.node("Reshape", {x, shape});
+}
+
+onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::string& ov) {
+  FnBuilder f("Attention", ov, {"query", "key", "value", "mask", "attn_bias"}, {"Y"}, fnbody::attr_names(n),
+              g.opset(""));
+  const bool packed = !has_in(n, 1);
+  const bool gqa = ov.find("_gqa") != std::string::npos;
+  std::string q = "query", k = "key", v = "value";
+  if (packed) {
+    // Widths from the packed tensor: dh = W / (H + 2 Hkv); Q | K | V along the last axis.
+    std::string h = int_attr_scalar(f, "num_heads");
+    std::string hkv = gqa ? int_attr_scalar(f, "kv_num_heads") : h;
+    std::string width = f.node("Gather", {f.node("Shape", {"query"}), int_scalar(f, -1)});
+    std::string parts = f.node("Add", {h, f.node("Mul", {hkv, int_scalar(f, 2)})});
+    std::string dh = f.node("Div", {width, parts});
+    std::string qw = f.node("Mul", {dh, h});
+    std::string kw = f.node("Add", {qw, f.node("Mul", {dh, hkv})});
+    std::string axes = f.ints({-1});
+    auto u = [&](const std::string& s) { return unsqueeze(f, s, {0}); };
+    q = f.node("Slice", {"query", f.ints({0}), u(qw), axes});
+    k = f.node("Slice", {"query", u(qw), u(kw), axes});
+    v = f.node("Slice", {"query", u(kw), u(width), axes});
+  }
+  const std::string kv_attr = gqa ? "kv_num_heads" : "num_heads";
+  std::string q4 = f.node("Transpose", {split_heads(f, q, "num_heads")}, "", {perm({0, 2, 1, 3})});
+  std::string k4 = split_heads(f, k, kv_attr);  // [B, Skv, Hkv, Dh]
+  std::string v4 = split_heads(f, v, kv_attr);
+  if (gqa) {
+    // Query head h reads kv head h / rep: repeat each kv head rep times in place.
+    std::string rep = f.node("Div", {int_attr_scalar(f, "num_heads"), int_attr_scalar(f, "kv_num_heads")});
+    std::string target = f.node("Concat", {f.ints({1, 1, 1}), unsqueeze(f, rep, {0}), f.ints({1})}, "",
+                                {FnBuilder::attr_int("axis", 0)});
+    std::string heads = f.node("Concat", {f.ints({0, 0}), unsqueeze(f, int_attr_scalar(f, "num_heads"), {0}),
+                                          f.ints({-1})}, "", {FnBuilder::attr_int("axis", 0)});
+    auto repeat = [&](const std::string& x) {
+      std::string e = f.node("Expand", {unsqueeze(f, x, {3}), target});  // [B, Skv, Hkv, rep, Dh]
+      return f.node("Reshape", {e, heads});
+    };
+    k4 = repeat(k4);
+    v4 = repeat(v4);
+  }
+  std::string kt = f.node("Transpose", {k4}, "", {perm({0, 2, 3, 1})});  // [B, H, Dh, Skv]
+  std::string vt = f.node("Transpose", {v4}, "", {perm({0, 2, 1, 3})});  // [B, H, Skv, Dv]
+  std::string s = f.node("Mul", {f.node("MatMul", {q4, kt}), f.scalar_attr("scale", "query")});
+  if (ov.find("_boolbias") != std::string::npos) {
+    s = f.node("Where", {"attn_bias", s, f.scalar_attr("mask_filter_value", "query")});
+  } else if (ov.find("_bias") != std::string::npos) {
+    s = f.node("Add", {s, "attn_bias"});
+  }
+  if (ov.find("_mask") != std::string::npos) {
+    onnx::AttributeProto to = FnBuilder::attr_int("to", onnx::TensorProto::BOOL);
+    std::string keep = unsqueeze(f, f.node("Cast", {"mask"}, "", {to}), {1, 2});  // [B, 1, 1, Skv]
+    s = f.node("Where", {keep, s, f.scalar_attr("mask_filter_value", "query")});
+  }
+  if (ov.find("_causal") != std::string::npos) {
+    std::string shp = f.node("Shape", {s});
+    std::string sq = f.node("Gather", {shp, int_scalar(f, 2)});
+    std::string skv = f.node("Gather", {shp, int_scalar(f, 3)});
+    std::string zero = int_scalar(f, 0), one = int_scalar(f, 1);
+    std::string rows = f.node("Add", {f.node("Range", {zero, sq, one}), f.node("Sub", {skv, sq})});
+    std::string cols = f.node("Range", {zero, skv, one});
+    std::string visible = f.node("LessOrEqual", {cols, unsqueeze(f, rows, {1})});  // [S, Skv]
+    s = f.node("Where", {visible, s, f.scalar(-std::numeric_limits<float>::infinity(), "query")});
+  }
+  std::string p = f.node("Softmax", {s}, "", {FnBuilder::attr_int("axis", -1)});
+  std::string o = f.node("Transpose", {f.node("MatMul", {p, vt})}, "", {perm({0, 2, 1, 3})});
+  f.node("Reshape", {o, f.ints({0, 0, -1})}, "Y");
+  return f.take();
+}
+
+const FunctionOverloadRegistrar kOverload("fuseopt", "Attention", attention_overload);
+const FunctionBodyRegistrar kBody("fuseopt", "Attention",
+                                  [](const Graph& g, const std::vector<const Node*>& nodes,
+                                     std::vector<onnx::FunctionProto>& out) {
+                                    fnbody::per_overload(g, nodes, out, attention_overload, build_attention);
+                                  });
+
+}  // namespace
+}  // namespace fuseopt
