@@ -1,0 +1,169 @@
+// LayerNorm-from-primitives fusion: the exporter spellings (Pow or Mul,
+// Div or Reciprocal+Mul, axes as attribute or opset-18 input), the opset
+// choice of the fused op, and the legality rules (1, 2, 5, 6).
+#include "support/fusion_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct LNSpec {
+  int64_t opset = 17;
+  bool mul_square = false;     // d*d instead of Pow(d, 2)
+  bool reciprocal = false;     // d * Reciprocal(sqrt) instead of Div
+  bool beta = true;
+  int64_t axis = -1;
+  int64_t keepdims = 1;
+  bool eps_input = false;      // epsilon from a graph input (not a constant)
+  bool gamma_input = false;    // gamma from a graph input
+  bool leak_d = false;         // the centred value also goes to a graph output
+  DType gamma_dtype = DType::Float;
+};
+
+// x [2, 5, 8] -> LayerNorm over the last axis, written in primitives.
+void build_ln(GraphBuilder& b, const LNSpec& s) {
+  Value* x = b.input("x", DType::Float, {2, 5, 8});
+  auto reduce = [&](Value* v, const std::string& name) {
+    std::vector<Attribute> attrs{Attribute::make_int("keepdims", s.keepdims)};
+    if (s.opset >= 18) return b.op("ReduceMean", {v, b.constant(name + "_axes", Tensor::from_ints({s.axis}, {1}))}, attrs, name);
+    attrs.push_back(Attribute::make_ints("axes", {s.axis}));
+    return b.op("ReduceMean", {v}, attrs, name);
+  };
+  Value* d = b.op("Sub", {x, reduce(x, "mean")}, {}, "sub");
+  Value* sq = s.mul_square ? b.op("Mul", {d, d}) : b.op("Pow", {d, b.scalar("two", 2.0f)});
+  Value* eps = s.eps_input ? b.input("eps", DType::Float, {}) : b.scalar("eps", 1e-5f);
+  Value* sd = b.op("Sqrt", {b.op("Add", {reduce(sq, "var"), eps})});
+  Value* n = s.reciprocal ? b.op("Mul", {d, b.op("Reciprocal", {sd})}) : b.op("Div", {d, sd});
+  Tensor g = rand_tensor({8}, 7, 0.5f, 1.5f);
+  Value* gamma;
+  if (s.gamma_input) {
+    gamma = b.input("gamma", DType::Float, {8});
+  } else if (s.gamma_dtype == DType::Double) {
+    Tensor gd(DType::Double, {8});
+    for (int i = 0; i < 8; ++i) gd.data<double>()[i] = g.data<float>()[i];
+    gamma = b.constant("gamma", gd);
+  } else {
+    gamma = b.constant("gamma", g);
+  }
+  Value* y = b.op("Mul", {gamma, n});
+  if (s.beta) y = b.op("Add", {y, b.constant("beta", rand_tensor({8}, 8))});
+  b.output(y);
+  if (s.leak_d) b.output(d);
+}
+
+std::map<std::string, Tensor> feeds() { return {{"x", rand_tensor({2, 5, 8}, 11, -3.0f, 5.0f)}}; }
+
+}  // namespace
+
+TEST_CASE("LayerNorm: opset 17 primitives become LayerNormalization", "[passes][LayerNorm]") {
+  GraphBuilder b(17);
+  build_ln(b, {});
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+  CHECK(b.graph().num_nodes() == 1);
+  CHECK(count_op(b.graph(), "LayerNormalization") == 1);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("LayerNorm: opset 14, Mul square and Reciprocal become fuseopt.LayerNorm", "[passes][LayerNorm]") {
+  LNSpec s;
+  s.opset = 14;
+  s.mul_square = true;
+  s.reciprocal = true;
+  GraphBuilder b(14);
+  build_ln(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+  CHECK(b.graph().num_nodes() == 1);
+  CHECK(count_domain_op(b.graph(), "fuseopt", "LayerNorm") == 1);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("LayerNorm: opset 18 axes input, no beta", "[passes][LayerNorm]") {
+  LNSpec s;
+  s.opset = 18;
+  s.beta = false;
+  GraphBuilder b(18);
+  build_ln(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+  CHECK(count_op(b.graph(), "LayerNormalization") == 1);
+  CHECK(count_op(b.graph(), "ReduceMean") == 0);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("LayerNorm: positive last axis (2 of rank 3) is the last axis", "[passes][LayerNorm]") {
+  LNSpec s;
+  s.axis = 2;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+}
+
+TEST_CASE("LayerNorm rule 6: reduction over a non-last axis", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.axis = 1;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK(count_op(b.graph(), "ReduceMean") == 2);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 6") && Contains("axis 1"));
+}
+
+TEST_CASE("LayerNorm rule 6: keepdims 0", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.keepdims = 0;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 6") && Contains("keepdims"));
+}
+
+TEST_CASE("LayerNorm rule 6: epsilon is not a constant", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.eps_input = true;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 6") && Contains("epsilon"));
+}
+
+TEST_CASE("LayerNorm rule 2: gamma is not a constant", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.gamma_input = true;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 2") && Contains("gamma"));
+}
+
+TEST_CASE("LayerNorm rule 1: the centred value is also a graph output", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.leak_d = true;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK(count_op(b.graph(), "LayerNormalization") == 0);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 1"));
+}
+
+TEST_CASE("LayerNorm rule 5: gamma of another dtype", "[passes][LayerNorm][legality]") {
+  LNSpec s;
+  s.gamma_dtype = DType::Double;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 0);
+  CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 5"));
+}
