@@ -1,0 +1,100 @@
+"""Shared helpers for the Python-driven fuseopt tests (ONNX Runtime as the oracle).
+
+Each tests/py/test_*.py is one ctest, invoked as `python3 test_x.py --bin BUILD/bin --src REPO`;
+exit code 77 means skipped (a Python package is missing)."""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def parse_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="build/bin folder with fuseopt")
+    ap.add_argument("--src", required=True, help="repository root")
+    ap.add_argument("-k", default="", help="only models whose folder name contains this")
+    return ap.parse_args()
+
+
+def require(*modules):
+    """Imports the modules or exits with the skip code."""
+    loaded = []
+    for m in modules:
+        try:
+            loaded.append(__import__(m))
+        except ImportError:
+            print(f"SKIP: python package '{m}' is not installed")
+            sys.exit(SKIP)
+    return loaded
+
+
+def run_fuseopt(bin_dir, *args, timeout=600):
+    exe = os.path.join(bin_dir, "fuseopt")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def model_dirs(src, name_filter=""):
+    """Every models/*/<name>/ folder with model.onnx and test_data_set_0/."""
+    found = []
+    for pattern in ("models/real/*/model.onnx", "models/exported/*/model.onnx"):
+        for path in sorted(glob.glob(os.path.join(src, pattern))):
+            d = os.path.dirname(path)
+            if os.path.isdir(os.path.join(d, "test_data_set_0")) and name_filter in os.path.basename(d):
+                found.append(d)
+    return found
+
+
+def load_test_data(model_dir):
+    """(inputs in file order, outputs in file order) as numpy arrays."""
+    import onnx
+    from onnx import numpy_helper
+    data = os.path.join(model_dir, "test_data_set_0")
+
+    def read(prefix):
+        out = []
+        i = 0
+        while os.path.exists(os.path.join(data, f"{prefix}_{i}.pb")):
+            t = onnx.TensorProto()
+            with open(os.path.join(data, f"{prefix}_{i}.pb"), "rb") as f:
+                t.ParseFromString(f.read())
+            out.append(numpy_helper.to_array(t))
+            i += 1
+        return out
+
+    return read("input"), read("output")
+
+
+def run_ort(model_path, inputs):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    # The model must be right as written: no ORT graph rewrites hide our mistakes.
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    return sess.run(None, feeds)
+
+
+def compare(got, want, atol, rtol):
+    """None when close, else a one-line description of the worst element."""
+    import numpy as np
+    if got.shape != want.shape:
+        return f"shape {got.shape} != reference {want.shape}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} != reference {want.dtype}"
+    if got.dtype.kind in "fc":
+        if np.isnan(got).any() and not np.isnan(want).any():
+            return "NaN in output"
+        g64 = got.astype(np.float64)
+        w64 = want.astype(np.float64)
+        err = np.abs(g64 - w64) - (atol + rtol * np.abs(w64))
+        if (err > 0).any():
+            i = int(np.argmax(err))
+            return f"max violation at flat index {i}: got {g64.flat[i]}, want {w64.flat[i]}"
+        return None
+    if not (got == want).all():
+        return "integer/bool output differs"
+    return None
