@@ -1,0 +1,97 @@
+// RMSNorm fusion (T5 / Llama spellings, optional exact casts) and its legality
+// rules (5: a cast that changes precision, 6: axis / epsilon, 2: gamma).
+#include "support/fusion_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+enum class Form { Reciprocal, Div, OneOver };
+
+struct RMSSpec {
+  Form form = Form::Reciprocal;
+  bool casts = false;             // Cast(x, float) ... Cast(back to float)
+  DType inner_cast = DType::Float;
+  int64_t axis = -1;
+  bool gamma_input = false;
+};
+
+void build_rms(GraphBuilder& b, const RMSSpec& s) {
+  Value* x = b.input("x", DType::Float, {3, 6});
+  Value* xc = s.casts ? b.op("Cast", {x}, {Attribute::make_int("to", static_cast<int64_t>(s.inner_cast))}) : x;
+  Value* ms = b.op("ReduceMean", {b.op("Pow", {xc, b.scalar("two", 2.0f)})},
+                   {Attribute::make_ints("axes", {s.axis}), Attribute::make_int("keepdims", 1)});
+  Value* sd = b.op("Sqrt", {b.op("Add", {ms, b.scalar("eps", 1e-6f)})});
+  Value* n;
+  switch (s.form) {
+    case Form::Reciprocal: n = b.op("Mul", {xc, b.op("Reciprocal", {sd})}); break;
+    case Form::Div: n = b.op("Div", {xc, sd}); break;
+    case Form::OneOver: n = b.op("Mul", {b.op("Div", {b.scalar("one", 1.0f), sd}), xc}); break;
+  }
+  if (s.casts) n = b.op("Cast", {n}, {Attribute::make_int("to", static_cast<int64_t>(DType::Float))});
+  Value* gamma = s.gamma_input ? b.input("gamma", DType::Float, {6}) : b.constant("gamma", rand_tensor({6}, 5, 0.5f, 2.0f));
+  b.output(b.op("Mul", {gamma, n}));
+}
+
+std::map<std::string, Tensor> feeds() { return {{"x", rand_tensor({3, 6}, 9, -2.0f, 3.0f)}}; }
+
+}  // namespace
+
+TEST_CASE("RMSNorm: Llama form (Reciprocal) fuses", "[passes][RMSNorm]") {
+  GraphBuilder b(17);
+  build_rms(b, {});
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 1);
+  CHECK(b.graph().num_nodes() == 1);
+  CHECK(count_domain_op(b.graph(), "fuseopt", "RMSNorm") == 1);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("RMSNorm: Div and 1/x forms with no-op float casts fuse", "[passes][RMSNorm]") {
+  for (Form f : {Form::Div, Form::OneOver}) {
+    RMSSpec s;
+    s.form = f;
+    s.casts = true;
+    GraphBuilder b(17);
+    build_rms(b, s);
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+    CHECK(matched(r, "RMSNorm") == 1);
+    CHECK(b.graph().num_nodes() == 1);
+    require_same_outputs(*before, b.graph(), feeds());
+  }
+}
+
+TEST_CASE("RMSNorm rule 5: a Cast to fp16 inside the chain", "[passes][RMSNorm][legality]") {
+  RMSSpec s;
+  s.casts = true;
+  s.inner_cast = DType::Float16;
+  GraphBuilder b(17);
+  build_rms(b, s);
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 5"));
+}
+
+TEST_CASE("RMSNorm rule 6: mean over the first axis", "[passes][RMSNorm][legality]") {
+  RMSSpec s;
+  s.axis = 0;
+  GraphBuilder b(17);
+  build_rms(b, s);
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 6"));
+}
+
+TEST_CASE("RMSNorm rule 2: gamma is not a constant", "[passes][RMSNorm][legality]") {
+  RMSSpec s;
+  s.gamma_input = true;
+  GraphBuilder b(17);
+  build_rms(b, s);
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 2"));
+}
