@@ -1,0 +1,112 @@
+"""The H4 fusions (LayerNorm, RMSNorm, SkipLayerNorm, FusedMatMul, AddRelu) on every
+model in models/real and models/exported, run after the cleanup passes and alone
+(so a failure points at these fusions): the written model must pass
+onnx.checker (full_check) and ONNX Runtime must reproduce test_data_set_0
+(fp32, 1e-4) through the fuseopt-domain function bodies. Plus structural
+acceptance checks: every residual Add+Relu of resnet_tiny is an AddRelu, no
+standalone ReduceMean-LayerNorm / Erf / tanh-GELU primitives are left, and
+every residual Add that precedes a norm is fused into SkipLayerNorm."""
+import os
+import sys
+import tempfile
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+PASSES = "cleanup,LayerNorm,RMSNorm,SkipLayerNorm,FusedMatMul,AddRelu"
+ATOL = RTOL = 1e-4
+NORMS = {"LayerNormalization", "LayerNorm", "RMSNorm"}
+
+
+def producers(graph):
+    return {o: n for n in graph.node for o in n.output}
+
+
+def structural_failures(name, model):
+    g = model.graph
+    ops = Counter(n.op_type for n in g.node)
+    prod = producers(g)
+    fails = []
+    if "resnet" in name:
+        left = [n.name for n in g.node if n.op_type == "Relu" and n.input[0] in prod and prod[n.input[0]].op_type == "Add"]
+        if left or ops["AddRelu"] == 0:
+            fails.append(f"{name}: residual Add+Relu not fused: {left or 'no AddRelu at all'}")
+    for n in g.node:
+        if n.op_type not in ("Erf", "Tanh", "Sqrt"):
+            continue
+        # A GELU after a Conv (Whisper's convolutional stem) has no GEMM to fold into.
+        scaled = prod.get(n.input[0])
+        x = prod.get(scaled.input[0]) if scaled is not None and scaled.input else None
+        if n.op_type == "Erf" and x is not None and x.op_type == "Conv":
+            continue
+        fails.append(f"{name}: {n.op_type} '{n.name}' left (an unfused GELU or norm)")
+    for n in g.node:
+        if n.op_type in NORMS and n.input[0] in prod and prod[n.input[0]].op_type == "Add":
+            fails.append(f"{name}: residual Add before {n.op_type} '{n.name}' is not fused")
+    return fails
+
+
+def check_one(args, model_dir, tmp):
+    import onnx
+    name = os.path.basename(os.path.dirname(model_dir)) + "/" + os.path.basename(model_dir)
+    src = os.path.join(model_dir, "model.onnx")
+    out = os.path.join(tmp, os.path.basename(model_dir) + ".onnx")
+    r = lib.run_fuseopt(args.bin, src, out, "-q", "--passes", PASSES)
+    if r.returncode != 0:
+        return [f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}"]
+    failures = []
+    model = onnx.load(out, load_external_data=False)
+    if any(n.domain == "fuseopt" for n in model.graph.node):
+        if not any(o.domain == "fuseopt" and o.version == 1 for o in model.opset_import):
+            failures.append(f"{name}: no opset import for domain fuseopt version 1")
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset <= onnx.defs.onnx_opset_version():
+        try:
+            onnx.checker.check_model(out, full_check=True)
+        except Exception as e:  # noqa: BLE001 - any checker complaint is a failure
+            failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
+    failures += structural_failures(name, model)
+    inputs, refs = lib.load_test_data(model_dir)
+    try:
+        got = lib.run_ort(out, inputs)
+    except Exception as e:  # noqa: BLE001
+        return failures + [f"{name}: onnxruntime failed: {str(e).splitlines()[0]}"]
+    for i, (g, w) in enumerate(zip(got, refs)):
+        why = lib.compare(g, w, ATOL, RTOL)
+        if why:
+            failures.append(f"{name}: output {i}: {why}")
+    # Idempotence: the optimized model optimized again keeps its op counts.
+    out2 = os.path.join(tmp, os.path.basename(model_dir) + ".again.onnx")
+    r2 = lib.run_fuseopt(args.bin, out, out2, "-q", "--passes", PASSES)
+    if r2.returncode != 0:
+        failures.append(f"{name}: fuseopt on its own output: exit {r2.returncode}: {r2.stderr.strip()}")
+    else:
+        c1 = Counter(n.op_type for n in model.graph.node)
+        c2 = Counter(n.op_type for n in onnx.load(out2, load_external_data=False).graph.node)
+        if c1 != c2:
+            failures.append(f"{name}: not idempotent: {dict(c1 - c2)} -> {dict(c2 - c1)}")
+    fused = Counter(n.op_type for n in model.graph.node if n.domain == "fuseopt")
+    print(f"ok {name}: {dict(fused)}" if not failures else f"FAIL {name}")
+    return failures
+
+
+def main():
+    args = lib.parse_args()
+    lib.require("onnx", "onnxruntime", "numpy")
+    dirs = lib.model_dirs(args.src, args.k)
+    if not dirs:
+        print("SKIP: no models with test data")
+        return lib.SKIP
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dirs:
+            failures += check_one(args, d, tmp)
+    for f in failures:
+        print("FAIL", f)
+    print(f"{len(dirs)} models, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
