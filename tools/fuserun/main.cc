@@ -1,3 +1,366 @@
-// Placeholder main: replaced by the runtime CLI.
+// fuserun MODEL.onnx: run an ONNX model (original or optimised) on the CUDA
+// backend or the CPU reference backend; check it against reference outputs,
+// time it, profile it. See --help.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
-int main() { std::fprintf(stderr, "fuserun: not built yet\n"); return 1; }
+#include <fstream>
+#include <sstream>
+
+#include "onnx_io/onnx_io.h"
+#include "runtime/backend.h"
+#include "runtime/session.h"
+#include "tools/fuserun/inputs.h"
+#include "util/error.h"
+
+using namespace fuseopt;
+using namespace fuseopt::fuserun;
+
+namespace {
+
+struct OutputCheck {
+  std::string name;
+  std::vector<int64_t> shape, ref_shape;
+  double max_abs = 0, rel = 0;
+  bool nan = false, shape_ok = true, pass = true;
+  std::string note;
+};
+
+double element(const Tensor& t, int64_t i) { return t.as_double(i); }
+
+OutputCheck compare(const std::string& name, const Tensor& out, const Tensor& ref, double atol, double rtol) {
+  OutputCheck c;
+  c.name = name;
+  c.shape = out.dims;
+  c.ref_shape = ref.dims;
+  if (out.dims != ref.dims) {
+    c.shape_ok = c.pass = false;
+    c.note = "shape " + shape_str(out.dims) + " but the reference is " + shape_str(ref.dims);
+    return c;
+  }
+  double diff2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double o = element(out, i), r = element(ref, i);
+    if (std::isnan(o) || std::isnan(r)) {
+      if (!(std::isnan(o) && std::isnan(r))) c.nan = true;  // NaN never passes, except where the reference is NaN too
+      continue;
+    }
+    if (std::isinf(o) || std::isinf(r)) {
+      if (o != r) c.nan = true;
+      continue;
+    }
+    double d = std::fabs(o - r);
+    c.max_abs = std::max(c.max_abs, d);
+    diff2 += d * d;
+    ref2 += r * r;
+  }
+  c.rel = ref2 > 0 ? std::sqrt(diff2) / std::sqrt(ref2) : std::sqrt(diff2);
+  c.pass = !c.nan && (c.rel <= rtol || c.max_abs <= atol);
+  if (c.nan) c.note = "NaN/Inf where the reference has a number";
+  if (out.dtype != ref.dtype) c.note += std::string(c.note.empty() ? "" : "; ") + "dtype " + dtype_name(out.dtype) +
+                                        " vs reference " + dtype_name(ref.dtype);
+  return c;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = p * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string json_str(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\t': r += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          r += buf;
+        } else {
+          r += c;
+        }
+    }
+  }
+  return r + "\"";
+}
+std::string json_num(double x) {
+  if (!std::isfinite(x)) return "null";
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+std::string json_dims(const std::vector<int64_t>& d) {
+  std::string r = "[";
+  for (size_t i = 0; i < d.size(); ++i) r += (i ? "," : "") + std::to_string(d[i]);
+  return r + "]";
+}
+
+struct Options {
+  std::string model, backend, precision = "fp32", check_dir, json_file;
+  std::vector<std::string> shapes;
+  double atol = -1, rtol = -1;
+  int warmup = -1, iters = -1, threads = 0;
+  uint64_t seed = 1;
+  bool profile = false, verbose = false, quiet = false, no_graphs = false;
+};
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "tf32") return Precision::TF32;
+  if (s == "fp16") return Precision::FP16;
+  if (s == "bf16") return Precision::BF16;
+  throw Error("--precision " + s + ": expected fp32, tf32, fp16 or bf16");
+}
+
+int run_tool(const Options& o) {
+  // Backend: cuda when usable, else the CPU reference with a notice.
+  Backend backend;
+  if (o.backend.empty()) {
+    std::string why;
+    if (backend_available(Backend::CUDA, &why)) {
+      backend = Backend::CUDA;
+    } else {
+      backend = Backend::CPU;
+      if (!o.quiet) std::fprintf(stderr, "fuserun: no usable GPU (%s); running on the CPU reference backend\n", why.c_str());
+    }
+  } else if (o.backend == "cuda") {
+    backend = Backend::CUDA;
+    std::string why;
+    FUSE_CHECK(backend_available(Backend::CUDA, &why), "--backend cuda: " << why);
+  } else if (o.backend == "cpu") {
+    backend = Backend::CPU;
+  } else {
+    throw Error("--backend " + o.backend + ": expected cuda or cpu");
+  }
+  const Precision precision = parse_precision(o.precision);
+  const double rtol = o.rtol >= 0 ? o.rtol : (precision == Precision::FP32 ? 1e-4 : 1e-2);
+  const double atol = o.atol >= 0 ? o.atol : 0.0;
+
+  auto t_load = std::chrono::steady_clock::now();
+  std::unique_ptr<Graph> g = load_model(o.model);
+  spdlog::info("loaded {} ({} nodes, {} inputs, {} outputs)", o.model, g->num_nodes(), g->inputs.size(), g->outputs.size());
+
+  // Inputs.
+  std::map<std::string, Tensor> inputs;
+  std::vector<Tensor> refs;
+  if (!o.check_dir.empty()) {
+    FUSE_CHECK(o.shapes.empty(), "--shape cannot be combined with --check (the check folder fixes the shapes)");
+    CheckData d = read_check_dir(*g, o.check_dir);
+    inputs = std::move(d.inputs);
+    refs = std::move(d.outputs);
+  } else {
+    ShapeOverrides ov = parse_shape_flags(*g, o.shapes);
+    inputs = generate_inputs(*g, resolve_input_shapes(*g, ov), o.seed);
+  }
+  for (const auto& [n, t] : inputs) spdlog::info("input {} {} {}", n, dtype_name(t.dtype), shape_str(t.dims));
+
+  SessionOptions so;
+  so.backend = backend;
+  so.precision = precision;
+  so.profile = o.profile;
+  so.threads = o.threads;
+  so.cuda_graphs = !o.no_graphs;
+  Session session(*g, so);
+  double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+  spdlog::info("session ready on {} ({}) in {:.1f} ms", backend_name(backend), session.backend().device_name(), setup_ms);
+
+  // Check (one run), then timing.
+  std::vector<Tensor> outs = session.run(inputs);
+  std::vector<std::string> out_names = session.output_names();
+  std::vector<OutputCheck> checks;
+  bool all_pass = true;
+  if (!o.check_dir.empty()) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      checks.push_back(compare(out_names[i], outs[i], refs[i], atol, rtol));
+      all_pass = all_pass && checks.back().pass;
+    }
+  }
+  const int warmup = o.warmup >= 0 ? o.warmup : (o.check_dir.empty() ? 3 : 0);
+  const int iters = o.iters >= 0 ? o.iters : (o.check_dir.empty() ? 10 : 0);
+  for (int i = 0; i < warmup; ++i) session.run(inputs);
+  if (o.profile) session.reset_profile();
+  std::vector<double> lat;
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    session.run(inputs);
+    lat.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  int64_t batch = 1;
+  if (!g->inputs.empty()) {
+    const Tensor& first = inputs.at(g->inputs[0]->name);
+    if (!first.dims.empty()) batch = first.dims[0];
+  }
+  const double median = percentile(lat, 0.5), p10 = percentile(lat, 0.1), p90 = percentile(lat, 0.9);
+  const double throughput = median > 0 ? static_cast<double>(batch) * 1000.0 / median : 0;
+
+  // Report.
+  std::printf("model: %s\nbackend: %s (%s), precision %s\n", o.model.c_str(), backend_name(backend),
+              session.backend().device_name().c_str(), precision_name(precision));
+  for (size_t i = 0; i < outs.size(); ++i)
+    std::printf("output %s: %s %s\n", out_names[i].c_str(), dtype_name(outs[i].dtype), shape_str(outs[i].dims).c_str());
+  if (!checks.empty()) {
+    std::printf("check against %s (rtol %g, atol %g; norm-wise relative error ||out-ref||/||ref||):\n",
+                o.check_dir.c_str(), rtol, atol);
+    for (const OutputCheck& c : checks) {
+      std::printf("  %-4s %s: max abs err %.3g, rel err %.3g%s%s\n", c.pass ? "ok" : "FAIL", c.name.c_str(), c.max_abs,
+                  c.rel, c.note.empty() ? "" : "  ", c.note.c_str());
+    }
+    std::printf("check: %s\n", all_pass ? "PASS" : "FAIL");
+  }
+  if (iters > 0)
+    std::printf("latency over %d runs (after %d warmup): median %.3f ms, p10 %.3f ms, p90 %.3f ms; throughput %.1f inferences/s (batch %lld)\n",
+                iters, warmup, median, p10, p90, throughput, static_cast<long long>(batch));
+  const SessionProfile& prof = session.profile();
+  std::printf("memory: peak %.2f MiB of intermediates, %.2f MiB pooled, %.2f MiB constants\n",
+              session.peak_bytes() / 1048576.0, session.reserved_bytes() / 1048576.0,
+              session.constant_bytes() / 1048576.0);
+  if (backend != Backend::CPU) {
+    std::printf("graph capture: %s%s\n", prof.capture_possible && prof.capture_disabled_reason.empty() ? "on" : "off",
+                prof.capture_disabled_reason.empty() ? "" : (" (" + prof.capture_disabled_reason + ")").c_str());
+    if (prof.device_to_host_copies)
+      std::printf("device-to-host copies: %lld (%lld bytes)\n", static_cast<long long>(prof.device_to_host_copies),
+                  static_cast<long long>(prof.device_to_host_bytes));
+  }
+  if (o.profile) {
+    double total = 0;
+    for (const NodeProfile& n : prof.nodes) total += n.total_ms;
+    int64_t runs = std::max<int64_t>(1, iters > 0 ? iters : 1);
+    std::printf("\nprofile by op type (ms per run, %lld run(s)):\n%-28s %10s %7s %7s\n", static_cast<long long>(runs),
+                "op", "ms", "%", "nodes");
+    for (const OpProfile& op : prof.by_op_type())
+      std::printf("%-28s %10.4f %6.1f%% %7lld\n", op.op.c_str(), op.total_ms / runs,
+                  total > 0 ? 100.0 * op.total_ms / total : 0.0, static_cast<long long>(op.nodes));
+    std::printf("\nprofile by node (ms per run):\n%-40s %-20s %10s %7s\n", "node", "op", "ms", "%");
+    for (const NodeProfile& n : prof.nodes_by_time())
+      std::printf("%-40s %-20s %10.4f %6.1f%%%s\n", n.name.c_str(), n.op.c_str(), n.total_ms / runs,
+                  total > 0 ? 100.0 * n.total_ms / total : 0.0, n.on_host ? "  (host)" : "");
+  }
+
+  if (!o.json_file.empty()) {
+    std::ostringstream js;
+    js << "{\n  \"model\": " << json_str(o.model) << ",\n  \"backend\": " << json_str(backend_name(backend))
+       << ",\n  \"device\": " << json_str(session.backend().device_name()) << ",\n  \"precision\": "
+       << json_str(precision_name(precision)) << ",\n  \"inputs\": {";
+    bool first = true;
+    for (const auto& [n, t] : inputs) {
+      js << (first ? "" : ", ") << json_str(n) << ": {\"dtype\": " << json_str(dtype_name(t.dtype))
+         << ", \"shape\": " << json_dims(t.dims) << "}";
+      first = false;
+    }
+    js << "},\n  \"outputs\": [";
+    for (size_t i = 0; i < outs.size(); ++i)
+      js << (i ? ", " : "") << "{\"name\": " << json_str(out_names[i]) << ", \"dtype\": " << json_str(dtype_name(outs[i].dtype))
+         << ", \"shape\": " << json_dims(outs[i].dims) << "}";
+    js << "],\n  \"setup_ms\": " << json_num(setup_ms) << ",\n  \"batch\": " << batch << ",\n  \"warmup\": " << warmup
+       << ",\n  \"iters\": " << iters << ",\n  \"latency_ms\": {\"median\": " << json_num(median) << ", \"p10\": "
+       << json_num(p10) << ", \"p90\": " << json_num(p90) << ", \"all\": [";
+    for (size_t i = 0; i < lat.size(); ++i) js << (i ? ", " : "") << json_num(lat[i]);
+    js << "]},\n  \"throughput_per_s\": " << json_num(throughput) << ",\n  \"memory_bytes\": {\"peak_intermediate\": "
+       << session.peak_bytes() << ", \"pooled\": " << session.reserved_bytes() << ", \"constants\": "
+       << session.constant_bytes() << "},\n  \"graph_capture\": {\"possible\": "
+       << (prof.capture_possible && prof.capture_disabled_reason.empty() ? "true" : "false") << ", \"reason\": "
+       << json_str(prof.capture_disabled_reason) << ", \"replays\": " << prof.graph_replays
+       << "},\n  \"device_to_host_copies\": " << prof.device_to_host_copies << ",\n  \"device_to_host_bytes\": "
+       << prof.device_to_host_bytes;
+    if (!checks.empty()) {
+      js << ",\n  \"check\": {\"dir\": " << json_str(o.check_dir) << ", \"rtol\": " << json_num(rtol) << ", \"atol\": "
+         << json_num(atol) << ", \"pass\": " << (all_pass ? "true" : "false") << ", \"outputs\": [";
+      for (size_t i = 0; i < checks.size(); ++i) {
+        const OutputCheck& c = checks[i];
+        js << (i ? ", " : "") << "{\"name\": " << json_str(c.name) << ", \"pass\": " << (c.pass ? "true" : "false")
+           << ", \"max_abs_err\": " << json_num(c.max_abs) << ", \"rel_err\": " << json_num(c.rel)
+           << ", \"nan\": " << (c.nan ? "true" : "false") << ", \"shape\": " << json_dims(c.shape)
+           << ", \"ref_shape\": " << json_dims(c.ref_shape) << ", \"note\": " << json_str(c.note) << "}";
+      }
+      js << "]}";
+    }
+    if (o.profile) {
+      int64_t runs = std::max<int64_t>(1, iters > 0 ? iters : 1);
+      js << ",\n  \"profile\": {\"runs\": " << runs << ", \"by_op_type\": [";
+      bool f = true;
+      for (const OpProfile& op : prof.by_op_type()) {
+        js << (f ? "" : ", ") << "{\"op\": " << json_str(op.op) << ", \"ms_per_run\": " << json_num(op.total_ms / runs)
+           << ", \"nodes\": " << op.nodes << "}";
+        f = false;
+      }
+      js << "], \"by_node\": [";
+      f = true;
+      for (const NodeProfile& n : prof.nodes_by_time()) {
+        js << (f ? "" : ", ") << "{\"node\": " << json_str(n.name) << ", \"op\": " << json_str(n.op)
+           << ", \"ms_per_run\": " << json_num(n.total_ms / runs) << ", \"host\": " << (n.on_host ? "true" : "false") << "}";
+        f = false;
+      }
+      js << "]}";
+    }
+    js << "\n}\n";
+    std::ofstream f(o.json_file);
+    FUSE_CHECK(f, "--json " << o.json_file << ": cannot write the file");
+    f << js.str();
+    FUSE_CHECK(f.good(), "--json " << o.json_file << ": write failed");
+  }
+  return all_pass ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "fuserun: run an ONNX model (original or optimised by fuseopt) on the CUDA backend or the CPU reference\n"
+      "backend; check it against reference outputs, time it, profile it.\n\n"
+      "Tolerances for --check (norm-wise relative error ||out-ref||/||ref|| per output):\n"
+      "  fp32: rtol 1e-4;  tf32, fp16, bf16: rtol 1e-2;  atol 0 (off) unless given.\n"
+      "  An output passes when rel <= rtol or max abs err <= atol; NaN/Inf never passes.\n"
+      "  Exit status: 0 ok, 1 check over tolerance, 2 bad input or run-time error.\n\n"
+      "Inputs without --check are generated (seeded): token ids below the embedding table size,\n"
+      "masks all ones, floats N(0,1). Symbolic dims default to batch 1, sequence 128.\n"
+      "The CPU backend runs fp32 (tf32 computes as fp32); fp16/bf16 need the CUDA backend.",
+      "fuserun"};
+  app.add_option("model", o.model, "the .onnx model")->required();
+  app.add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is usable, otherwise cpu)");
+  app.add_option("--precision", o.precision, "fp32 (default), tf32, fp16 or bf16");
+  app.add_option("--shape", o.shapes, "NAME=DIMS, e.g. input_ids=8x128 or batch=8 (repeatable)");
+  app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
+  app.add_option("--atol", o.atol, "absolute tolerance on the max abs error (default 0 = off)");
+  app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise)");
+  app.add_option("--warmup", o.warmup, "warmup runs before timing (default 3; 0 with --check)");
+  app.add_option("--iters", o.iters, "timed runs (default 10; 0 with --check)");
+  app.add_option("--json", o.json_file, "write every figure to this JSON file");
+  app.add_option("--seed", o.seed, "seed for generated inputs (default 1)");
+  app.add_option("--threads", o.threads, "CPU threads for kernels (default: all cores)");
+  app.add_flag("--profile", o.profile, "time every node; print per-node and per-op-type tables");
+  app.add_flag("--no-cuda-graphs", o.no_graphs, "never capture CUDA graphs");
+  app.add_flag("-v,--verbose", o.verbose, "log what happens");
+  app.add_flag("-q,--quiet", o.quiet, "no notices");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("fuserun"));  // logs on stderr, results on stdout
+  spdlog::set_pattern("fuserun: %v");
+  spdlog::set_level(o.verbose ? spdlog::level::debug : (o.quiet ? spdlog::level::err : spdlog::level::warn));
+  if (o.verbose) spdlog::set_level(spdlog::level::info);
+  try {
+    return run_tool(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fuserun: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuserun: error: %s\n", e.what());
+    return 2;
+  }
+}

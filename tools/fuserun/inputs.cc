@@ -1,0 +1,221 @@
+#include "tools/fuserun/inputs.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "onnx_io/tensor_proto.h"
+#include "util/error.h"
+
+namespace fuseopt::fuserun {
+
+namespace fs = std::filesystem;
+
+static std::vector<int64_t> parse_dims(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> dims;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    FUSE_CHECK(!part.empty() && part.find_first_not_of("0123456789") == std::string::npos,
+               "--shape " << flag << ": dims must look like 8x128 (got '" << text << "')");
+    dims.push_back(std::stoll(part));
+  }
+  FUSE_CHECK(!dims.empty() || text.empty(), "--shape " << flag << ": no dims");
+  return dims;
+}
+
+ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>& flags) {
+  ShapeOverrides o;
+  std::set<std::string> symbols, inputs;
+  for (const Value* v : g.inputs) {
+    inputs.insert(v->name);
+    if (v->shape)
+      for (const Dim& d : *v->shape)
+        if (!d.known() && !d.symbol.empty()) symbols.insert(d.symbol);
+  }
+  for (const std::string& f : flags) {
+    auto eq = f.rfind('=');
+    FUSE_CHECK(eq != std::string::npos && eq > 0, "--shape " << f << ": expected NAME=DIMS, e.g. input_ids=8x128");
+    std::string name = f.substr(0, eq);
+    std::vector<int64_t> dims = parse_dims(f, f.substr(eq + 1));
+    if (inputs.count(name)) {
+      o.inputs[name] = dims;
+    } else if (symbols.count(name)) {
+      FUSE_CHECK(dims.size() == 1, "--shape " << f << ": '" << name << "' is a symbolic dim and takes one number");
+      o.symbols[name] = dims[0];
+    } else {
+      std::string known;
+      for (const auto& n : inputs) known += (known.empty() ? "" : ", ") + n;
+      throw Error("--shape " + f + ": the model has no input or symbolic dim '" + name + "' (inputs: " + known + ")");
+    }
+  }
+  return o;
+}
+
+std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o) {
+  std::map<std::string, int64_t> bound = o.symbols;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  // Explicit input shapes bind their symbols first, so other inputs follow them.
+  for (const Value* v : g.inputs) {
+    auto it = o.inputs.find(v->name);
+    if (it == o.inputs.end()) continue;
+    const std::vector<int64_t>& dims = it->second;
+    if (v->shape) {
+      const Shape& s = *v->shape;
+      FUSE_CHECK(s.size() == dims.size(), "--shape " << v->name << "=" << shape_str(dims) << ": the model declares "
+                                                     << shape_str(s) << " (rank " << s.size() << ")");
+      for (size_t i = 0; i < s.size(); ++i) {
+        FUSE_CHECK(!s[i].known() || s[i].value == dims[i], "--shape " << v->name << ": dim " << i << " must be "
+                                                                       << s[i].value << " (the model declares "
+                                                                       << shape_str(s) << ")");
+        if (!s[i].known() && !s[i].symbol.empty()) {
+          auto b = bound.find(s[i].symbol);
+          FUSE_CHECK(b == bound.end() || b->second == dims[i],
+                     "--shape " << v->name << ": '" << s[i].symbol << "' is already " << b->second);
+          bound[s[i].symbol] = dims[i];
+        }
+      }
+    }
+    shapes[v->name] = dims;
+  }
+  for (const Value* v : g.inputs) {
+    if (shapes.count(v->name)) continue;
+    FUSE_CHECK(v->shape, "input '" << v->name << "' has no declared shape; give it with --shape " << v->name << "=DIMS");
+    std::vector<int64_t> dims;
+    int symbolic_seen = 0;
+    for (const Dim& d : *v->shape) {
+      if (d.known()) { dims.push_back(d.value); continue; }
+      int64_t dflt = symbolic_seen++ == 0 ? 1 : 128;  // batch, then sequence
+      if (d.symbol.empty()) { dims.push_back(dflt); continue; }
+      auto b = bound.find(d.symbol);
+      if (b == bound.end()) b = bound.emplace(d.symbol, dflt).first;
+      dims.push_back(b->second);
+    }
+    shapes[v->name] = dims;
+  }
+  return shapes;
+}
+
+// The embedding table size behind a token-id input: a Gather (maybe after a
+// Cast) whose data is an initializer and whose indices are this input.
+static int64_t vocab_size(const Value* input) {
+  std::vector<const Value*> frontier{input};
+  for (int depth = 0; depth < 3 && !frontier.empty(); ++depth) {
+    std::vector<const Value*> next;
+    for (const Value* v : frontier)
+      for (const Use& u : v->uses) {
+        const Node* n = u.node;
+        if (n->is("Gather") && u.index == 1 && n->input(0) && n->input(0)->const_data &&
+            !n->input(0)->const_data->dims.empty() && n->attr_int("axis", 0) == 0)
+          return n->input(0)->const_data->dims[0];
+        if ((n->is("Cast") || n->is("Reshape") || n->is("Unsqueeze") || n->is("Flatten")) && u.index == 0 &&
+            n->output(0))
+          next.push_back(n->output(0));
+      }
+    frontier = next;
+  }
+  return -1;
+}
+
+static std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes,
+                                              uint64_t seed) {
+  std::map<std::string, Tensor> r;
+  uint64_t k = 0;
+  for (const Value* v : g.inputs) {
+    std::mt19937_64 rng(seed * 1000003ull + k++);
+    const std::vector<int64_t>& dims = shapes.at(v->name);
+    DType dt = v->dtype == DType::Undefined ? DType::Float : v->dtype;
+    Tensor t(dt, dims);
+    const int64_t n = t.numel();
+    const std::string name = lower(v->name);
+    const bool mask = name.find("mask") != std::string::npos;
+    if (dtype_is_float(dt)) {
+      std::normal_distribution<float> dist(0.f, 1.f);
+      for (int64_t i = 0; i < n; ++i) {
+        float x = mask ? 1.f : dist(rng);
+        switch (dt) {
+          case DType::Float: t.data<float>()[i] = x; break;
+          case DType::Double: t.data<double>()[i] = x; break;
+          case DType::Float16: t.data<uint16_t>()[i] = float_to_half(x); break;
+          default: t.data<uint16_t>()[i] = float_to_bf16(x); break;
+        }
+      }
+    } else if (dt == DType::Bool) {
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = mask ? 1 : static_cast<uint8_t>(rng() & 1);
+    } else if (dtype_is_integer(dt)) {
+      int64_t vocab = vocab_size(v);
+      const int64_t last = dims.empty() ? 1 : std::max<int64_t>(1, dims.back());
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t x = 0;
+        if (mask) x = 1;
+        else if (name.find("position") != std::string::npos) x = i % last;
+        else if (name.find("token_type") != std::string::npos) x = 0;
+        else if (vocab > 0) x = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
+        switch (dt) {
+          case DType::Int64: t.data<int64_t>()[i] = x; break;
+          case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(x); break;
+          case DType::Int16: t.data<int16_t>()[i] = static_cast<int16_t>(x); break;
+          case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
+          case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
+          default: std::memset(t.bytes.data() + i * dtype_size(dt), 0, dtype_size(dt));
+        }
+      }
+    } else {
+      throw Error(std::string("input '") + v->name + "' has dtype " + dtype_name(dt) + ", which fuserun cannot generate");
+    }
+    r[v->name] = std::move(t);
+  }
+  return r;
+}
+
+static bool read_proto(const fs::path& p, onnx::TensorProto* proto) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FUSE_CHECK(proto->ParseFromString(bytes), "--check: " << p.string() << " is not a serialized TensorProto");
+  return true;
+}
+
+CheckData read_check_dir(const Graph& g, const std::string& dir) {
+  FUSE_CHECK(fs::is_directory(dir), "--check " << dir << ": not a folder");
+  CheckData d;
+  std::vector<std::pair<std::string, Tensor>> ins;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    fs::path p = fs::path(dir) / ("input_" + std::to_string(i) + ".pb");
+    onnx::TensorProto proto;
+    FUSE_CHECK(read_proto(p, &proto), "--check " << dir << ": missing " << p.filename().string() << " (the model has "
+                                                 << g.inputs.size() << " input(s))");
+    ins.emplace_back(proto.name(), tensor_from_proto(proto, dir, p.string()));
+  }
+  // By name when every proto names a distinct graph input, else by position.
+  std::set<std::string> names;
+  for (const Value* v : g.inputs) names.insert(v->name);
+  bool by_name = true;
+  std::set<std::string> seen;
+  for (auto& [n, t] : ins)
+    if (!names.count(n) || !seen.insert(n).second) by_name = false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::string& name = by_name ? ins[i].first : g.inputs[i]->name;
+    d.inputs[name] = std::move(ins[i].second);
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    fs::path p = fs::path(dir) / ("output_" + std::to_string(i) + ".pb");
+    onnx::TensorProto proto;
+    FUSE_CHECK(read_proto(p, &proto), "--check " << dir << ": missing " << p.filename().string() << " (the model has "
+                                                 << g.outputs.size() << " output(s))");
+    d.outputs.push_back(tensor_from_proto(proto, dir, p.string()));
+  }
+  return d;
+}
+
+}  // namespace fuseopt::fuserun
