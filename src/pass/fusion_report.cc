@@ -141,11 +141,11 @@ std::string FusionReport::to_table(bool verbose) const {
   if (!passes_.empty()) {
     size_t pw = 4;
     for (const auto& p : passes_) pw = std::max(pw, p.pass.size());
-    os << "\n" << pad("pass", pw + 2) << pad("category", 10) << pad("runs", 6, true) << pad("rewrites", 10, true)
+    os << "\n" << pad("pass", pw + 4) << pad("category", 10) << pad("runs", 6, true) << pad("rewrites", 10, true)
        << pad("created", 9, true) << pad("erased", 8, true) << pad("consts+", 9, true) << pad("consts-", 9, true)
        << pad("ms", 10, true) << "\n";
     for (const auto& p : passes_) {
-      os << "  " << pad(p.pass, pw) << pad(p.category, 10) << pad(std::to_string(p.runs), 6, true)
+      os << "  " << pad(p.pass, pw + 2) << pad(p.category, 10) << pad(std::to_string(p.runs), 6, true)
          << pad(std::to_string(p.rewrites), 10, true) << pad(std::to_string(p.changes.nodes_created), 9, true)
          << pad(std::to_string(p.changes.nodes_erased), 8, true)
          << pad(std::to_string(p.changes.constants_added), 9, true)

@@ -55,6 +55,8 @@ void check_output_path(const std::string& path, const std::string& input, const 
   FUSE_CHECK(fs::is_directory(dir, ec), path << ": " << what << " folder '" << dir.string() << "' does not exist");
   FUSE_CHECK(::access(dir.c_str(), W_OK) == 0,
              path << ": " << what << " folder '" << dir.string() << "' is not writable");
+  // access() says yes to root everywhere: really create (and drop) a temporary file.
+  AtomicFile probe(path);
 }
 
 void list_passes() {
