@@ -2,7 +2,8 @@
 model in models/real and models/exported, run after the cleanup passes and alone
 (so a failure points at these fusions): the written model must pass
 onnx.checker (full_check) and ONNX Runtime must reproduce test_data_set_0
-(fp32, 1e-4) through the fuseopt-domain function bodies. Plus structural
+(fp32, 1e-4) through the fuseopt-domain function bodies, and `fuserun --backend
+cpu --check` through fuseopt's own CPU kernels. Plus structural
 acceptance checks: every residual Add+Relu of resnet_tiny is an AddRelu, no
 standalone ReduceMean-LayerNorm / Erf / tanh-GELU primitives are left, and
 every residual Add that precedes a norm is fused into SkipLayerNorm."""
@@ -76,6 +77,13 @@ def check_one(args, model_dir, tmp):
         why = lib.compare(g, w, ATOL, RTOL)
         if why:
             failures.append(f"{name}: output {i}: {why}")
+    # Our own CPU kernels (not the function bodies) on the same model.
+    import subprocess
+    fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
+                         os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
+    if fr.returncode != 0:
+        tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
+        failures.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
     # Idempotence: the optimized model optimized again keeps its op counts.
     out2 = os.path.join(tmp, os.path.basename(model_dir) + ".again.onnx")
     r2 = lib.run_fuseopt(args.bin, out, out2, "-q", "--passes", PASSES)
