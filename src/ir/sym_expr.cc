@@ -67,9 +67,7 @@ SymExpr SymExpr::symbol(const std::string& name) {
 }
 
 SymExpr SymExpr::parse(const std::string& raw) {
-  std::string text;
-  for (char c : raw)
-    if (!std::isspace(static_cast<unsigned char>(c))) text += c;
+  const std::string& text = raw;  // spaces are part of an opaque name
   if (is_identifier(text) || text.empty()) return symbol(raw);
   if (is_integer(text)) return constant(std::stoll(text));
 
@@ -139,6 +137,21 @@ std::string SymExpr::str() const {
     out += body;
   }
   return out;
+}
+
+std::optional<int> SymExpr::sign() const {
+  if (auto c = constant_value()) return *c > 0 ? 1 : (*c < 0 ? -1 : 0);
+  bool all_pos = true, all_neg = true;
+  for (const auto& [m, c] : terms_) {
+    all_pos = all_pos && c > 0;
+    all_neg = all_neg && c < 0;
+  }
+  auto k = terms_.find(Monomial{});
+  const int64_t constant = k == terms_.end() ? 0 : k->second;
+  // Symbolic terms are >= 0 (or <= 0), so only a strict constant decides.
+  if (all_pos && constant > 0) return 1;
+  if (all_neg && constant < 0) return -1;
+  return std::nullopt;
 }
 
 SymExpr SymExpr::operator+(const SymExpr& o) const {

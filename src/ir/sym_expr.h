@@ -42,6 +42,10 @@ class SymExpr {
   // Exact division only: every term divisible by a single-term divisor
   // (e.g. (batch*seq*128) / 128 = batch*seq); nullopt otherwise.
   std::optional<SymExpr> exact_div(const SymExpr& o) const;
+  // Sign reasoning: every symbol stands for a dimension, so it is >= 0.
+  // Returns +1 when provably > 0, -1 when provably < 0, 0 when provably == 0,
+  // and nullopt when the sign cannot be decided (e.g. "seq-1").
+  std::optional<int> sign() const;
   bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
   bool operator!=(const SymExpr& o) const { return !(*this == o); }
 

@@ -56,13 +56,14 @@ Elem compare(const Elem& a, const Elem& b, const char* op) {
   if (!a || !b) return std::nullopt;
   const std::string o = op;
   if (o == "==" && *a == *b) return from_bool(true);
-  auto x = cint(a), y = cint(b);
-  if (!x || !y) return std::nullopt;
-  if (o == "==") return from_bool(*x == *y);
-  if (o == "<") return from_bool(*x < *y);
-  if (o == "<=") return from_bool(*x <= *y);
-  if (o == ">") return from_bool(*x > *y);
-  return from_bool(*x >= *y);
+  // Decide on the sign of a - b (dims are >= 0, so "seq" != -1 and "seq+1" > 0).
+  auto sg = (*a - *b).sign();
+  if (!sg) return std::nullopt;
+  if (o == "==") return from_bool(*sg == 0);
+  if (o == "<") return from_bool(*sg < 0);
+  if (o == "<=") return from_bool(*sg <= 0);
+  if (o == ">") return from_bool(*sg > 0);
+  return from_bool(*sg >= 0);
 }
 
 }  // namespace
