@@ -11,6 +11,7 @@
 //   ... run a pass on g ...
 //   auto want = run_cpu(*before, {{"x", data}});
 //   auto got = run_cpu(g, {{"x", data}});
+//   FusionReport r = run_passes(g, {"AddRelu"});       // named passes to a fixed point
 #pragma once
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnx_io/onnx_io.h"
+#include "pass/pass_manager.h"
 #include "runtime/session.h"
 
 namespace fuseopt::test {
@@ -86,6 +88,18 @@ inline std::vector<Tensor> run_cpu(const Graph& g, const std::map<std::string, T
   o.backend = Backend::CPU;
   Session s(g, o);
   return s.run(feeds);
+}
+
+// Runs the named passes (PassManager semantics: to a fixed point, verify after
+// each) and returns the report. run_passes(g, {"const_fold"}).pass("const_fold")->rewrites
+inline FusionReport run_passes(Graph& g, const std::vector<std::string>& names, PassOptions po = {}) {
+  PassManagerOptions o;
+  o.only = names;
+  o.pass_options = po;
+  PassManager pm(o);
+  FusionReport r;
+  pm.run(g, r);
+  return r;
 }
 
 inline int count_op(const Graph& g, const std::string& op) {

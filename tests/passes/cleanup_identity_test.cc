@@ -1,0 +1,63 @@
+// identity_elim: Identity, inference Dropout and no-op Cast go; the cases where
+// removing one would rename or duplicate a graph output stay.
+#include "support/fusion_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+
+TEST_CASE("identity_elim: Identity chains, inference Dropout and no-op Cast are removed") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2, 3});
+  Value* a = b.op("Relu", {x}, {}, "relu");
+  Value* i1 = b.op("Identity", {a}, {}, "id1");
+  Value* i2 = b.op("Identity", {i1}, {}, "id2");
+  Value* no_training = b.constant("training", Tensor::from_ints({0}, {}));
+  no_training->const_data->dtype = DType::Bool;
+  no_training->const_data->bytes.resize(1);
+  no_training->dtype = DType::Bool;
+  Value* d = b.op("Dropout", {i2, nullptr, no_training}, {}, "dropout");
+  Value* c = b.op("Cast", {d}, {Attribute::make_int("to", 1)}, "cast_same");
+  Value* out = b.op("Neg", {c}, {}, "neg");
+  b.output(out);
+  auto before = clone_graph(b.graph());
+  run_passes(b.graph(), {"identity_elim"});  // the PassManager infers dtypes first (Cast needs them)
+  Graph& g = b.graph();
+  CHECK(count_op(g, "Identity") == 0);
+  CHECK(count_op(g, "Dropout") == 0);
+  CHECK(count_op(g, "Cast") == 0);
+  CHECK(g.num_nodes() == 2);
+  require_same_outputs(*before, g, {{"x", rand_tensor({2, 3}, 11)}});
+}
+
+TEST_CASE("identity_elim: Identity from a graph input or initializer to a graph output stays") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Value* w = b.constant("w", Tensor::from_floats({1, 2}, {2}));
+  Value* ox = b.op("Identity", {x}, {}, "pass_input");
+  Value* ow = b.op("Identity", {w}, {}, "pass_weight");
+  Value* r = b.op("Relu", {x}, {}, "relu");
+  Value* or_ = b.op("Identity", {r}, {}, "pass_relu");
+  b.output(ox);
+  b.output(ow);
+  b.output(or_);
+  std::vector<std::string> names{ox->name, ow->name, or_->name};
+  run_passes(b.graph(), {"identity_elim"});
+  Graph& g = b.graph();
+  CHECK(count_op(g, "Identity") == 2);  // pass_relu goes: Relu's output takes its name
+  for (size_t i = 0; i < 3; ++i) CHECK(g.outputs[i]->name == names[i]);
+  CHECK(g.outputs[2]->producer->op_type == "Relu");
+}
+
+TEST_CASE("identity_elim: Dropout whose mask is read, or in training mode, stays") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {4});
+  Value* t = b.input("t", DType::Bool, {});
+  Node* with_mask = b.node("Dropout", {x}, 2, {}, "", "with_mask");
+  Value* train = b.op("Dropout", {x, nullptr, t}, {}, "maybe_training");
+  b.output(with_mask->outputs[0]);
+  b.output(with_mask->outputs[1]);
+  b.output(b.op("Neg", {train}));
+  FusionReport r = run_passes(b.graph(), {"identity_elim"});
+  CHECK(r.pass("identity_elim")->rewrites == 0);
+  CHECK(count_op(b.graph(), "Dropout") == 2);
+}
