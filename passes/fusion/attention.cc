@@ -88,9 +88,10 @@ std::optional<std::pair<double, Value*>> scalar_factor(const Node* n) {
 std::optional<std::pair<int64_t, int64_t>> reshape_heads(const Node* r, int h_axis, int d_axis) {
   auto out = attn::known_dims(r->output(0));
   if (out && out->size() == 4 && (*out)[h_axis] > 0 && (*out)[d_axis] > 0) return std::make_pair((*out)[h_axis], (*out)[d_axis]);
-  auto t = attn::const_ints(r->input(1));
+  auto t = symbolic_value(r->input(1));
   if (!t || t->size() != 4) return std::nullopt;
-  int64_t h = (*t)[h_axis], d = (*t)[d_axis];
+  auto num = [](const Dim& x) -> int64_t { return x.known() ? x.value : (x.symbol == "-1" ? -1 : -2); };
+  int64_t h = num((*t)[h_axis]), d = num((*t)[d_axis]);
   if (h > 0 && d > 0) return std::make_pair(h, d);
   auto width = attn::last_dim(r->input(0));
   if (width && h > 0 && d == -1 && *width % h == 0) return std::make_pair(h, *width / h);
@@ -106,18 +107,25 @@ std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   if (auto w = attn::last_dim(in); w && *w != h * d)
     return "rule 7: " + r->label() + " splits width " + std::to_string(*w) + " into " + std::to_string(h) + " x " +
            std::to_string(d) + " heads";
-  if (in->shape && r->output(0)->shape && in->shape->size() == 3 && r->output(0)->shape->size() == 4) {
-    for (int i = 0; i < 2; ++i)
-      if (!attn::dims_same((*in->shape)[i], (*r->output(0)->shape)[i]))
-        return "rule 7: " + r->label() + " does not keep [B, S] (dim " + std::to_string(i) + " is " +
-               (*r->output(0)->shape)[i].str() + " vs " + (*in->shape)[i].str() + ")";
-    return "";
+  // Each of the target's first two entries copies B / S of the input (0 with
+  // allowzero=0, the input's own dim, or the single -1 when the rest is proven).
+  auto t = symbolic_value(r->input(1));
+  if (!t || t->size() != 4) return "rule 7: the target of " + r->label() + " is not a known rank-4 shape";
+  auto same = attn::same_leading_dims(in);
+  int minus = 0;
+  for (const Dim& d : *t) minus += d.symbol == "-1";
+  if (minus > 1) return "rule 7: " + r->label() + " has more than one -1";
+  for (int i = 0; i < 2; ++i) {
+    const Dim& d = (*t)[i];
+    if (d.known() && d.value == 0 && r->attr_int("allowzero", 0) == 0) continue;
+    if (d.symbol == "-1" && (*t)[2].known() && (*t)[3].known()) continue;
+    if (attn::shape_entry_is_dim(r->input(1), i, in, same)) continue;
+    if (in->shape && r->output(0)->shape && in->shape->size() == 3 && r->output(0)->shape->size() == 4 &&
+        attn::dims_same((*in->shape)[i], (*r->output(0)->shape)[i]))
+      continue;
+    return "rule 7: cannot prove that " + r->label() + " keeps dim " + std::to_string(i) + " of [B, S, hidden]";
   }
-  // Without shapes: the target's first two entries must copy (0) or be the one -1.
-  auto t = attn::const_ints(r->input(1));
-  if (t && t->size() == 4 && r->attr_int("allowzero", 0) == 0 && (*t)[0] == 0 && ((*t)[1] == 0 || (*t)[1] == -1))
-    return "";
-  return "rule 7: cannot prove that " + r->label() + " keeps [B, S] (shapes unknown)";
+  return "";
 }
 
 // Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
@@ -232,6 +240,7 @@ struct Plan {
   double fill = -std::numeric_limits<double>::infinity();
   int64_t num_heads = -1, kv_heads = -1;
   Node* split = nullptr;         // packed QKV source
+  bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   std::string fail;              // legality failure (rule text)
 };
 
@@ -356,32 +365,44 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   pl.num_heads = H;
   pl.kv_heads = Hkv;
-  // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv]. The target's
-  // first two entries must copy B and S (0, or the same symbols as the
-  // transposed input / the query source), the last be -1 or H·Dv.
+  // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
+  // [B·S, H·Dv] view some exporters feed their output GEMM). The target's
+  // entries must copy B and S (0, the same symbols, Shape(y)[i] of a value
+  // with the query's leading dims, or the one -1), the last be -1 or H·Dv.
   {
     auto t = symbolic_value(root->input(1));
-    std::vector<const Value*> refs = {root->input(0)};
+    std::vector<const Value*> refs;
     if (!pl.q.materialize && pl.q.src) refs.push_back(pl.q.src);
     if (!pl.v.materialize && pl.v.src) refs.push_back(pl.v.src);
-    bool ok = t && t->size() == 3;
+    bool ok = t && (t->size() == 3 || t->size() == 2);
     if (ok) {
-      const Dim& last = (*t)[2];
-      ok = (last.symbol == "-1") || (last.known() && pl.v.dim > 0 && last.value == H * pl.v.dim);
-      for (int i = 0; ok && i < 2; ++i) {
+      const Dim& last = t->back();
+      const bool last_known = last.known() && pl.v.dim > 0 && last.value == H * pl.v.dim;
+      int minus_ones = 0;
+      for (const Dim& d : *t) minus_ones += d.symbol == "-1";
+      ok = minus_ones <= 1 && (last.symbol == "-1" || last_known);
+      if (ok && t->size() == 2) {
+        ok = last_known && (*t)[0].symbol == "-1";  // [-1, H·Dv]: a flat view of [B, S, H·Dv]
+        pl.flat_output = ok;
+      }
+      for (int i = 0; ok && t->size() == 3 && i < 2; ++i) {
         const Dim& d = (*t)[i];
-        bool fine = d.known() && d.value == 0 && root->attr_int("allowzero", 0) == 0;
-        for (const Value* r : refs)
-          if (!fine && r->shape && r->shape->size() >= 2 && !(*r->shape)[i].symbol.empty() && d.symbol != "-1")
-            fine = attn::dims_same(d, (*r->shape)[i]);
-        for (const Value* r : refs)
-          if (!fine && r->shape && r->shape->size() >= 2 && (*r->shape)[i].known() && d.known())
+        if (d.symbol == "-1" && last_known) continue;
+        if (d.known() && d.value == 0 && root->attr_int("allowzero", 0) == 0) continue;
+        bool fine = false;
+        for (const Value* r : refs) {
+          if (fine) break;
+          fine = attn::shape_entry_is_dim(root->input(1), i, r, attn::same_leading_dims(r));
+          if (!fine && r->shape && r->shape->size() == 3 && d.known() && (*r->shape)[i].known())
             fine = d.value == (*r->shape)[i].value;
+        }
         ok = fine;
       }
     }
-    if (!ok && pl.fail.empty())
-      pl.fail = "rule 7: cannot prove that " + root->label() + " merges the heads into [B, S, H*Dv]";
+    if (!ok && pl.fail.empty()) {
+      std::string ts = t ? shape_str(*t) : std::string("unknown");
+      pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + ts + ") merges the heads into [B, S, H*Dv]";
+    }
   }
   // Rule 5: one float dtype for Q, K, V, the scores and additive biases.
   std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, sm->output(0)};
@@ -453,6 +474,21 @@ class AttentionFusion : public FusionPass {
     r.match = std::move(m);
     return r;
   }
+  // Shape nodes reading the transposed output only need its shape, which a view
+  // of the fused output gives (see rewrite): that value is not private.
+  std::vector<const Value*> kept_outputs(const Match& m) const override {
+    for (Node* n : m.matched) {
+      if (!n->is("Transpose") || n->output(0)->is_graph_output) continue;
+      bool only_shape = true, any = false;
+      for (Node* c : n->output(0)->consumers()) {
+        if (c == m.root) continue;
+        any = true;
+        only_shape &= c->is("Shape");
+      }
+      if (any && only_shape) return {n->output(0)};
+    }
+    return {};
+  }
   Status check(const Graph& g, const Match& m) const override {
     Plan pl;
     analyze(g, m.root, pl);
@@ -489,9 +525,25 @@ class AttentionFusion : public FusionPass {
         Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", 0),
         Attribute::make_float("mask_filter_value", fill)};
     Node* f = rw.create_node("fuseopt", "Attention", in, attrs, 1, "Attention");
+    Value* out = f->output(0);
+    if (pl.flat_output)
+      out = rw.create_node("", "Reshape", {out, m.root->input(1)}, {}, 1, "attn_flat")->output(0);
+    // Shape-only readers of the transposed output (TorchScript computes the
+    // merge target from it) read a free [B, S, H, Dv] view of the result.
+    Value* tv = pl.out_transpose->output(0);
+    std::vector<Node*> shape_readers;
+    for (Node* c : tv->consumers())
+      if (c != m.root) shape_readers.push_back(c);
+    if (!shape_readers.empty()) {
+      Node* view = rw.create_node("", "Reshape", {f->output(0), rw.add_int64s("attn_heads_view", {0, 0, pl.num_heads, -1})},
+                                  {}, 1, "attn_heads_view");
+      for (Node* c : shape_readers)
+        for (size_t i = 0; i < c->inputs.size(); ++i)
+          if (c->inputs[i] == tv) rw.set_input(c, i, view->output(0));
+    }
     std::vector<Node*> walked;
     for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
-    rw.replace_match(m, f, name());
+    rw.replace_match(m, f, name(), {{m.root->output(0), out}});
     rw.erase_dead(walked);
     if (pl.split) rw.erase_dead({pl.split});
   }

@@ -2,6 +2,7 @@
 // LayerNormLinear): constants seen through Constant nodes, last dims traced
 // through GEMMs, shapes of values. Header-only.
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,17 @@ inline std::optional<int64_t> last_dim(const Value* v, int depth = 0) {
       return tb ? w->dims[0] : w->dims[1];
     }
   }
+  if (p->is("Split")) {
+    std::vector<int64_t> sizes = p->has_attr("split") ? p->attr_ints("split") : std::vector<int64_t>{};
+    if (sizes.empty() && p->input(1))
+      if (const Tensor* t = const_of(p->input(1)); t && dtype_is_integer(t->dtype)) sizes = t->to_int_vector();
+    auto r = rank_of(p->input(0));
+    int64_t ax = p->attr_int("axis", 0);
+    bool last = ax == -1 || (r && ax == *r - 1);
+    for (size_t i = 0; last && i < p->outputs.size() && i < sizes.size(); ++i)
+      if (p->output(i) == v) return sizes[i];
+    return std::nullopt;
+  }
   if (p->is("Add")) {
     for (int i = 0; i < 2; ++i)
       if (!const_of(p->input(i)))
@@ -101,6 +113,86 @@ inline std::optional<int64_t> last_dim(const Value* v, int depth = 0) {
 inline bool dims_same(const Dim& a, const Dim& b) {
   if (a.known() || b.known()) return a.known() && b.known() && a.value == b.value;
   return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+
+// Values that provably share x's first two dims ([B, S]): x itself and what it
+// is computed from through ops that keep the leading dims (GEMMs on a 2-D
+// weight, bias adds, norms, splits of the last axis, unary activations,
+// embedding Gathers of a constant table). Used to prove that a Reshape target
+// built from Shape(y)[i] copies B and S when shape inference could not name them.
+inline std::vector<const Value*> same_leading_dims(const Value* x, size_t limit = 400) {
+  std::vector<const Value*> out = {x};
+  for (size_t k = 0; k < out.size() && out.size() < limit; ++k) {
+    const Node* p = out[k]->producer;
+    if (!p) continue;
+    std::vector<const Value*> next;
+    const std::string& op = p->op_type;
+    const bool fo = p->domain == "fuseopt";
+    if (fo && (op == "LayerNorm" || op == "RMSNorm" || op == "AddRelu")) next = {p->input(0)};
+    else if (fo && op == "SkipLayerNorm") next = {p->input(0), p->input(1)};
+    else if (fo && op == "LayerNormLinear") next = {p->input(0)};
+    else if (fo && op == "FusedMatMul") next = {p->input(0)};
+    else if (fo && op == "Attention") next = {p->input(0)};
+    else if (p->domain.empty() && (op == "LayerNormalization" || op == "Identity" || op == "Cast" || op == "Relu" ||
+                                   op == "Erf" || op == "Tanh" || op == "Sigmoid" || op == "Neg" || op == "Sqrt" ||
+                                   op == "Softmax" || op == "Dropout"))
+      next = {p->input(0)};
+    else if (p->domain.empty() && op == "MatMul" && const_of(p->input(1)) && const_of(p->input(1))->dims.size() == 2)
+      next = {p->input(0)};
+    else if (p->domain.empty() && (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")) {
+      for (int i = 0; i < 2; ++i) {
+        const Tensor* c = const_of(p->input(1 - i));
+        if (c && c->dims.size() <= 1 && !const_of(p->input(i))) next = {p->input(i)};
+      }
+    } else if (p->domain.empty() && op == "Split") {
+      auto r = rank_of(p->input(0));
+      int64_t ax = p->attr_int("axis", 0);
+      if (ax == -1 || (r && ax == *r - 1) || (r && *r > 2 && ax >= 2)) next = {p->input(0)};
+    } else if (p->domain.empty() && op == "Gather" && const_of(p->input(0)) && p->attr_int("axis", 0) == 0) {
+      next = {p->input(1)};  // an embedding lookup: [B, S] indices -> [B, S, D]
+    }
+    for (const Value* v : next)
+      if (v && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+
+// Element i (0 or 1) of the 1-D shape tensor `t` is provably dim i of x.
+inline bool shape_entry_is_dim(const Value* t, int i, const Value* x, const std::vector<const Value*>& same) {
+  auto sv = symbolic_value(t);
+  if (sv && static_cast<int>(sv->size()) > i && x->shape && static_cast<int>(x->shape->size()) > i) {
+    const Dim& d = (*sv)[i];
+    const Dim& xd = (*x->shape)[i];
+    if (d.known() && xd.known() && d.value == xd.value) return true;
+    if (!d.symbol.empty() && d.symbol != "-1" && d.symbol == xd.symbol) return true;
+  }
+  // Structure: Concat(piece, ...) where the piece holding element i is
+  // Unsqueeze(Gather(Shape(y), i)) or Shape(y, start=i, end=i+1), y in `same`.
+  const Node* c = t->producer;
+  if (!c || !c->is("Concat")) return false;
+  int64_t pos = 0;
+  for (const Value* piece : c->inputs) {
+    int64_t len = 1;
+    if (const Tensor* ct = const_of(piece)) len = ct->numel();
+    else if (piece->shape && piece->shape->size() == 1 && (*piece->shape)[0].known()) len = (*piece->shape)[0].value;
+    if (pos + len <= i) { pos += len; continue; }
+    if (len != 1 || pos != i) return false;
+    const Node* n = piece->producer;
+    const Value* y = nullptr;
+    if (n && n->is("Unsqueeze")) {
+      const Node* gth = n->input(0) ? n->input(0)->producer : nullptr;
+      if (gth && gth->is("Gather") && gth->attr_int("axis", 0) == 0 && gth->input(0)->producer &&
+          gth->input(0)->producer->is("Shape") && !gth->input(0)->producer->has_attr("start")) {
+        auto j = const_of(gth->input(1));
+        if (j && j->numel() == 1 && j->as_int(0) == i) y = gth->input(0)->producer->input(0);
+      }
+    } else if (n && n->is("Shape") && n->attr_int("start", 0) == i && n->attr_int("end", i + 1) == i + 1) {
+      y = n->input(0);
+    }
+    return y && std::find(same.begin(), same.end(), y) != same.end();
+  }
+  return false;
 }
 
 }  // namespace fuseopt::attn
