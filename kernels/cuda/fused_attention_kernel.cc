@@ -117,6 +117,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), cuda_fused::stream_of(ctx)), node.label());
     return;
   }
+  a.y = y->data;
   cuda_fused::launch_attention(a, cuda_fused::stream_of(ctx));
 }
 
