@@ -1,0 +1,160 @@
+"""Every function-body variant (overload) of the H4 fused ops, checked in ONNX Runtime:
+small models written here in primitives (several opsets, with/without bias, beta,
+Sum output, each activation, transB/alpha/beta on Gemm, Conv+BatchNormalization)
+are optimized by fuseopt; the result must pass onnx.checker (full_check), contain
+the expected fused op, and give ONNX Runtime's outputs of the original (1e-4)."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+PASSES = "cleanup,ConvBnFold,LayerNorm,RMSNorm,SkipLayerNorm,FusedMatMul,AddRelu"
+
+
+def build_models():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    F = TensorProto.FLOAT
+
+    def const(name, arr):
+        return numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name)
+
+    def model(name, opset, nodes, inputs, outputs, inits, expect):
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, F, None) for n in outputs], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        feeds = {n: rng.standard_normal(s).astype(np.float32) * 2 for n, s in inputs}
+        return name, m, feeds, expect
+
+    def reduce_mean(x, out, opset):
+        if opset >= 18:
+            return [helper.make_node("ReduceMean", [x, "axes"], [out])]
+        return [helper.make_node("ReduceMean", [x], [out], axes=[-1])]
+
+    def ln_nodes(x, y, opset, beta=True, prefix="ln"):
+        p = prefix
+        n = reduce_mean(x, f"{p}_mean", opset)
+        n += [helper.make_node("Sub", [x, f"{p}_mean"], [f"{p}_d"]),
+              helper.make_node("Pow", [f"{p}_d", "two"], [f"{p}_sq"])]
+        n += reduce_mean(f"{p}_sq", f"{p}_var", opset)
+        n += [helper.make_node("Add", [f"{p}_var", "eps"], [f"{p}_ve"]),
+              helper.make_node("Sqrt", [f"{p}_ve"], [f"{p}_sd"]),
+              helper.make_node("Div", [f"{p}_d", f"{p}_sd"], [f"{p}_n"]),
+              helper.make_node("Mul", [f"{p}_n", "gamma"], [f"{p}_g" if beta else y])]
+        if beta:
+            n.append(helper.make_node("Add", [f"{p}_g", "beta"], [y]))
+        return n
+
+    def rms_nodes(x, y, opset):
+        n = [helper.make_node("Pow", [x, "two"], ["r_sq"])] + reduce_mean("r_sq", "r_ms", opset)
+        n += [helper.make_node("Add", ["r_ms", "eps"], ["r_ve"]), helper.make_node("Sqrt", ["r_ve"], ["r_sd"]),
+              helper.make_node("Reciprocal", ["r_sd"], ["r_inv"]), helper.make_node("Mul", [x, "r_inv"], ["r_n"]),
+              helper.make_node("Mul", ["gamma", "r_n"], [y])]
+        return n
+
+    D = 16
+    common = [const("two", 2.0), const("eps", 1e-5), const("gamma", rng.uniform(0.5, 1.5, D)),
+              const("beta", rng.standard_normal(D)), numpy_helper.from_array(np.array([-1], np.int64), "axes")]
+    out = []
+    for opset in (14, 17, 18):
+        for beta in (True, False):
+            out.append(model(f"ln_op{opset}_{'beta' if beta else 'nobeta'}", opset, ln_nodes("x", "y", opset, beta),
+                             [("x", [2, 3, D])], ["y"], common,
+                             "LayerNorm" if opset < 17 else "LayerNormalization"))
+        out.append(model(f"rms_op{opset}", opset, rms_nodes("x", "y", opset), [("x", [2, 3, D])], ["y"], common,
+                         "RMSNorm"))
+        # Residual + bias before a LayerNorm, the sum read again (pre-LN): SkipLayerNorm with Sum.
+        nodes = [helper.make_node("Add", ["x", "bias"], ["xb"]), helper.make_node("Add", ["xb", "skip"], ["s"])]
+        nodes += ln_nodes("s", "n", opset) + [helper.make_node("Add", ["s", "n"], ["y"])]
+        out.append(model(f"skipln_sum_op{opset}", opset, nodes, [("x", [2, 3, D]), ("skip", [2, 3, D])], ["y"],
+                         common + [const("bias", rng.standard_normal(D))], "SkipLayerNorm"))
+        # Residual before an RMSNorm, sum not reused.
+        nodes = [helper.make_node("Add", ["x", "skip"], ["s"])] + rms_nodes("s", "y", opset)
+        out.append(model(f"skiprms_op{opset}", opset, nodes, [("x", [2, 3, D]), ("skip", [2, 3, D])], ["y"], common,
+                         "SkipLayerNorm"))
+        # FusedMatMul variants.
+        W = const("W", rng.standard_normal((D, 8)))
+        Wt = const("Wt", rng.standard_normal((8, D)))
+        b8 = const("b8", rng.standard_normal(8))
+        gelu = [helper.make_node("Div", ["h", "sqrt2"], ["g1"]), helper.make_node("Erf", ["g1"], ["g2"]),
+                helper.make_node("Add", ["g2", "one"], ["g3"]), helper.make_node("Mul", ["h", "g3"], ["g4"]),
+                helper.make_node("Mul", ["g4", "half"], ["y"])]
+        gconst = [const("sqrt2", 1.4142135), const("one", 1.0), const("half", 0.5)]
+        out.append(model(f"mm_bias_gelu_op{opset}", opset,
+                         [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])] + gelu,
+                         [("x", [2, 3, D])], ["y"], [W, b8] + gconst, "FusedMatMul"))
+        out.append(model(f"mm_gelu_nobias_op{opset}", opset, [helper.make_node("MatMul", ["x", "W"], ["h"])] + gelu,
+                         [("x", [2, 3, D])], ["y"], [W] + gconst, "FusedMatMul"))
+        tanh = [helper.make_node("Pow", ["h", "three"], ["t1"]), helper.make_node("Mul", ["t1", "c"], ["t2"]),
+                helper.make_node("Add", ["h", "t2"], ["t3"]), helper.make_node("Mul", ["t3", "k"], ["t4"]),
+                helper.make_node("Tanh", ["t4"], ["t5"]), helper.make_node("Add", ["t5", "one"], ["t6"]),
+                helper.make_node("Mul", ["h", "half"], ["t7"]), helper.make_node("Mul", ["t7", "t6"], ["y"])]
+        out.append(model(f"gemm_transB_alpha_beta_tanh_op{opset}", opset,
+                         [helper.make_node("Gemm", ["x", "Wt", "b8"], ["h"], transB=1, alpha=0.5, beta=2.0)] + tanh,
+                         [("x", [6, D])], ["y"],
+                         [Wt, b8, const("three", 3.0), const("c", 0.044715), const("k", 0.7978846), const("one", 1.0),
+                          const("half", 0.5)], "FusedMatMul"))
+        out.append(model(f"mm_relu_op{opset}", opset,
+                         [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["b8", "p"], ["h"]),
+                          helper.make_node("Relu", ["h"], ["y"])], [("x", [2, 3, D])], ["y"], [W, b8], "FusedMatMul"))
+        out.append(model(f"addrelu_op{opset}", opset,
+                         [helper.make_node("Add", ["x", "skip"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+                         [("x", [2, 3, D]), ("skip", [2, 3, D])], ["y"], [], "AddRelu"))
+        out.append(model(f"convbn_op{opset}", opset,
+                         [helper.make_node("Conv", ["img", "cw", "cb"], ["c"], pads=[1, 1, 1, 1]),
+                          helper.make_node("BatchNormalization", ["c", "bs", "bb", "bm", "bv"], ["y"], epsilon=1e-3)],
+                         [("img", [2, 3, 6, 6])], ["y"],
+                         [const("cw", rng.standard_normal((4, 3, 3, 3))), const("cb", rng.standard_normal(4)),
+                          const("bs", rng.uniform(0.5, 2, 4)), const("bb", rng.standard_normal(4)),
+                          const("bm", rng.standard_normal(4)), const("bv", rng.uniform(0.1, 2, 4))], "Conv"))
+    return out
+
+
+def main():
+    args = lib.parse_args()
+    onnx, ort, np = lib.require("onnx", "onnxruntime", "numpy")
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, m, feeds, expect in build_models():
+            if args.k not in name:
+                continue
+            src = os.path.join(tmp, name + ".onnx")
+            dst = os.path.join(tmp, name + ".opt.onnx")
+            onnx.save(m, src)
+            r = lib.run_fuseopt(args.bin, src, dst, "-q", "--passes", PASSES)
+            if r.returncode != 0:
+                failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
+                continue
+            opt = onnx.load(dst)
+            ops = [n.op_type for n in opt.graph.node]
+            if expect not in ops or (expect == "Conv" and "BatchNormalization" in ops):
+                failures.append(f"{name}: expected {expect} in the optimized graph, got {ops}")
+            try:
+                onnx.checker.check_model(dst, full_check=True)
+            except Exception as e:  # noqa: BLE001
+                failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
+            names = [i.name for i in m.graph.input]
+            try:
+                want = lib.run_ort(src, [feeds[n] for n in names])
+                got = lib.run_ort(dst, [feeds[n] for n in names])
+            except Exception as e:  # noqa: BLE001
+                failures.append(f"{name}: onnxruntime failed: {str(e).splitlines()[0]}")
+                continue
+            for i, (g, w) in enumerate(zip(got, want)):
+                why = lib.compare(g, w, 1e-4, 1e-4)
+                if why:
+                    failures.append(f"{name}: output {i}: {why}")
+            print(("FAIL " if any(f.startswith(name + ":") for f in failures) else "ok   ") + f"{name}: {ops}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
