@@ -1,0 +1,172 @@
+"""The CPU data-movement / shape / logic kernels against ONNX Runtime, op by op.
+
+Each case is a one-node model at the opset where the spelling under test
+exists (attributes vs inputs: Squeeze/Unsqueeze axes, Split split, Slice,
+Pad, Reshape), with seeded random inputs. ONNX Runtime computes the
+reference; `fuserun --backend cpu --check` must reproduce it exactly for
+integer/bool outputs and within 1e-6 for floats (these ops move data, they do
+no arithmetic). Integer parameters (shapes, axes, pads...) are initializers,
+as exporters write them."""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+
+def cases(np, helper, TP):
+    rng = np.random.default_rng(7)
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def i64(v):
+        return np.array(v, dtype=np.int64)
+
+    nan = np.float32("nan")
+    # (name, opset, op, graph inputs [(name, array)], then initializer inputs [(name, array) or None for an
+    #  omitted slot], attrs, n_outputs); the node reads them in that order.
+    c = []
+    add = lambda name, opset, op, data, consts=(), attrs=None, nout=1: c.append(
+        (name, opset, op, list(data), list(consts), attrs or {}, nout))
+
+    add("gather_neg_axis1", 13, "Gather", [("x", f32(5, 4, 3))], [("i", i64([[0, -1, 2], [3, 1, -4]]))], {"axis": 1})
+    add("gather_scalar_idx", 13, "Gather", [("x", f32(5, 4))], [("i", i64(-2))])
+    add("gather_elements", 13, "GatherElements", [("x", f32(3, 4))], [("i", i64([[1, 0, 3], [-1, 2, 2]]))], {"axis": -1})
+    add("gather_nd_b1", 13, "GatherND", [("x", f32(2, 3, 4))], [("i", i64([[[1, 2], [0, -1]], [[2, 0], [1, 3]]]))],
+        {"batch_dims": 1})
+    add("scatter_nd", 13, "ScatterND", [("x", f32(4, 3))], [("i", i64([[2], [0]])), ("u", f32(2, 3))])
+    add("scatter_nd_add", 16, "ScatterND", [("x", f32(4, 3))], [("i", i64([[2], [0], [2]])), ("u", f32(3, 3))],
+        {"reduction": "add"})
+    add("scatter_elements", 13, "ScatterElements", [("x", f32(3, 3))],
+        [("i", i64([[1, 0, 2], [0, 2, 1]])), ("u", f32(2, 3))])
+    add("reshape_0_m1", 14, "Reshape", [("x", f32(2, 3, 4))], [("s", i64([0, -1, 2]))])
+    add("reshape_allowzero", 14, "Reshape", [("x", f32(0, 3))], [("s", i64([3, 0]))], {"allowzero": 1})
+    add("transpose", 13, "Transpose", [("x", f32(2, 3, 4, 5))], [], {"perm": [0, 2, 3, 1]})
+    add("transpose_default", 13, "Transpose", [("x", f32(3, 1, 5))])
+    add("tile", 13, "Tile", [("x", f32(2, 3))], [("r", i64([3, 2]))])
+    add("pad_reflect", 13, "Pad", [("x", f32(3, 4))], [("p", i64([2, 1, 1, 3]))], {"mode": "reflect"})
+    add("pad_edge", 13, "Pad", [("x", f32(3, 4))], [("p", i64([0, 2, 3, 1]))], {"mode": "edge"})
+    add("pad_const", 13, "Pad", [("x", f32(2, 3, 4))], [("p", i64([0, 1, -1, 1, 0, 2])), ("v", np.float32(1.5))])
+    add("pad_attr_opset2", 2, "Pad", [("x", f32(2, 3))], [], {"pads": [1, 0, 0, 2], "value": -3.0})
+    add("pad_axes_opset18", 18, "Pad", [("x", f32(2, 3, 4))], [("p", i64([1, 2, 0, 1])), None, ("a", i64([-1, 0]))])
+    add("unsqueeze_attr", 11, "Unsqueeze", [("x", f32(3, 4))], [], {"axes": [0, -1]})
+    add("unsqueeze_input", 13, "Unsqueeze", [("x", f32(3, 4))], [("a", i64([1, -1]))])
+    add("squeeze_attr", 11, "Squeeze", [("x", f32(1, 3, 1, 4))], [], {"axes": [-2]})
+    add("squeeze_input", 13, "Squeeze", [("x", f32(1, 3, 1, 4))], [("a", i64([0]))])
+    add("squeeze_all", 13, "Squeeze", [("x", f32(1, 3, 1, 4))])
+    add("flatten", 13, "Flatten", [("x", f32(2, 3, 4))], [], {"axis": -2})
+    add("concat", 13, "Concat", [("a", f32(2, 1, 3)), ("b", f32(2, 4, 3)), ("c", f32(2, 0, 3))], [], {"axis": -2})
+    add("split_attr", 11, "Split", [("x", f32(2, 7))], [], {"axis": 1, "split": [3, 4]}, 2)
+    add("split_input", 13, "Split", [("x", f32(6, 2))], [("s", i64([1, 2, 3]))], {"axis": 0}, 3)
+    add("split_equal", 13, "Split", [("x", f32(2, 6))], [], {"axis": -1}, 3)
+    add("split_num_outputs", 18, "Split", [("x", f32(7, 2))], [], {"num_outputs": 3}, 3)
+    add("slice_attrs_opset1", 1, "Slice", [("x", f32(4, 5, 6))], [], {"starts": [1, -4], "ends": [1000, -1], "axes": [0, 2]})
+    add("slice_neg_steps", 13, "Slice", [("x", f32(4, 5, 6))],
+        [("s", i64([-1, 4])), ("e", i64([-2**63, 0])), ("a", i64([0, -1])), ("t", i64([-1, -2]))])
+    add("slice_clamp", 13, "Slice", [("x", f32(4, 5))], [("s", i64([-100, 1])), ("e", i64([2**63 - 1, 100]))])
+    add("expand", 13, "Expand", [("x", f32(3, 1))], [("s", i64([2, 1, 4]))])
+    add("where_f32", 16, "Where", [("c", rng.random((2, 1, 4)) > 0.5), ("x", f32(3, 1)), ("y", f32(4))])
+    add("where_i64", 16, "Where", [("c", rng.random((3,)) > 0.5), ("x", i64([1, 2, 3])), ("y", i64([-7]))])
+    add("cast_f16", 13, "Cast", [("x", f32(3, 4) * 100)], [], {"to": TP.FLOAT16})
+    add("cast_from_f16", 13, "Cast", [("x", (f32(3, 4) * 100).astype(np.float16))], [], {"to": TP.FLOAT})
+    # (bfloat16 is checked in tests/kernels/cpu_cast_test.cc: ORT cannot hand bf16 to numpy.)
+    add("cast_i32", 13, "Cast", [("x", f32(3, 4) * 10)], [], {"to": TP.INT32})
+    add("cast_bool", 13, "Cast", [("x", np.array([0, 1.5, -0.0, 2], np.float32))], [], {"to": TP.BOOL})
+    add("cast_bool_i64", 13, "Cast", [("x", np.array([True, False]))], [], {"to": TP.INT64})
+    add("cast_i64_f32", 13, "Cast", [("x", i64([-3, 0, 1 << 20]))], [], {"to": TP.FLOAT})
+    add("cast_f64_f32", 13, "Cast", [("x", rng.standard_normal(5))], [], {"to": TP.FLOAT})
+    for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"):
+        a = np.round(f32(2, 1, 3))
+        add(op.lower() + "_f32", 16, op, [("a", a), ("b", np.round(f32(4, 1)))])
+        add(op.lower() + "_i64", 16, op, [("a", i64([[1, 2, 3]])), ("b", i64([[2], [3]]))])
+    for op in ("And", "Or", "Xor"):
+        add(op.lower(), 13, op, [("a", rng.random((2, 1, 3)) > 0.5), ("b", rng.random((4, 1)) > 0.5)])
+    add("not", 13, "Not", [("a", rng.random((2, 3)) > 0.5)])
+    add("isnan", 13, "IsNaN", [("x", np.array([1, nan, np.inf, 0], np.float32))])
+    add("range_f32", 13, "Range", [], [("s", np.float32(1)), ("l", np.float32(-2)), ("d", np.float32(-0.7))])
+    add("range_i64", 13, "Range", [], [("s", i64(3)), ("l", i64(20)), ("d", i64(4))])
+    add("shape_start_end", 15, "Shape", [("x", f32(2, 3, 4, 5))], [], {"start": 1, "end": -1})
+    add("size", 13, "Size", [("x", f32(2, 3, 4))])
+    add("constant_of_shape", 13, "ConstantOfShape", [], [("s", i64([2, 3]))],
+        {"value": helper.make_tensor("v", TP.INT64, [1], [5])})
+    add("constant_ints", 13, "Constant", [], [], {"value_ints": [4, -1, 8]})
+    add("identity", 13, "Identity", [("x", f32(2, 3))])
+    add("dropout_mask", 13, "Dropout", [("x", f32(2, 3))], [], {}, 2)
+    add("trilu_upper_k", 14, "Trilu", [("x", f32(2, 4, 5))], [("k", i64(1))])
+    add("trilu_lower_k", 14, "Trilu", [("x", f32(4, 5))], [("k", i64(-1))], {"upper": 0})
+    add("nonzero", 13, "NonZero", [("x", np.array([[0, 1, 0], [2, 0, 3]], np.float32))])
+    add("onehot", 11, "OneHot", [("i", i64([[0, 3], [-1, 7]]))], [("d", i64(4)), ("v", np.array([0, 2], np.float32))],
+        {"axis": 1})
+    add("compress", 11, "Compress", [("x", f32(3, 4))], [("c", np.array([True, False, True]))], {"axis": 0})
+    add("eyelike", 9, "EyeLike", [("x", f32(3, 5))], [], {"k": 2})
+    add("depth_to_space", 13, "DepthToSpace", [("x", f32(2, 8, 2, 3))], [], {"blocksize": 2, "mode": "CRD"})
+    add("space_to_depth", 13, "SpaceToDepth", [("x", f32(1, 3, 4, 6))], [], {"blocksize": 2})
+    return c
+
+
+def build(onnx, helper, numpy_helper, case):
+    name, opset, op, data, consts, attrs, nout = case
+    inputs, inits, node_in = [], [], []
+    for n, a in data:
+        inputs.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
+        node_in.append(n)
+    for item in consts:
+        if item is None:
+            node_in.append("")
+            continue
+        n, a = item
+        inits.append(numpy_helper.from_array(a, n))
+        node_in.append(n)
+    outs = [f"y{i}" for i in range(nout)]
+    node = helper.make_node(op, node_in, outs, name=name, **attrs)
+    graph = helper.make_graph([node], name, inputs, [], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    # Output types come from ONNX shape inference (the node's outputs are
+    # intermediate values until they are declared).
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    for o in outs:
+        vi = model.graph.output.add()
+        vi.CopyFrom(inferred[o])
+    return model
+
+
+def main():
+    args = lib.parse_args()
+    np, onnx, _ = lib.require("numpy", "onnx", "onnxruntime")
+    from onnx import helper, numpy_helper, TensorProto as TP
+    fuserun = os.path.join(args.bin, "fuserun")
+    failures = []
+    all_cases = [c for c in cases(np, helper, TP) if args.k in c[0]]
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in all_cases:
+            name, data = case[0], case[3]
+            d = os.path.join(tmp, name)
+            os.makedirs(os.path.join(d, "test_data_set_0"))
+            model = build(onnx, helper, numpy_helper, case)
+            path = os.path.join(d, "model.onnx")
+            onnx.save(model, path)
+            want = lib.run_ort(path, [a for _, a in data])
+            for i, (n, a) in enumerate(data):
+                with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(np.asarray(a), n).SerializeToString())
+            for i, w in enumerate(want):
+                with open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(np.asarray(w), f"y{i}").SerializeToString())
+            r = subprocess.run([fuserun, path, "--backend", "cpu", "-q", "--check", os.path.join(d, "test_data_set_0"),
+                                "--rtol", "1e-6"], capture_output=True, text=True, timeout=120)
+            status = "ok" if r.returncode == 0 else "FAIL"
+            print(f"{status:4} {name}")
+            if r.returncode != 0:
+                failures.append(f"{name}: rc {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]}")
+    print(f"{len(all_cases) - len(failures)}/{len(all_cases)} cases match ONNX Runtime")
+    for f in failures:
+        print(f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
