@@ -114,10 +114,22 @@ std::string merge_shape(std::optional<Shape>& have, const std::optional<Shape>& 
   return "";
 }
 
-void run_node(const Node& n, const Graph* g, EvalState& st, const ShapeFn& fn, ShapeContext::Result& out,
-              int64_t opset) {
-  ShapeContext ctx(&n, opset, [&st](const Value* v) { return st.lookup(v); },
-                   [&st](const Value* v) { return st.const_of(v); });
+void run_node(const Node& n, EvalState& st, const ShapeFn& fn, ShapeContext::Result& out, int64_t opset,
+              std::unordered_map<const Value*, std::pair<DType, std::optional<Shape>>>* local = nullptr) {
+  ShapeContext::Sources src;
+  src.contents = [&st](const Value* v) { return st.lookup(v); };
+  src.constant = [&st](const Value* v) { return st.const_of(v); };
+  if (local) {
+    src.shape = [local](const Value* v) -> const std::optional<Shape>* {
+      auto it = local->find(v);
+      return it == local->end() ? &v->shape : &it->second.second;
+    };
+    src.dtype = [local](const Value* v) {
+      auto it = local->find(v);
+      return it == local->end() ? v->dtype : it->second.first;
+    };
+  }
+  ShapeContext ctx(&n, opset, src);
   fn(ctx);
   out = std::move(ctx.result());
 }
@@ -143,10 +155,8 @@ const ShapeFn* find_shape_fn(const std::string& domain, const std::string& op) {
 
 // --- ShapeContext ---------------------------------------------------------------
 
-ShapeContext::ShapeContext(const Node* n, int64_t opset,
-                           const std::function<const SymbolicContents*(const Value*)>& lookup,
-                           const std::function<const Tensor*(const Value*)>& const_of)
-    : node_(n), opset_(opset), lookup_(lookup), const_of_(const_of) {
+ShapeContext::ShapeContext(const Node* n, int64_t opset, const Sources& sources)
+    : node_(n), opset_(opset), src_(sources) {
   result_.dtypes.assign(n->outputs.size(), DType::Undefined);
   result_.shapes.assign(n->outputs.size(), std::nullopt);
   result_.contents.assign(n->outputs.size(), std::nullopt);
@@ -154,12 +164,14 @@ ShapeContext::ShapeContext(const Node* n, int64_t opset,
 
 DType ShapeContext::input_dtype(size_t i) const {
   const Value* v = node_->input(i);
-  return v ? v->dtype : DType::Undefined;
+  if (!v) return DType::Undefined;
+  return src_.dtype ? src_.dtype(v) : v->dtype;
 }
 
 const std::optional<Shape>& ShapeContext::input_shape(size_t i) const {
   const Value* v = node_->input(i);
-  return v ? v->shape : kNoShape;
+  if (!v) return kNoShape;
+  return src_.shape ? *src_.shape(v) : v->shape;
 }
 
 std::optional<int64_t> ShapeContext::input_rank(size_t i) const {
@@ -170,16 +182,18 @@ std::optional<int64_t> ShapeContext::input_rank(size_t i) const {
 
 const Tensor* ShapeContext::input_const(size_t i) const {
   const Value* v = node_->input(i);
-  return v ? const_of_(v) : nullptr;
+  return v ? src_.constant(v) : nullptr;
 }
 
 const SymbolicContents* ShapeContext::input_contents(size_t i) const {
   const Value* v = node_->input(i);
-  return v ? lookup_(v) : nullptr;
+  return v ? src_.contents(v) : nullptr;
 }
 
 std::optional<std::vector<int64_t>> ShapeContext::input_ints(size_t i) const {
   if (const Tensor* t = input_const(i)) {
+    // Shape operands are small; a large constant is data, not worth copying.
+    if (t->numel() > 4096) return std::nullopt;
     if (t->dtype == DType::String || t->bytes.size() < static_cast<size_t>(t->numel()) * dtype_size(t->dtype))
       return std::nullopt;
     if (dtype_is_integer(t->dtype) || t->dtype == DType::Bool) return t->to_int_vector();
@@ -362,7 +376,7 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
     }
     ShapeContext::Result out;
     try {
-      run_node(*n, &g, st, *fn, out, node_opset(&g, *n));
+      run_node(*n, st, *fn, out, node_opset(&g, *n));
     } catch (const Error& e) {
       if (opts.strict) throw;
       res.conflicts.push_back(e.what());
@@ -431,8 +445,11 @@ bool worth_following(const Value* v, int64_t max_elems) {
 
 bool reads_only_shapes(const Node& n) { return n.is("Shape") || n.is("Size"); }
 
-void eval_value(const Value* v, EvalState& st, std::unordered_set<const Value*>& visiting, int depth) {
-  if (!v || st.contents->count(v) || st.const_of(v) || depth > 256 || visiting.count(v)) return;
+using LocalFacts = std::unordered_map<const Value*, std::pair<DType, std::optional<Shape>>>;
+
+void eval_value(const Value* v, EvalState& st, LocalFacts& local, std::unordered_set<const Value*>& visiting,
+                int depth) {
+  if (!v || st.contents->count(v) || local.count(v) || st.const_of(v) || depth > 256 || visiting.count(v)) return;
   const Node* p = v->producer;
   if (!p || p->has_subgraph()) return;
   const ShapeFn* fn = find_shape_fn(p->domain, p->op_type);
@@ -440,17 +457,24 @@ void eval_value(const Value* v, EvalState& st, std::unordered_set<const Value*>&
   visiting.insert(v);
   if (!reads_only_shapes(*p))
     for (const Value* in : p->inputs)
-      if (in && worth_following(in, st.max_elems)) eval_value(in, st, visiting, depth + 1);
+      if (in && worth_following(in, st.max_elems)) eval_value(in, st, local, visiting, depth + 1);
   visiting.erase(v);
   ShapeContext::Result out;
   try {
-    run_node(*p, nullptr, st, *fn, out, /*opset=*/0);
+    run_node(*p, st, *fn, out, /*opset=*/0, &local);
   } catch (const std::exception&) {
     return;
   }
-  for (size_t i = 0; i < p->outputs.size(); ++i)
-    if (p->outputs[i] && out.contents[i] && static_cast<int64_t>(out.contents[i]->size()) <= st.max_elems)
-      (*st.contents)[p->outputs[i]] = std::move(*out.contents[i]);
+  for (size_t i = 0; i < p->outputs.size(); ++i) {
+    const Value* o = p->outputs[i];
+    if (!o) continue;
+    // Keep what the value has unless this evaluation knows more.
+    auto& fact = local[o];
+    fact.first = o->dtype != DType::Undefined ? o->dtype : out.dtypes[i];
+    fact.second = o->shape ? o->shape : out.shapes[i];
+    if (out.contents[i] && static_cast<int64_t>(out.contents[i]->size()) <= st.max_elems)
+      (*st.contents)[o] = std::move(*out.contents[i]);
+  }
 }
 
 }  // namespace
@@ -460,7 +484,8 @@ std::optional<std::vector<Dim>> symbolic_value(const Value* v) {
   EvalState st;
   st.contents = &res.contents;
   std::unordered_set<const Value*> visiting;
-  eval_value(v, st, visiting, 0);
+  LocalFacts local;
+  eval_value(v, st, local, visiting, 0);
   st.lookup(v);
   return res.symbolic_value(v);
 }

@@ -115,16 +115,21 @@ class ShapeContext {
     std::vector<std::optional<Shape>> shapes;
     std::vector<std::optional<SymbolicContents>> contents;
   };
-  ShapeContext(const Node* n, int64_t opset,
-               const std::function<const SymbolicContents*(const Value*)>& lookup,
-               const std::function<const Tensor*(const Value*)>& const_of);
+  struct Sources {
+    std::function<const SymbolicContents*(const Value*)> contents;
+    std::function<const Tensor*(const Value*)> constant;
+    // Shape/dtype of an input; the stand-alone symbolic_value() keeps its own
+    // (nullptr = read the Value).
+    std::function<const std::optional<Shape>*(const Value*)> shape;
+    std::function<DType(const Value*)> dtype;
+  };
+  ShapeContext(const Node* n, int64_t opset, const Sources& sources);
   Result& result() { return result_; }
 
  private:
   const Node* node_;
   int64_t opset_;
-  std::function<const SymbolicContents*(const Value*)> lookup_;
-  std::function<const Tensor*(const Value*)> const_of_;
+  const Sources& src_;
   Result result_;
 };
 

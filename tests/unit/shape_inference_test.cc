@@ -557,6 +557,41 @@ TEST_CASE("shape inference: Constant node forms") {
   CHECK(sh(t) == "[2,3]");
 }
 
+TEST_CASE("shape inference: Resize, DepthToSpace, TopK, NonZero, OneHot") {
+  GraphBuilder b(18);
+  Value* x = in(b, "x", "n,3,h,w");
+  Value* up = b.op("Resize", {x, nullptr, b.constant("sc", Tensor::from_floats({1, 1, 2, 2}, {4}))});
+  Value* sized = b.op("Resize", {in(b, "y", "n,3,8,8"), nullptr, nullptr, ints(b, {1, 3, 5, 6})});
+  Value* half = b.op("Resize", {in(b, "z", "1,3,9,8"), nullptr, b.constant("sc2", Tensor::from_floats({1, 1, 0.5f, 0.5f}, {4}))});
+  Value* d2s = b.op("DepthToSpace", {in(b, "d", "n,16,h,w")}, {I("blocksize", 2)});
+  Value* s2d = b.op("SpaceToDepth", {in(b, "s", "n,4,8,8")}, {I("blocksize", 2)});
+  Node* topk = b.node("TopK", {in(b, "t", "batch,100"), ints(b, {5})}, 2);
+  Value* nz = b.op("NonZero", {in(b, "nzi", "3,4")});
+  Value* oh = b.op("OneHot", {in(b, "oi", "batch,seq", DType::Int64), ints(b, {10}, true), ints(b, {0, 1})});
+  infer_shapes(b.graph());
+  CHECK(sh(up) == "[n,3,h*2,w*2]");
+  CHECK(sh(sized) == "[1,3,5,6]");
+  CHECK(sh(half) == "[1,3,4,4]");
+  CHECK(sh(d2s) == "[n,4,h*2,w*2]");
+  CHECK(sh(s2d) == "[n,16,4,4]");
+  CHECK(sh(topk->outputs[0]) == "[batch,5]");
+  CHECK(topk->outputs[1]->dtype == DType::Int64);
+  CHECK(sh(nz) == "[2,?]");
+  CHECK(sh(oh) == "[batch,seq,10]");
+  CHECK(oh->dtype == DType::Int64);
+}
+
+TEST_CASE("shape inference: symbolic_value walks producers without a prior inference run") {
+  GraphBuilder b(13);
+  Value* x = in(b, "x", "batch,seq,128");
+  Value* shape = b.op("Shape", {x});
+  Value* bs = b.op("Mul", {b.op("Gather", {shape, ints(b, {0}, true)}), b.op("Gather", {shape, ints(b, {1}, true)})});
+  Value* target = b.op("Concat", {b.op("Unsqueeze", {bs, ints(b, {0})}), ints(b, {-1})}, {I("axis", 0)});
+  CHECK(dims_text(symbolic_value(target)) == "[batch*seq,-1]");
+  CHECK(dims_text(symbolic_value(x)) == "none");  // data, not a shape tensor
+  CHECK(!target->shape.has_value());              // the query does not write shapes
+}
+
 // --- driver behaviour ----------------------------------------------------------------------------
 TEST_CASE("shape inference: unknown ops leave outputs alone, existing shapes are kept and refined") {
   GraphBuilder b;
@@ -685,10 +720,21 @@ TEST_CASE("shape inference: every exported model gets its outputs' and value_inf
         declared[v] = *v->shape;
         declared_dtype[v] = v->dtype;
       }
+    // On top of what the exporter declared: no contradiction.
+    REQUIRE_NOTHROW(infer_shapes(*g));
     ShapeInferenceOptions o;
     o.reset = true;  // forget every declared node-output shape, infer from the inputs
     ShapeInferenceResult si;
     REQUIRE_NOTHROW(si = infer_shapes(*g, o));
+    // A second run changes nothing.
+    {
+      std::map<const Value*, std::string> first;
+      for (const Value* v : g->all_values()) first[v] = sh(v);
+      infer_shapes(*g);
+      int changed = 0;
+      for (const Value* v : g->all_values()) changed += first[v] != sh(v);
+      CHECK(changed == 0);
+    }
     CHECK(si.unknown_ops.empty());
     for (const Value* out : g->outputs) {
       INFO("output " << out->name);

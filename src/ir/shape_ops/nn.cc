@@ -187,5 +187,7 @@ FUSEOPT_SHAPE_FN("", "GroupNormalization", same_shape);
 FUSEOPT_SHAPE_FN("", "LpNormalization", same_shape);
 FUSEOPT_SHAPE_FN("", "MeanVarianceNormalization", same_shape);
 FUSEOPT_SHAPE_FN("", "LRN", same_shape);
+FUSEOPT_SHAPE_FN("", "RMSNormalization", layer_norm_fn);  // opset 23
+FUSEOPT_SHAPE_FN("", "RotaryEmbedding", same_shape);      // opset 23
 
 }  // namespace fuseopt::shape_ops

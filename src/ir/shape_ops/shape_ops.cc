@@ -28,9 +28,12 @@ std::optional<SymbolicContents> elems_operand(const ShapeContext& c, const char*
 }
 
 // Length of a 1-D operand that may be untracked (from its shape).
+// Capped: the length becomes a rank, and no real tensor has a rank this large.
+constexpr int64_t kMaxRank = 1024;
 std::optional<int64_t> operand_length(const ShapeContext& c, size_t input) {
   if (const SymbolicContents* s = c.input_contents(input)) return static_cast<int64_t>(s->size());
-  if (const Shape* s = shape_of(c, input); s && s->size() == 1 && (*s)[0].known()) return (*s)[0].value;
+  if (const Shape* s = shape_of(c, input); s && s->size() == 1 && (*s)[0].known() && (*s)[0].value <= kMaxRank)
+    return (*s)[0].value;
   return std::nullopt;
 }
 
@@ -375,8 +378,10 @@ void slice_fn(ShapeContext& c) {
     return;
   }
   std::vector<int64_t> ax = axes.v.value_or(std::vector<int64_t>{});
-  if (!axes.present)
+  if (!axes.present) {
+    if (*count > s->size()) c.fail(std::to_string(*count) + " starts for input " + shp(*s));
     for (size_t i = 0; i < *count; ++i) ax.push_back(static_cast<int64_t>(i));
+  }
   std::vector<int64_t> st = steps.v.value_or(std::vector<int64_t>(ax.size(), 1));
   if ((starts && starts->size() != ax.size()) || (ends && ends->size() != ax.size()) || st.size() != ax.size())
     c.fail("starts/ends/axes/steps have different lengths");
@@ -663,8 +668,71 @@ void onehot_fn(ShapeContext& c) {
   c.set_output_shape(0, out);
 }
 
+// Resize (opset 11+: X, roi, scales, sizes) and Upsample (X, scales).
+void resize_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* x = shape_of(c, 0);
+  if (!x) return;
+  const bool upsample = c.node().op_type == "Upsample";
+  const size_t scales_at = upsample || c.num_inputs() == 2 ? 1 : 2;  // Resize-10 is (X, scales)
+  IntList axes_attr = int_list(c, "axes", 99);  // opset 18: sizes/scales for these axes only
+  std::vector<int64_t> axes = axes_attr.v.value_or(std::vector<int64_t>{});
+  if (!axes_attr.present)
+    for (size_t i = 0; i < x->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  Shape out = *x;
+  if (!upsample && c.has_input(3)) {
+    auto sizes = elems_operand(c, "", 3);
+    if (!sizes || sizes->size() != axes.size()) {
+      c.set_output_shape(0, Shape(x->size()));
+      return;
+    }
+    if (c.node().attr_string("keep_aspect_ratio_policy", "stretch") != "stretch") {
+      c.set_output_shape(0, Shape(x->size()));
+      return;
+    }
+    for (size_t i = 0; i < axes.size(); ++i)
+      out[c.normalize_axis(axes[i], static_cast<int64_t>(x->size()))] = content_dim((*sizes)[i]);
+    c.set_output_shape(0, out);
+    return;
+  }
+  const Tensor* scales = c.has_input(scales_at) ? c.input_const(scales_at) : nullptr;
+  std::vector<float> sc = c.node().attr_floats("scales");  // Upsample-7 attribute
+  if (scales && scales->dtype != DType::String)
+    for (int64_t i = 0; i < scales->numel(); ++i) sc.push_back(static_cast<float>(scales->as_double(i)));
+  if (sc.size() != axes.size()) {
+    c.set_output_shape(0, Shape(x->size()));
+    return;
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = c.normalize_axis(axes[i], static_cast<int64_t>(x->size()));
+    const Dim& d = (*x)[a];
+    if (d.known()) out[a] = Dim::of(static_cast<int64_t>(std::floor(d.value * static_cast<double>(sc[i]))));
+    else if (sc[i] == std::floor(sc[i]) && sc[i] >= 1) out[a] = dim_mul(d, Dim::of(static_cast<int64_t>(sc[i])));
+    else out[a] = Dim::unknown();
+  }
+  c.set_output_shape(0, out);
+}
+
+void depth_space_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* x = shape_of(c, 0);
+  if (!x) return;
+  if (x->size() != 4) c.fail("input must be 4-D, got " + shp(*x));
+  const int64_t b = c.node().attr_int("blocksize", 0);
+  if (b <= 0) c.fail("blocksize must be positive");
+  const Dim bb = Dim::of(b * b), bd = Dim::of(b);
+  if (c.node().op_type == "DepthToSpace")
+    c.set_output_shape(0, {(*x)[0], dim_div_exact((*x)[1], bb), dim_mul((*x)[2], bd), dim_mul((*x)[3], bd)});
+  else
+    c.set_output_shape(0, {(*x)[0], dim_mul((*x)[1], bb), dim_div_exact((*x)[2], bd), dim_div_exact((*x)[3], bd)});
+}
+
 }  // namespace
 
+FUSEOPT_SHAPE_FN("", "Resize", resize_fn);
+FUSEOPT_SHAPE_FN("", "Upsample", resize_fn);
+FUSEOPT_SHAPE_FN("", "DepthToSpace", depth_space_fn);
+FUSEOPT_SHAPE_FN("", "SpaceToDepth", depth_space_fn);
 FUSEOPT_SHAPE_FN("", "Shape", shape_fn);
 FUSEOPT_SHAPE_FN("", "Size", size_fn);
 FUSEOPT_SHAPE_FN("", "Reshape", reshape_fn);
