@@ -21,9 +21,19 @@ Rewriter::Rewriter(Graph& g) : g_(g) {
   for (const auto& n : g_.nodes()) live_.insert(n.get());
 }
 
+void Rewriter::check_alive(const Value* v, const char* what) const {
+  FUSE_CHECK(!v || !erased_values_.count(v),
+             "internal: " << what << " uses a value that an earlier rewrite erased (a stale Value*)");
+}
+
+void Rewriter::created(const Node* n) {
+  for (const Value* o : n->outputs) erased_values_.erase(o);
+}
+
 Node* Rewriter::create_node(const std::string& domain, const std::string& op, const std::vector<Value*>& inputs,
                             std::vector<Attribute> attrs, int num_outputs, const std::string& name_hint) {
   FUSE_CHECK(num_outputs >= 0, "internal: create_node with negative output count");
+  for (const Value* v : inputs) check_alive(v, ("create_node(" + op + ")").c_str());
   if (!domain.empty() && domain != "ai.onnx" && !g_.opset_imports.count(domain)) g_.opset_imports[domain] = 1;
   std::string base = name_hint.empty() ? op : name_hint;
   std::vector<std::string> outs;
@@ -31,6 +41,7 @@ Node* Rewriter::create_node(const std::string& domain, const std::string& op, co
     outs.push_back(g_.unique_name(base + (i == 0 ? "_out" : "_out" + std::to_string(i))));
   Node* n = g_.insert_node_before(insert_before_, op, domain == "ai.onnx" ? "" : domain, inputs, outs, base);
   n->attrs = std::move(attrs);
+  created(n);
   live_.insert(n);
   counts_.nodes_created++;
   return n;
@@ -38,6 +49,7 @@ Node* Rewriter::create_node(const std::string& domain, const std::string& op, co
 
 Value* Rewriter::add_constant(const std::string& hint, Tensor t) {
   Value* v = g_.add_initializer(g_.unique_name(hint.empty() ? "const" : hint), std::move(t));
+  erased_values_.erase(v);
   counts_.constants_added++;
   return v;
 }
@@ -75,6 +87,8 @@ Value* Rewriter::add_int64s(const std::string& hint, const std::vector<int64_t>&
 
 void Rewriter::replace_all_uses(Value* from, Value* to) {
   FUSE_CHECK(from && to, "internal: replace_all_uses with a null value");
+  check_alive(from, "replace_all_uses");
+  check_alive(to, "replace_all_uses");
   if (from == to) return;
   if (from->uses.empty() && !from->is_graph_output) return;
   g_.replace_all_uses(from, to);
@@ -82,6 +96,8 @@ void Rewriter::replace_all_uses(Value* from, Value* to) {
 }
 
 void Rewriter::set_input(Node* n, size_t slot, Value* v) {
+  FUSE_CHECK(alive(n), "internal: set_input on an erased node");
+  check_alive(v, "set_input");
   g_.set_input(n, slot, v);
   counts_.inputs_changed++;
 }
@@ -143,6 +159,8 @@ void Rewriter::erase_node(Node* n) {
     }
     insert_before_ = next;
   }
+  for (const Value* o : n->outputs)
+    if (o) erased_values_.insert(o);
   g_.erase_node(n);
   live_.erase(n);
   counts_.nodes_erased++;
@@ -176,6 +194,7 @@ void Rewriter::erase_constant(Value* v) {
                                       [&](const auto& p) { return p.first == v; }),
                        pending_names_.end());
   g_.erase_value(v);
+  erased_values_.insert(v);
   counts_.constants_removed++;
 }
 

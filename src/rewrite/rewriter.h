@@ -128,6 +128,12 @@ class Rewriter {
   // Folded constants waiting for their producer's output name to become free.
   std::vector<std::pair<Value*, std::string>> pending_names_;
   void rename_pending();
+  // Addresses of values erased through this rewriter (until reused by a new
+  // value): a pass that keeps using one gets a clear internal error instead
+  // of a use-after-free.
+  std::set<const Value*> erased_values_;
+  void check_alive(const Value* v, const char* what) const;
+  void created(const Node* n);
 };
 
 }  // namespace fuseopt
