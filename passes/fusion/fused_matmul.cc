@@ -150,6 +150,8 @@ class FusedMatMulFusion : public FusionPass {
       }
     }
     std::string act = m.has("relu") ? "relu" : m.has("gelu") ? "gelu" : m.has("gelu_tanh") ? "gelu_tanh" : "none";
+    // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
+    if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     const Node* mm = m.has("gemm") ? m.node("gemm") : m.node("mm");
     Node* f = rw.create_node("fuseopt", "FusedMatMul", {m.value("A"), w, bias},
                              {Attribute::make_int("transB", trans_b ? 1 : 0), Attribute::make_float("alpha", alpha),

@@ -101,6 +101,20 @@ TEST_CASE("FusedMatMul: every GELU spelling folds into the activation", "[passes
   }
 }
 
+TEST_CASE("FusedMatMul: erf GELU stays erf unless --approximate-gelu", "[passes][FusedMatMul]") {
+  for (bool approx : {false, true}) {
+    GraphBuilder b(17);
+    b.output(gelu(b, linear(b, b.input("a", DType::Float, {2, M, K})), Gelu::DivMulLast));
+    auto before = clone_graph(b.graph());
+    PassOptions o;
+    o.approximate_gelu = approx;
+    FusionReport r = run_one_pass(b.graph(), "FusedMatMul", o);
+    CHECK(matched(r, "FusedMatMul") == 1);
+    CHECK(only_fused(b.graph())->attr_string("activation", "") == (approx ? "gelu_tanh" : "gelu"));
+    require_same_outputs(*before, b.graph(), feeds(), approx ? 1e-3f : 1e-5f);
+  }
+}
+
 TEST_CASE("FusedMatMul: a bare MatMul is left alone", "[passes][FusedMatMul]") {
   GraphBuilder b(17);
   b.output(linear(b, b.input("a", DType::Float, {2, M, K}), false));

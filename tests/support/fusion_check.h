@@ -17,9 +17,10 @@
 namespace fuseopt::test {
 
 // Runs exactly one registered pass (to its fixed point) on g.
-inline FusionReport run_one_pass(Graph& g, const std::string& pass) {
+inline FusionReport run_one_pass(Graph& g, const std::string& pass, PassOptions options = {}) {
   PassManagerOptions o;
   o.only = {pass};
+  o.pass_options = options;
   PassManager pm(o);
   FusionReport report;
   pm.run(g, report);
