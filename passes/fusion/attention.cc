@@ -188,10 +188,23 @@ HeadPath trace_head(Value* v, const Perm& want) {
         return hp;
       }
       hp.fail = check_split_reshape(n, heads->first, heads->second);
+      hp.nodes.push_back(n);
+      // A scalar scale on the 3-D projection (Whisper: q_proj(x) * scaling) joins `scale`.
+      for (int k = 0; k < 4 && x->producer; ++k) {
+        if (auto f = scalar_factor(x->producer)) {
+          hp.scale *= f->first;
+          hp.nodes.push_back(x->producer);
+          x = f->second;
+        } else if (is_passthrough(x->producer)) {
+          hp.nodes.push_back(x->producer);
+          x = x->producer->input(0);
+        } else {
+          break;
+        }
+      }
       hp.src = x;
       hp.heads = heads->first;
       hp.dim = heads->second;
-      hp.nodes.push_back(n);
       return hp;
     }
     break;

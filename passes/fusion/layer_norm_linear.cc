@@ -39,13 +39,37 @@ bool is_norm(const Node* n) {
   return n->domain == "fuseopt" && (n->op_type == "LayerNorm" || n->op_type == "RMSNorm" || n->op_type == "SkipLayerNorm");
 }
 
+// SkipLayerNorm's bias (Sum = X + bias + skip) has no LayerNormLinear slot;
+// it folds exactly into the GEMM producing X when X is that GEMM's only use
+// (directly, or through a Reshape that keeps the last axis). Returns the GEMM.
+Node* bias_fold_target(Value* x) {
+  Node* p = x ? x->producer : nullptr;
+  if (!p || x->uses.size() != 1 || x->is_graph_output) return nullptr;
+  if (p->is("Reshape")) {
+    Value* in = p->input(0);
+    auto t = attn::const_ints(p->input(1));
+    auto n = attn::last_dim(in);
+    if (!t || t->empty() || !n || t->back() != *n || in->uses.size() != 1 || in->is_graph_output) return nullptr;
+    p = in->producer;
+  }
+  if (!p) return nullptr;
+  const Tensor* w = const_of(p->input(1));
+  if (!w || w->dims.size() != 2) return nullptr;
+  if (p->is("MatMul")) return p;
+  if (p->domain == "fuseopt" && p->op_type == "FusedMatMul" && !p->input(2) &&
+      p->attr_string("activation", "none") == "none" && p->attr_float("alpha", 1.0f) == 1.0f)
+    return p;
+  return nullptr;
+}
+
 std::string norm_info(const Node* n, NormInfo& ni) {
   if (n->op_type == "SkipLayerNorm") {
     ni.x = n->input(0);
     ni.skip = n->input(1);
     ni.gamma = n->input(2);
     ni.beta = n->input(3);
-    if (n->input(4)) return "rule 2: " + n->label() + " adds a bias to the residual; LayerNormLinear has no slot for it";
+    if (n->input(4) && !bias_fold_target(n->input(0)))
+      return "rule 2: " + n->label() + " adds a bias to the residual and its input is not a GEMM that could absorb it";
     ni.rms = n->attr_int("rms", 0) != 0;
     Value* s = n->output(1);
     if (s && (!s->uses.empty() || s->is_graph_output)) ni.sum = s;
@@ -105,6 +129,7 @@ std::string readers_of(const Node* norm, const NormInfo& ni, std::vector<Reader>
   const int64_t K = g ? g->dims.back() : -1;
   const DType dt = attn::dtype_of(ni.x);
   for (Node* c : y->consumers()) {
+    if (c->is("Shape")) continue;  // reads only the shape, which X has too (rewired in rewrite)
     Reader r;
     if (c->is("Reshape")) {
       auto t = attn::const_ints(c->input(1));
@@ -190,6 +215,22 @@ class LayerNormLinearFusion : public FusionPass {
     Value* gamma = vec(ni.gamma);
     Value* beta = vec(ni.beta);
     std::vector<Node*> replaced = {m.root};
+    if (Value* rb = m.root->op_type == "SkipLayerNorm" ? m.root->input(4) : nullptr) {
+      // Fold the residual bias into the GEMM that produces X (exact: same additions, same order).
+      Node* g = bias_fold_target(ni.x);
+      rw.set_insertion_point(g);
+      Value* b = vec(rb);
+      Node* ng = rw.create_node("fuseopt", "FusedMatMul", {g->input(0), g->input(1), b},
+                                {Attribute::make_int("transB", g->attr_int("transB", 0)),
+                                 Attribute::make_float("alpha", 1.0f), Attribute::make_string("activation", "none")},
+                                1, g->name);
+      rw.set_type(ng->output(0), g->output(0)->dtype, g->output(0)->shape);
+      if (ni.x == g->output(0)) ni.x = ng->output(0);
+      rw.replace_all_uses(g->output(0), ng->output(0));
+      rw.mark_fused(ng, "FusedMatMul", {g});
+      rw.erase_node(g);
+      rw.set_insertion_point(nullptr);
+    }
     bool sum_done = false;
     for (const Reader& r : rs) {
       Node* gm = r.gemm;
@@ -221,6 +262,11 @@ class LayerNormLinearFusion : public FusionPass {
       rw.mark_fused(f, name(), {m.root, gm});
     }
     rw.set_insertion_point(nullptr);
+    // Shape readers of the normalised value read X (same shape) instead.
+    Value* y = m.root->output(0);
+    for (Node* c : y->consumers())
+      for (size_t i = 0; i < c->inputs.size(); ++i)
+        if (c->inputs[i] == y) rw.set_input(c, i, ni.x);
     rw.erase_dead(replaced);
   }
 };
