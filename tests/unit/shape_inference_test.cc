@@ -275,7 +275,9 @@ TEST_CASE("shape inference: constant Range, ConstantOfShape and Concat contents"
   Value* down = b.op("Range", {ints(b, {5}, true), ints(b, {0}, true), ints(b, {-2}, true)});
   Value* fr = b.op("Range", {b.scalar("s", 0.f), b.scalar("l", 1.f), b.scalar("d", 0.25f)});
   Value* zeros = b.op("ConstantOfShape", {ints(b, {3})});
+  Value* narrowed = b.op("Cast", {ints(b, {INT64_MAX, 7})}, {I("to", (int64_t)DType::Int32)});
   auto si = infer_shapes(b.graph());
+  CHECK(dims_text(si.symbolic_value(narrowed)) == "[?,7]");  // INT64_MAX does not survive int32
   CHECK(si.symbolic_ints(r) == std::vector<int64_t>{2, 5, 8});
   CHECK(sh(down) == "[3]");
   CHECK(sh(fr) == "[4]");

@@ -1,6 +1,7 @@
 // Shape functions: unary and broadcasting elementwise ops, Cast, Where, and
 // the symbolic arithmetic exporters use on shape tensors.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "ir/shape_ops/common.h"
@@ -160,7 +161,30 @@ FUSEOPT_SHAPE_FN("", "Cast", [](ShapeContext& c) {
     }
     c.set_output_contents(0, std::move(r));
   } else if (to != DType::String) {
-    c.set_output_contents(0, *v);  // whole numbers stay whole in any numeric type
+    // Whole numbers survive the cast when the target holds them exactly;
+    // out-of-range constants (INT64_MAX cast to int32) become unknown.
+    std::optional<int64_t> lo, hi;
+    switch (to) {
+      case DType::Int32: lo = INT32_MIN; hi = INT32_MAX; break;
+      case DType::Int16: lo = INT16_MIN; hi = INT16_MAX; break;
+      case DType::Int8: lo = INT8_MIN; hi = INT8_MAX; break;
+      case DType::UInt8: lo = 0; hi = UINT8_MAX; break;
+      case DType::UInt16: lo = 0; hi = UINT16_MAX; break;
+      case DType::UInt32: lo = 0; hi = UINT32_MAX; break;
+      case DType::UInt64: lo = 0; break;
+      case DType::Float16: lo = -2048; hi = 2048; break;
+      case DType::BFloat16: lo = -256; hi = 256; break;
+      case DType::Float: lo = -(int64_t{1} << 24); hi = int64_t{1} << 24; break;
+      case DType::Double: lo = -(int64_t{1} << 53); hi = int64_t{1} << 53; break;
+      default: break;
+    }
+    SymbolicContents r;
+    for (const Elem& e : *v) {
+      auto k = cint(e);
+      if (k && ((lo && *k < *lo) || (hi && *k > *hi))) r.push_back(std::nullopt);
+      else r.push_back(e);
+    }
+    c.set_output_contents(0, std::move(r));
   }
 });
 
