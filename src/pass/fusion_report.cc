@@ -55,7 +55,23 @@ PatternStats& FusionReport::stats_for(const std::string& pattern) {
 
 void FusionReport::touch_pattern(const std::string& pattern) { stats_for(pattern); }
 
-void FusionReport::record_match(const std::string& pattern, const Node& root) { stats_for(pattern).matched++; }
+void FusionReport::record_match(const std::string& pattern, const Node& root) {
+  PatternStats& s = stats_for(pattern);
+  s.matched++;
+  // A candidate rejected in an earlier iteration that now fuses (another
+  // fusion changed its surroundings) is no longer a rejection.
+  auto& seen = seen_rejections_[pattern];
+  const std::string prefix = root.name + "\x1f";
+  for (size_t i = 0; i < seen.size();) {
+    if (seen[i].rfind(prefix, 0) == 0) {
+      seen.erase(seen.begin() + i);
+      s.reasons.erase(s.reasons.begin() + i);
+      s.rejected--;
+    } else {
+      ++i;
+    }
+  }
+}
 
 void FusionReport::record_rejection(const std::string& pattern, const Node& root, const std::string& reason) {
   // The fixed-point loop meets the same candidate again every iteration: count it once.

@@ -320,3 +320,33 @@ TEST_CASE("pass manager: unknown names are errors; none runs nothing") {
 TEST_CASE("report: JSON escapes and counts ops") {
   CHECK(json_quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
 }
+
+TEST_CASE("rewriter: using a value erased by an earlier rewrite is a clear internal error") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {3});
+  Value* a = b.op("Relu", {x}, {}, "relu");
+  Value* n = b.op("Neg", {a}, {}, "neg");
+  b.output(n);
+  Graph& g = b.graph();
+  Rewriter rw(g);
+  rw.replace_all_uses(a, x);
+  rw.erase_node(producer(a));
+  REQUIRE_THROWS_WITH(rw.create_node("", "Abs", {a}), Catch::Contains("stale Value*"));
+  REQUIRE_THROWS_WITH(rw.set_input(producer(n), 0, a), Catch::Contains("stale Value*"));
+  rw.verify();
+}
+
+TEST_CASE("report: a candidate rejected first and fused later counts as matched only") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {3});
+  Value* r = b.op("Relu", {x}, {}, "root");
+  b.output(r);
+  FusionReport rep;
+  rep.record_rejection("P", *producer(r), "rule 1: something");
+  rep.record_rejection("P", *producer(r), "rule 1: something");  // same again: counted once
+  REQUIRE(rep.pattern("P")->rejected == 1);
+  rep.record_match("P", *producer(r));
+  CHECK(rep.pattern("P")->rejected == 0);
+  CHECK(rep.pattern("P")->reasons.empty());
+  CHECK(rep.pattern("P")->matched == 1);
+}

@@ -1,0 +1,81 @@
+"""The fuseopt command line: report table on stdout, --report JSON, --dot,
+--list-passes, --passes/--disable, -q. Uses the bundled resnet_tiny model."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+
+def main():
+    args = lib.parse_args()
+    model = os.path.join(args.src, "models/real/resnet_tiny_op17_ts/model.onnx")
+    if not os.path.exists(model):
+        print("SKIP: models/real/resnet_tiny_op17_ts is missing")
+        return lib.SKIP
+    failures = []
+
+    def expect(cond, what):
+        print(("ok   " if cond else "FAIL ") + what)
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.onnx")
+        rep = os.path.join(tmp, "report.json")
+        dot = os.path.join(tmp, "graph.dot")
+
+        r = lib.run_fuseopt(args.bin, "--list-passes")
+        expect(r.returncode == 0, "--list-passes exits 0")
+        for p in ("const_fold", "dce", "cse", "identity_elim", "AddRelu"):
+            expect(p in r.stdout, f"--list-passes lists {p}")
+
+        r = lib.run_fuseopt(args.bin, model, out, "--report", rep, "--dot", dot)
+        expect(r.returncode == 0, f"full run exits 0 ({r.stderr.strip()})")
+        expect("nodes: 17 -> " in r.stdout, "the table shows nodes before -> after")
+        expect("AddRelu" in r.stdout and "matched" in r.stdout, "the table lists fusions with matched counts")
+        expect("const_fold" in r.stdout and "rewrites" in r.stdout, "the table lists what each pass changed")
+        report = json.load(open(rep))
+        for key in ("nodes_before", "nodes_after", "ops_before", "ops_after", "passes", "patterns", "iterations"):
+            expect(key in report, f"JSON report has '{key}'")
+        add_relu = [p for p in report["patterns"] if p["name"] == "AddRelu"]
+        expect(add_relu and add_relu[0]["matched"] == 2, "JSON: AddRelu matched twice (two residual blocks)")
+        expect(report["ops_after"].get("fuseopt.AddRelu") == 2 and "Add" not in report["ops_after"],
+               "JSON: op counts after show the fused ops")
+        text = open(dot).read()
+        expect(text.startswith("digraph") and "[AddRelu: Add+Relu]" in text and "fillcolor=\"#" in text,
+               "DOT labels fused nodes with the ops they replaced, coloured")
+        if shutil.which("dot"):
+            d = subprocess.run(["dot", "-Tsvg", dot, "-o", os.path.join(tmp, "g.svg")], capture_output=True)
+            expect(d.returncode == 0, "graphviz renders the DOT file")
+
+        r = lib.run_fuseopt(args.bin, model, out, "-q", "--passes", "none", "--report", rep)
+        report = json.load(open(rep))
+        expect(r.returncode == 0 and r.stdout == "", "-q prints nothing")
+        expect(report["nodes_before"] == report["nodes_after"] == 17 and report["passes"] == [],
+               "--passes none changes nothing")
+
+        r = lib.run_fuseopt(args.bin, model, out, "-q", "--passes", "cleanup,AddRelu", "--disable", "dce",
+                            "--report", rep)
+        report = json.load(open(rep))
+        ran = [p["name"] for p in report["passes"]]
+        expect(r.returncode == 0 and "AddRelu" in ran and "const_fold" in ran and "dce" not in ran
+               and "FusedMatMul" not in ran, f"--passes/--disable select by name and category (ran {ran})")
+
+        r = lib.run_fuseopt(args.bin, model)
+        lines = r.stderr.strip().splitlines()
+        expect(r.returncode != 0 and len(lines) == 1 and lines[0].startswith("fuseopt: error:"),
+               "a missing output argument is one error line")
+        r = lib.run_fuseopt(args.bin, model, out, "--no-such-flag")
+        lines = r.stderr.strip().splitlines()
+        expect(r.returncode != 0 and len(lines) == 1 and lines[0].startswith("fuseopt: error:"),
+               "an unknown flag is one error line")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
