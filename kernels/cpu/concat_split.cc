@@ -22,8 +22,9 @@ std::string shapes_of(KernelContext& ctx) {
 // `num_outputs` (opset 18, last chunk smaller); else equal parts.
 std::vector<int64_t> split_sizes(KernelContext& ctx, int64_t dim, int64_t n) {
   std::vector<int64_t> sizes;
-  if (const RtTensor* s = opt_host_input(ctx, 1)) {
-    sizes = read_ints(ctx, *s);
+  const RtTensor* split_t = opt_host_input(ctx, 1);
+  if (split_t && split_t->numel() > 0) {  // an empty `split` input counts as omitted
+    sizes = read_ints(ctx, *split_t);
   } else if (ctx.node().has_attr("split")) {
     sizes = ctx.node().attr_ints("split");
   } else if (ctx.node().has_attr("num_outputs")) {

@@ -78,7 +78,7 @@ FUSEOPT_KERNEL(CpuSqueeze, "", "Squeeze", Backend::CPU, {}) {
   bool has_axes = false;
   std::vector<int64_t> axes = axes_input_or_attr(ctx, 1, &has_axes);
   std::vector<bool> drop(rank, false);
-  if (!has_axes) {
+  if (!has_axes || axes.empty()) {  // an empty axes input also means "all" (as ONNX Runtime does)
     for (int64_t i = 0; i < rank; ++i) drop[i] = x.shape[i] == 1;
   } else {
     for (int64_t a : axes) {

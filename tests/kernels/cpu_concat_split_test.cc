@@ -58,6 +58,12 @@ TEST_CASE("Split into equal parts and by num_outputs (opset 18)", "[cpu][concat_
   expect_near(out[1], {2, 3, 8, 9}, {2, 2});
   expect_near(out[2], {4, 5, 10, 11}, {2, 2});
 
+  OpTest empty("Split");  // an empty split input counts as omitted: equal parts
+  empty.input("x", iota({4})).input("split", ints({}, {0})).num_outputs(2);
+  auto halves = empty.run();
+  expect_near(halves[0], {0, 1}, {2});
+  expect_near(halves[1], {2, 3}, {2});
+
   OpTest n("Split");
   n.input("x", ints({0, 1, 2, 3, 4}, {5})).num_outputs(3).attr(Attribute::make_int("num_outputs", 3));
   auto parts = n.run();

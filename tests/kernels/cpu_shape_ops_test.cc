@@ -70,6 +70,10 @@ TEST_CASE("Squeeze: all unit dims, axes input, axes attribute, negative axes", "
   attr11.input("x", iota({1, 3, 1, 2})).attr(Attribute::make_ints("axes", {0}));
   expect_near(attr11.run()[0], iota_values(6), {3, 1, 2});
 
+  OpTest empty_axes("Squeeze");  // an empty axes input squeezes every unit dim
+  empty_axes.input("x", iota({1, 3, 1, 2})).input("axes", ints({}, {0}));
+  expect_near(empty_axes.run()[0], iota_values(6), {3, 2});
+
   OpTest bad("Squeeze");
   bad.input("x", iota({1, 3, 1, 2})).input("axes", ints({1}, {1}));
   REQUIRE_THROWS_WITH(bad.run(), Contains("Squeeze") && Contains("[1,3,1,2]"));
