@@ -25,7 +25,11 @@ class LayerNormFusion : public FusionPass {
     Pattern norm = AnyOf({Op("Div", d, sd).as("norm"),
                           Op("Mul", d, Op("Reciprocal", sd).as("recip")).commutative().as("norm")});
     Pattern scaled = Op("Mul", norm, Any("gamma")).commutative().as("scale");
-    return Op("Add", scaled, Const("beta")).commutative().optional().as("shift");
+    // Only a [D]-like constant is a beta; any other Add after the norm stays outside.
+    Pattern beta = Const("beta").where(
+        [](const Value& v) { return !v.const_data->dims.empty() && v.const_data->numel() == v.const_data->dims.back(); },
+        "a [D] beta");
+    return Op("Add", scaled, beta).commutative().optional().as("shift");
   }
   Status check(const Graph&, const Match& m) const override {
     const Value* x = m.value("x");

@@ -106,6 +106,24 @@ TEST_CASE("LayerNorm: positive last axis (2 of rank 3) is the last axis", "[pass
   CHECK(matched(r, "LayerNorm") == 1);
 }
 
+TEST_CASE("LayerNorm: a scalar Add after the norm is not taken for beta", "[passes][LayerNorm]") {
+  LNSpec s;
+  s.beta = false;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  // y + 1.0 after the (beta-less) LayerNorm: fuse the norm, keep the Add.
+  Value* y = b.graph().outputs[0];
+  y->is_graph_output = false;
+  b.graph().outputs.clear();
+  b.output(b.op("Add", {y, b.scalar("plus_one", 1.0f)}));
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+  CHECK(count_op(b.graph(), "LayerNormalization") == 1);
+  CHECK(count_op(b.graph(), "Add") == 1);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
 TEST_CASE("LayerNorm rule 6: reduction over a non-last axis", "[passes][LayerNorm][legality]") {
   LNSpec s;
   s.axis = 1;
