@@ -1,0 +1,150 @@
+// Session: shape binding at run time, errors that name nodes and shapes, the
+// one-shot missing-kernel check, views, constants, the profile.
+#include <catch2/catch.hpp>
+
+#include "runtime/eval_node.h"
+#include "runtime/session.h"
+#include "support/graph_builder.h"
+#include "util/error.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+
+namespace {
+Tensor filled(std::vector<int64_t> dims, float start = 0) {
+  Tensor t(DType::Float, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + static_cast<float>(i);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("symbolic dims bind at run time and may change between runs", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {-1, -1, 4}, {"batch", "seq"});
+  Value* w = b.constant("w", Tensor::from_floats({1, 0, 0, 1, 1, 1, 0, 0}, {4, 2}));
+  b.output(b.op("MatMul", {x, w}));
+  Session s(b.graph());
+  for (auto dims : {std::vector<int64_t>{1, 3, 4}, {2, 5, 4}, {1, 3, 4}}) {
+    Tensor in = filled(dims);
+    std::vector<Tensor> out = s.run({{"x", in}});
+    REQUIRE(out[0].dims == std::vector<int64_t>{dims[0], dims[1], 2});
+    // row r: [x0 + x2, x1 + x2]
+    const float* p = in.data<float>();
+    CHECK(out[0].data<float>()[0] == p[0] + p[2]);
+    CHECK(out[0].data<float>()[1] == p[1] + p[2]);
+  }
+}
+
+TEST_CASE("inputs are validated against the model", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {-1, 4}, {"batch"});
+  Value* m = b.input("m", DType::Float, {-1, 4}, {"batch"});
+  b.output(b.op("Add", {x, m}));
+  Session s(b.graph());
+  REQUIRE_THROWS_WITH(s.run({{"x", filled({2, 4})}}), Catch::Contains("missing input 'm'"));
+  REQUIRE_THROWS_WITH(s.run({{"x", filled({2, 4})}, {"m", filled({2, 4})}, {"z", filled({1})}}),
+                      Catch::Contains("unknown input 'z'"));
+  REQUIRE_THROWS_WITH(s.run({{"x", filled({2, 3})}, {"m", filled({2, 4})}}),
+                      Catch::Contains("'x'") && Catch::Contains("[2,3]") && Catch::Contains("[batch,4]"));
+  REQUIRE_THROWS_WITH(s.run({{"x", filled({2, 4})}, {"m", filled({3, 4})}}), Catch::Contains("batch"));
+  REQUIRE_THROWS_WITH(s.run({{"x", Tensor::from_ints({1, 2, 3, 4}, {1, 4})}, {"m", filled({1, 4})}}),
+                      Catch::Contains("int64") && Catch::Contains("float32"));
+  // After errors the session still runs.
+  CHECK(s.run({{"x", filled({1, 4})}, {"m", filled({1, 4})}})[0].dims == std::vector<int64_t>{1, 4});
+}
+
+TEST_CASE("missing kernels are all named at once, before running", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Value* a = b.op("NoSuchOp", {x}, {}, "first");
+  Value* c = b.op("NoSuchOp", {a}, {}, "second");
+  b.output(b.op("Other", {c}, {}, "third", "my.domain"));
+  try {
+    Session s(b.graph());
+    FAIL("expected an Error");
+  } catch (const Error& e) {
+    std::string m = e.what();
+    CHECK(m.find("NoSuchOp") != std::string::npos);
+    CHECK(m.find("'first'") != std::string::npos);
+    CHECK(m.find("'second'") != std::string::npos);
+    CHECK(m.find("Other (domain 'my.domain')") != std::string::npos);
+    CHECK(m.find("'third'") != std::string::npos);
+  }
+  auto missing = Session::missing_kernels(b.graph(), Backend::CPU);
+  CHECK(missing.size() == 1);
+}
+
+TEST_CASE("a run-time shape error names the node and the shapes", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {-1, 3}, {"n"});
+  Value* shape = b.constant("shape", Tensor::from_ints({4, 4}, {2}));
+  b.output(b.op("Reshape", {x, shape}, {}, "the_reshape"));
+  Session s(b.graph());
+  REQUIRE_THROWS_WITH(s.run({{"x", filled({2, 3})}}), Catch::Contains("the_reshape") && Catch::Contains("[2,3]"));
+}
+
+TEST_CASE("views, constant folding and outputs that are inputs or constants", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2, 3});
+  Value* shape = b.constant("shape", Tensor::from_ints({3, 2}, {2}));
+  Value* r = b.op("Reshape", {x, shape});          // a view of the input
+  Value* two = b.constant("two", Tensor::from_floats({2}, {1}));
+  Value* four = b.op("Add", {two, two}, {}, "fold_me");  // constant inputs: folded at creation
+  Value* y = b.op("Mul", {r, four});
+  b.output(y);
+  b.output(r);
+  b.output(x);
+  b.output(four);
+  Session s(b.graph());
+  Tensor in = filled({2, 3}, 1);
+  std::vector<Tensor> out = s.run({{"x", in}});
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].dims == std::vector<int64_t>{3, 2});
+  for (int i = 0; i < 6; ++i) CHECK(out[0].data<float>()[i] == 4.f * (i + 1));
+  CHECK(out[1].dims == std::vector<int64_t>{3, 2});
+  CHECK(out[1].bytes == in.bytes);
+  CHECK(out[2].dims == in.dims);
+  CHECK(out[3].data<float>()[0] == 4.f);
+  // The folded node does not appear in the profile (it never runs).
+  for (const NodeProfile& n : s.profile().nodes) CHECK(n.name != "fold_me");
+}
+
+TEST_CASE("profile counts node executions and groups by op type", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {8});
+  b.output(b.op("Relu", {b.op("Neg", {b.op("Relu", {x})})}));
+  SessionOptions o;
+  o.profile = true;
+  Session s(b.graph(), o);
+  for (int i = 0; i < 3; ++i) s.run({{"x", filled({8}, -4)}});
+  CHECK(s.profile().runs == 3);
+  REQUIRE(s.profile().nodes.size() == 3);
+  for (const NodeProfile& n : s.profile().nodes) CHECK(n.calls == 3);
+  auto ops = s.profile().by_op_type();
+  REQUIRE(ops.size() == 2);
+  int64_t relu_nodes = 0;
+  for (const OpProfile& op : ops)
+    if (op.op == "Relu") relu_nodes = op.nodes;
+  CHECK(relu_nodes == 2);
+}
+
+TEST_CASE("CPU backend refuses fp16/bf16 and computes tf32 as fp32", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  b.output(b.op("Relu", {x}));
+  SessionOptions o;
+  o.precision = Precision::FP16;
+  REQUIRE_THROWS_WITH(Session(b.graph(), o), Catch::Contains("fp16") && Catch::Contains("cpu"));
+  o.precision = Precision::TF32;
+  Session s(b.graph(), o);
+  CHECK(s.run({{"x", Tensor::from_floats({-1, 2}, {2})}})[0].data<float>()[1] == 2.f);
+}
+
+TEST_CASE("eval_node_cpu throws for an op without a kernel", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Node* n = b.node("NoSuchOp", {x});
+  Tensor t = Tensor::from_floats({1, 2}, {2});
+  REQUIRE_THROWS_WITH(eval_node_cpu(*n, {&t}), Catch::Contains("NoSuchOp"));
+  CHECK(!has_cpu_kernel(*n, {&t}));
+}
