@@ -153,6 +153,7 @@ FUSEOPT_KERNEL(CpuExpand, "", "Expand", Backend::CPU, {}) {
   const RtTensor* s = opt_host_input(ctx, 1);
   DM_CHECK(ctx, s, "missing the shape input");
   const std::vector<int64_t> shape = read_ints(ctx, *s);
+  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
   const std::vector<int64_t> out_shape = cpu::broadcast_shape({x.shape, shape}, ctx.node());
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
   strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), out_shape,

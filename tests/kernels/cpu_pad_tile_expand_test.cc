@@ -91,6 +91,10 @@ TEST_CASE("Expand broadcasts both ways", "[cpu][expand]") {
   mask.input("x", ints({1, 0}, {1, 1, 1, 2})).input("shape", ints({2, 1, 2, 2}, {4}));
   expect_ints(mask.run()[0], DType::Int64, {1, 0, 1, 0, 1, 0, 1, 0}, {2, 1, 2, 2});
 
+  OpTest neg("Expand");
+  neg.input("x", floats({1, 2, 3}, {3, 1})).input("shape", ints({-1, 1}, {2}));
+  REQUIRE_THROWS_AS(neg.run(), Error);
+
   OpTest bad("Expand");
   bad.input("x", floats({1, 2, 3}, {3, 1})).input("shape", ints({2, 4}, {2}));
   REQUIRE_THROWS_WITH(bad.run(), Catch::Matchers::Contains("Expand") && Catch::Matchers::Contains("[3,1]"));
