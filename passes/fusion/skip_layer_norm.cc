@@ -2,6 +2,7 @@
 // LayerNormalization / fuseopt.LayerNorm / fuseopt.RMSNorm
 //   Sum = (X + bias?) + skip;  Y = norm(Sum)
 // => fuseopt.SkipLayerNorm(X, skip, gamma, beta?, bias?) -> Y, Sum?
+// (the bias Add of a constant-weight MatMul/Gemm is left to FusedMatMul).
 // Sum is a second output when the residual stream goes on (pre-LN models read
 // it again after the norm); then it is not an interior value (rule 1).
 #include "pass/pass.h"
@@ -20,6 +21,18 @@ bool is_bias_vector(const Value& v) {
   return true;
 }
 
+// The bias of a MatMul/Gemm with a constant weight is left to FusedMatMul
+// (a free GEMM epilogue); absorbing it here would leave a bare GEMM and keep
+// LayerNormLinear (which has no bias slot) from taking the norm.
+bool bias_not_of_a_gemm(const Node& add) {
+  for (const Value* in : add.inputs) {
+    if (!in || in->is_const() || !in->producer) continue;
+    const Node* p = in->producer;
+    if ((p->is("MatMul") || p->is("Gemm")) && p->input(1) && p->input(1)->is_const()) return false;
+  }
+  return true;
+}
+
 class SkipLayerNormFusion : public FusionPass {
  public:
   std::string name() const override { return "SkipLayerNorm"; }
@@ -29,6 +42,7 @@ class SkipLayerNormFusion : public FusionPass {
   Pattern pattern() const override {
     Pattern x = Op("Add", "x", Const("bias").where(is_bias_vector, "a [N] bias"))
                     .commutative()
+                    .where_node(bias_not_of_a_gemm, "a bias that is not a GEMM's")
                     .optional()
                     .as("bias_add");
     Pattern sum = Op("Add", x, "skip").commutative().as("add");

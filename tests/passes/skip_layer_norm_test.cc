@@ -52,6 +52,24 @@ TEST_CASE("SkipLayerNorm: bias + residual + LayerNormalization fuse into one nod
   require_same_outputs(*before, b.graph(), feeds());
 }
 
+TEST_CASE("SkipLayerNorm: a GEMM's bias is left to FusedMatMul", "[passes][SkipLayerNorm]") {
+  GraphBuilder b(17);
+  Value* a = b.input("a", DType::Float, {2, 3, 5});
+  Value* skip = b.input("skip", DType::Float, {2, 3, 8});
+  Value* p = b.op("MatMul", {a, b.constant("W", rand_tensor({5, 8}, 24))});
+  Value* sum = b.op("Add", {b.op("Add", {p, b.constant("bias", rand_tensor({8}, 21))}), skip});
+  b.output(b.op("LayerNormalization", {sum, b.constant("gamma", rand_tensor({8}, 22)), b.constant("beta", rand_tensor({8}, 23))},
+                {Attribute::make_float("epsilon", 1e-5f)}));
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "SkipLayerNorm");
+  CHECK(matched(r, "SkipLayerNorm") == 1);
+  CHECK(count_op(b.graph(), "Add") == 1);  // the bias Add stays for FusedMatMul
+  run_one_pass(b.graph(), "FusedMatMul");
+  CHECK(b.graph().num_nodes() == 2);
+  CHECK(count_op(b.graph(), "FusedMatMul") == 1);
+  require_same_outputs(*before, b.graph(), {{"a", rand_tensor({2, 3, 5}, 25)}, {"skip", rand_tensor({2, 3, 8}, 26)}});
+}
+
 TEST_CASE("SkipLayerNorm: pre-LN residual stream keeps the Sum output", "[passes][SkipLayerNorm]") {
   SkipSpec s;
   s.residual_continues = true;
