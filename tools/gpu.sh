@@ -6,7 +6,8 @@
 #   tools/gpu.sh run [-t FILTER] [-- CMD ...]
 #                                     # on the GPU machine: CUDA tests (Catch2 filter, default "[cuda]"),
 #                                     # then CMD with .gpu/bin on PATH; "-t none" skips the tests
-#   tools/gpu.sh models [ARGS ...]    # on the GPU machine: fuserun --check every models/real model
+#   tools/gpu.sh models [ARGS ...]    # on the GPU machine: fuserun --backend cuda --check on every
+#                                     # models/real model, original and fuseopt-optimized
 #                                     # (ARGS added, e.g. --precision fp16)
 #
 # The GPU machine has CUDA 13 (cudart, cuBLASLt) but no ONNX/protobuf/spdlog/fmt
@@ -103,12 +104,24 @@ run() {
 
 models() {
   setup_env
-  local status=0 m
+  local status=0 m name opt tmp
+  tmp="$(mktemp -d)"
   for m in "$ROOT"/models/real/*/; do
     [ -f "$m/model.onnx" ] || continue
-    echo "== fuserun --check $(basename "$m") $*"
-    fuserun "$m/model.onnx" --backend cuda --check "$m/test_data_set_0" "$@" 2>&1 | tail -n 12 || status=1
+    name="$(basename "$m")"
+    echo "== $name (original) $*"
+    fuserun "$m/model.onnx" --backend cuda --check "$m/test_data_set_0" "$@" 2>&1 |
+      grep -E "^  |check:|rror|backend:" || status=1
+    opt="$tmp/$name.onnx"
+    if fuseopt "$m/model.onnx" "$opt" >"$tmp/$name.fuseopt.log" 2>&1; then
+      echo "== $name (optimized) $*"
+      fuserun "$opt" --backend cuda --check "$m/test_data_set_0" "$@" 2>&1 | grep -E "^  |check:|rror" || status=1
+    else
+      echo "== $name: fuseopt failed: $(tail -n 2 "$tmp/$name.fuseopt.log")"
+      status=1
+    fi
   done
+  rm -rf "$tmp"
   return $status
 }
 
