@@ -54,3 +54,17 @@ TEST_CASE("FusedMatMul: mismatched inner dims and a bad activation are errors", 
   CHECK_THROWS_AS(make("none", Bt()).run(), Error);  // [2,3]·[2,3]
   CHECK_THROWS_AS(make("swish", B()).run(), Error);
 }
+
+TEST_CASE("FusedMatMul: batched B broadcasts over A's batch of 1", "[kernels][FusedMatMul]") {
+  // B2 = stack(B, 1 - B); A [1, 2, 3]
+  OpTest t("FusedMatMul", "fuseopt");
+  t.input("A", floats({1, 2, 3, -1, 0.5f, 2}, {1, 2, 3}));
+  t.input("B", floats({1, -1, 0.5f, 2, -2, 1, 0, 2, 0.5f, -1, 3, 0}, {2, 3, 2}));
+  expect_near(t.run()[0], {-4, 6, -4.75f, 4, 10, 0, 6.25f, -2.5f}, {2, 2, 2});
+}
+
+TEST_CASE("FusedMatMul: 1-D A drops the M dim", "[kernels][FusedMatMul]") {
+  OpTest t("FusedMatMul", "fuseopt");
+  t.input("A", floats({1, 2, 3}, {3})).input("B", B());
+  expect_near(t.run()[0], {-4, 6}, {2});
+}
