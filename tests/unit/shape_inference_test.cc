@@ -682,6 +682,42 @@ TEST_CASE("shape inference: fuseopt fused ops") {
   REQUIRE_THROWS_WITH(infer_shapes(bad2.graph()), Catch::Contains("att"));
 }
 
+TEST_CASE("shape inference: malformed nodes give an Error or nothing, never a crash") {
+  const std::vector<std::string> ops = {
+      "Add", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
+      "BatchNormalization", "LayerNormalization", "ReduceMean", "ReduceSum", "ArgMax", "Gather", "GatherElements",
+      "GatherND", "ScatterND", "Reshape", "Transpose", "Tile", "Pad", "Unsqueeze", "Squeeze", "Flatten", "Concat",
+      "Split", "Slice", "Expand", "Where", "Cast", "Equal", "Range", "Shape", "Size", "ConstantOfShape", "Constant",
+      "Dropout", "Softmax", "Clip", "Max", "TopK", "OneHot", "Resize", "DepthToSpace", "NonZero", "CumSum", "Trilu"};
+  const std::vector<std::string> fused = {"AddRelu", "FusedMatMul", "LayerNorm", "RMSNorm", "SkipLayerNorm",
+                                          "LayerNormLinear", "Attention"};
+  const std::vector<std::string> shapes = {"", "0", "2,0,3", "batch,seq,128", "1", "3,4,5,6"};
+  int errors = 0, runs = 0;
+  auto attempt = [&](const std::string& op, const std::string& domain, size_t n_in, const std::string& shape,
+                     bool const_ints) {
+    GraphBuilder b(17);
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < n_in; ++i)
+      ins.push_back(i > 0 && const_ints ? ints(b, {0, -1, 5}) : in(b, "x" + std::to_string(i), shape));
+    b.node(op, ins, 2, {I("axis", 7), Is("perm", {3, 3}), Is("axes", {9}), I("to", 1), I("num_heads", 3)}, domain);
+    ++runs;
+    try {
+      infer_shapes(b.graph());
+    } catch (const Error&) {
+      ++errors;
+    }
+  };
+  for (const auto& op : ops)
+    for (size_t n = 0; n <= 4; ++n)
+      for (const auto& s : shapes)
+        for (bool c : {false, true}) attempt(op, "", n, s, c);
+  for (const auto& op : fused)
+    for (size_t n = 0; n <= 6; ++n)
+      for (const auto& s : shapes) attempt(op, "fuseopt", n, s, false);
+  CHECK(runs > 1000);
+  CHECK(errors > 0);  // the bad attributes above are caught, not ignored
+}
+
 // --- real exported models --------------------------------------------------------------------------------
 namespace {
 

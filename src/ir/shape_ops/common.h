@@ -110,6 +110,12 @@ inline std::optional<std::vector<std::optional<SymExpr>>> shape_operand(const Sh
   return std::nullopt;
 }
 
+// A tensor whose bytes cover its elements (malformed files can break this).
+inline bool tensor_ok(const Tensor* t) {
+  return t && t->dtype != DType::String && t->dtype != DType::Undefined && t->numel() >= 0 &&
+         t->bytes.size() >= static_cast<size_t>(t->numel()) * dtype_size(t->dtype);
+}
+
 // Numel of a fully known shape; nullopt otherwise.
 inline std::optional<int64_t> known_numel(const Shape& s) {
   int64_t n = 1;

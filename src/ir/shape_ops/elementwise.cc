@@ -24,8 +24,11 @@ void unary_with_axis(ShapeContext& c, int64_t default_axis) {
   unary(c);
 }
 
+// `arity`: inputs that must be present (the lambdas read that many).
 template <class F>
-void elementwise(ShapeContext& c, DType out_dtype, F f) {
+void elementwise(ShapeContext& c, DType out_dtype, size_t arity, F f) {
+  for (size_t i = 0; i < arity; ++i)
+    if (!c.has_input(i)) c.fail("expects " + std::to_string(arity) + " inputs, input " + std::to_string(i) + " is missing");
   std::vector<size_t> ins;
   for (size_t i = 0; i < c.num_inputs(); ++i)
     if (c.has_input(i)) ins.push_back(i);
@@ -121,14 +124,14 @@ FUSEOPT_SHAPE_FN("", "Dropout", [](ShapeContext& c) {
 });
 
 FUSEOPT_SHAPE_FN("", "Neg", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 1, [](const Args& a) -> Elem {
     if (!a[0]) return std::nullopt;
     return SymExpr::constant(0) - *a[0];
   });
 });
 
 FUSEOPT_SHAPE_FN("", "Abs", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 1, [](const Args& a) -> Elem {
     auto x = cint(a[0]);
     if (!x) return std::nullopt;
     return SymExpr::constant(std::llabs(*x));
@@ -139,7 +142,7 @@ FUSEOPT_SHAPE_FN("", "IsNaN", [](ShapeContext& c) { unary(c, DType::Bool); });
 FUSEOPT_SHAPE_FN("", "IsInf", [](ShapeContext& c) { unary(c, DType::Bool); });
 
 FUSEOPT_SHAPE_FN("", "Not", [](ShapeContext& c) {
-  elementwise(c, DType::Bool, [](const Args& a) -> Elem {
+  elementwise(c, DType::Bool, 1, [](const Args& a) -> Elem {
     auto x = cint(a[0]);
     if (!x) return std::nullopt;
     return from_bool(*x == 0);
@@ -195,19 +198,19 @@ FUSEOPT_SHAPE_FN("", "CastLike", [](ShapeContext& c) {
 
 // --- binary / variadic arithmetic ----------------------------------------------------------
 FUSEOPT_SHAPE_FN("", "Add", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 2, [](const Args& a) -> Elem {
     if (!a[0] || !a[1]) return std::nullopt;
     return *a[0] + *a[1];
   });
 });
 FUSEOPT_SHAPE_FN("", "Sub", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 2, [](const Args& a) -> Elem {
     if (!a[0] || !a[1]) return std::nullopt;
     return *a[0] - *a[1];
   });
 });
 FUSEOPT_SHAPE_FN("", "Mul", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 2, [](const Args& a) -> Elem {
     if (cint(a[0]) == 0 || cint(a[1]) == 0) return SymExpr::constant(0);
     if (!a[0] || !a[1]) return std::nullopt;
     return *a[0] * *a[1];
@@ -215,11 +218,11 @@ FUSEOPT_SHAPE_FN("", "Mul", [](ShapeContext& c) {
 });
 FUSEOPT_SHAPE_FN("", "Div", [](ShapeContext& c) {
   const bool integer = is_int_dtype(c.input_dtype(0));
-  elementwise(c, c.input_dtype(0), [integer](const Args& a) { return divide(a[0], a[1], integer); });
+  elementwise(c, c.input_dtype(0), 2, [integer](const Args& a) { return divide(a[0], a[1], integer); });
 });
 FUSEOPT_SHAPE_FN("", "Mod", [](ShapeContext& c) {
   const bool fmod = c.node().attr_int("fmod", 0) != 0;
-  elementwise(c, c.input_dtype(0), [fmod](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 2, [fmod](const Args& a) -> Elem {
     auto x = cint(a[0]), y = cint(a[1]);
     if (!x || !y || *y == 0) return std::nullopt;
     int64_t r = *x % *y;
@@ -228,7 +231,7 @@ FUSEOPT_SHAPE_FN("", "Mod", [](ShapeContext& c) {
   });
 });
 FUSEOPT_SHAPE_FN("", "Pow", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 2, [](const Args& a) -> Elem {
     auto x = cint(a[0]), y = cint(a[1]);
     if (!x || !y || *y < 0 || *y > 62) return std::nullopt;
     int64_t r = 1;
@@ -236,7 +239,7 @@ FUSEOPT_SHAPE_FN("", "Pow", [](ShapeContext& c) {
     return SymExpr::constant(r);
   });
 });
-FUSEOPT_SHAPE_FN("", "BitShift", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), no_contents); });
+FUSEOPT_SHAPE_FN("", "BitShift", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), 2, no_contents); });
 
 Elem extreme(const Args& a, bool want_max) {
   std::optional<int64_t> best;
@@ -255,13 +258,13 @@ Elem extreme(const Args& a, bool want_max) {
   return SymExpr::constant(*best);
 }
 FUSEOPT_SHAPE_FN("", "Max", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) { return extreme(a, true); });
+  elementwise(c, c.input_dtype(0), 1, [](const Args& a) { return extreme(a, true); });
 });
 FUSEOPT_SHAPE_FN("", "Min", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) { return extreme(a, false); });
+  elementwise(c, c.input_dtype(0), 1, [](const Args& a) { return extreme(a, false); });
 });
 FUSEOPT_SHAPE_FN("", "Sum", [](ShapeContext& c) {
-  elementwise(c, c.input_dtype(0), [](const Args& a) -> Elem {
+  elementwise(c, c.input_dtype(0), 1, [](const Args& a) -> Elem {
     SymExpr s;
     for (const Elem& e : a) {
       if (!e) return std::nullopt;
@@ -270,12 +273,12 @@ FUSEOPT_SHAPE_FN("", "Sum", [](ShapeContext& c) {
     return s;
   });
 });
-FUSEOPT_SHAPE_FN("", "Mean", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), no_contents); });
+FUSEOPT_SHAPE_FN("", "Mean", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), 1, no_contents); });
 
 // --- comparisons and logic -> bool -----------------------------------------------------------
 #define COMPARE_OP(name, sym)                                                                   \
   FUSEOPT_SHAPE_FN("", name, [](ShapeContext& c) {                                              \
-    elementwise(c, DType::Bool, [](const Args& a) { return compare(a[0], a[1], sym); });        \
+    elementwise(c, DType::Bool, 2, [](const Args& a) { return compare(a[0], a[1], sym); });        \
   })
 COMPARE_OP("Equal", "==");
 COMPARE_OP("Less", "<");
@@ -286,7 +289,7 @@ COMPARE_OP("GreaterOrEqual", ">=");
 
 #define LOGIC_OP(name, expr_)                                                                   \
   FUSEOPT_SHAPE_FN("", name, [](ShapeContext& c) {                                              \
-    elementwise(c, DType::Bool, [](const Args& a) -> Elem {                                     \
+    elementwise(c, DType::Bool, 2, [](const Args& a) -> Elem {                                     \
       auto x = cint(a[0]), y = cint(a[1]);                                                      \
       if (!x || !y) return std::nullopt;                                                        \
       const bool p = *x != 0, q = *y != 0;                                                      \
@@ -300,7 +303,7 @@ LOGIC_OP("Xor", p != q);
 
 FUSEOPT_SHAPE_FN("", "Where", [](ShapeContext& c) {
   DType t = c.input_dtype(1) != DType::Undefined ? c.input_dtype(1) : c.input_dtype(2);
-  elementwise(c, t, [](const Args& a) -> Elem {
+  elementwise(c, t, 3, [](const Args& a) -> Elem {
     auto k = cint(a[0]);
     if (k) return *k != 0 ? a[1] : a[2];
     if (a[1] && a[2] && *a[1] == *a[2]) return a[1];

@@ -71,6 +71,7 @@ void conv_transpose_fn(ShapeContext& c) {
   const Shape* x = shape_of(c, 0);
   const Shape* w = shape_of(c, 1);
   if (!x || x->size() < 3) return;
+  if (w && w->size() != x->size()) c.fail("weight " + shp(*w) + " and input " + shp(*x) + " differ in rank");
   const size_t spatial = x->size() - 2;
   const int64_t group = c.node().attr_int("group", 1);
   Shape out{(*x)[0], w ? dim_mul((*w)[1], Dim::of(group)) : Dim::unknown()};

@@ -307,6 +307,7 @@ struct SliceRange {
 
 // Numeric slice of a known size (ONNX clamping rules).
 SliceRange slice_known(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (dim <= 0 || step == 0) return {0, 0, step, 0};
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -585,7 +586,7 @@ void constant_of_shape_fn(ShapeContext& c) {
   if (!n || *n > 64) return;
   int64_t fill_value = 0;
   if (fill) {
-    if (fill->numel() != 1 || fill->dtype == DType::String) return;
+    if (fill->numel() != 1 || !tensor_ok(fill)) return;
     const double d = fill->as_double(0);
     if (d != std::floor(d) || std::fabs(d) > 9e15) return;
     fill_value = static_cast<int64_t>(d);
@@ -604,10 +605,13 @@ void range_fn(ShapeContext& c) {
   const Tensor* ts = c.input_const(0);
   const Tensor* tl = c.input_const(1);
   const Tensor* td = c.input_const(2);
-  if (ts && tl && td && ts->numel() == 1 && tl->numel() == 1 && td->numel() == 1 && dtype_is_float(ts->dtype)) {
+  if (tensor_ok(ts) && tensor_ok(tl) && tensor_ok(td) && ts->numel() == 1 && tl->numel() == 1 && td->numel() == 1 &&
+      dtype_is_float(ts->dtype)) {
     const double start = ts->as_double(0), limit = tl->as_double(0), delta = td->as_double(0);
     if (delta == 0) c.fail("delta is 0");
-    c.set_output_shape(0, {Dim::of(std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta))))});
+    const double n = std::ceil((limit - start) / delta);
+    if (!std::isfinite(n) || n > 9e15) c.fail("Range has no finite length");
+    c.set_output_shape(0, {Dim::of(n <= 0 ? 0 : static_cast<int64_t>(n))});
     return;
   }
   const Elem start = scalar_operand(c, 0), limit = scalar_operand(c, 1), delta = scalar_operand(c, 2);
@@ -697,7 +701,7 @@ void resize_fn(ShapeContext& c) {
   }
   const Tensor* scales = c.has_input(scales_at) ? c.input_const(scales_at) : nullptr;
   std::vector<float> sc = c.node().attr_floats("scales");  // Upsample-7 attribute
-  if (scales && scales->dtype != DType::String)
+  if (tensor_ok(scales))
     for (int64_t i = 0; i < scales->numel(); ++i) sc.push_back(static_cast<float>(scales->as_double(i)));
   if (sc.size() != axes.size()) {
     c.set_output_shape(0, Shape(x->size()));
@@ -706,7 +710,9 @@ void resize_fn(ShapeContext& c) {
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = c.normalize_axis(axes[i], static_cast<int64_t>(x->size()));
     const Dim& d = (*x)[a];
-    if (d.known()) out[a] = Dim::of(static_cast<int64_t>(std::floor(d.value * static_cast<double>(sc[i]))));
+    const double scaled = d.known() ? std::floor(d.value * static_cast<double>(sc[i])) : 0;
+    if (!std::isfinite(sc[i]) || sc[i] < 0 || scaled > 9e15) out[a] = Dim::unknown();
+    else if (d.known()) out[a] = Dim::of(static_cast<int64_t>(scaled));
     else if (sc[i] == std::floor(sc[i]) && sc[i] >= 1) out[a] = dim_mul(d, Dim::of(static_cast<int64_t>(sc[i])));
     else out[a] = Dim::unknown();
   }
