@@ -231,7 +231,7 @@ bool reaches_qk(const Value* v, int depth) {
   if (!v || !v->producer || depth > 8) return false;
   const Node* m = v->producer;
   if (m->is("MatMul")) return !const_of(m->input(0)) && !const_of(m->input(1));
-  if (is_passthrough(m)) return reaches_qk(m->input(0), depth + 1);
+  if (is_passthrough(m) || m->is("Cast")) return reaches_qk(m->input(0), depth + 1);
   if (m->is("Add") || m->is("Mul") || m->is("Div"))
     return reaches_qk(m->input(0), depth + 1) || reaches_qk(m->input(1), depth + 1);
   if (m->is("Where")) return reaches_qk(m->input(1), depth + 1) || reaches_qk(m->input(2), depth + 1);
@@ -275,7 +275,9 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (int d = 0; d < 4 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
-    if (!is_passthrough(n)) break;
+    if (n->is("Cast") && !is_passthrough(n) && pl.fail.empty())
+      pl.fail = "rule 5: " + n->label() + " changes the precision of the attention probabilities";
+    else if (!is_passthrough(n)) break;
     pl.core.push_back(n);
     pval = n->input(0);
   }
@@ -293,6 +295,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     Node* n = s->producer;
     if (n->is("MatMul")) { pl.qk = n; break; }
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
+    if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
+      if (pl.fail.empty()) pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
     if (auto f = scalar_factor(n)) {
       seen_scale = true;
       pl.scale *= f->first;
@@ -478,6 +486,7 @@ class AttentionFusion : public FusionPass {
     if (!root->is("Reshape")) { r.reason = "not a Reshape"; return r; }
     Plan pl;
     std::string why = analyze(g, root, pl);
+    if (getenv("ATTN_DEBUG")) fprintf(stderr, "attn match %s: %s | %s\n", root->name.c_str(), why.c_str(), pl.fail.c_str());
     if (!why.empty()) { r.reason = why; return r; }
     Match m;
     m.root = root;

@@ -1,0 +1,275 @@
+// Attention fusion on synthetic graphs spelled the way current exporters
+// spell attention: scale on the scores (Mul or Div) or sqrt-scale on Q and Kᵀ
+// (torch SDPA decomposition), HF additive (1 - mask) * min masks, boolean
+// Where masks, T5 position bias, GQA repeat_kv, rotary applied in [B,H,S,D]
+// layout, packed QKV through a Split. Each positive test checks op counts and
+// that the fused graph gives the original's numbers on the CPU Session; each
+// legality rule (1, 5, 7) has a negative test with the reported reason.
+#include <cmath>
+
+#include "support/fusion_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr int64_t B = 2, S = 5, H = 4, Dh = 3, D = H * Dh;
+
+struct Spec {
+  int scale = 0;           // 0 Mul on scores, 1 Div on scores, 2 sqrt-scale on Q and Kᵀ, 3 none, 4 scale is a graph input
+  int mask = 1;            // 0 none, 1 HF additive (1-m)*min, 2 bool Where(m, s, -inf), 3 T5 bias + additive mask
+  int64_t kv_heads = H;    // < H: GQA with repeat_kv
+  bool rotary = false;     // Q and K multiplied by a [S, Dh] table after the head transpose
+  bool packed = false;     // one GEMM + Split for Q, K, V
+  bool probs_output = false;   // the attention probabilities are also a graph output (rule 1)
+  bool mask_before_scale = false;  // Add(mask) then Mul(scale) (rule 7)
+  bool cast_scores = false;    // Cast(scores, fp16) -> Cast back (rule 5)
+  bool bad_heads = false;      // K is reshaped into a different head count than Q (rule 7)
+  bool k_two_transposes = false;  // Kᵀ as Transpose(0,1,3,2)(Transpose(0,2,1,3)) (GPT-2)
+};
+
+Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
+  int64_t len = static_cast<int64_t>(v.size());
+  return b.constant(n, Tensor::from_ints(v, {len}));
+}
+
+Value* heads(GraphBuilder& b, Value* x, int64_t h, int64_t d, std::vector<int64_t> perm, const std::string& n) {
+  Value* r = b.op("Reshape", {x, ints(b, n + "_shape", {0, 0, h, d})}, {}, n + "_split_heads");
+  return b.op("Transpose", {r}, {Attribute::make_ints("perm", perm)}, n + "_t");
+}
+
+// repeat_kv: [B, Hkv, S, Dh] -> [B, H, S, Dh]
+Value* repeat_kv(GraphBuilder& b, Value* x, int64_t hkv, const std::string& n) {
+  Value* u = b.op("Unsqueeze", {x, ints(b, n + "_ax", {2})});
+  Value* e = b.op("Expand", {u, ints(b, n + "_to", {B, hkv, H / hkv, S, Dh})});
+  return b.op("Reshape", {e, ints(b, n + "_merge", {B, H, S, Dh})});
+}
+
+void build(GraphBuilder& b, const Spec& s) {
+  const int64_t hkv = s.kv_heads;
+  Value* x = b.input("x", DType::Float, {B, S, D});
+  Value* mask = s.mask ? b.input("mask", DType::Int64, {B, S}) : nullptr;
+  Value *q, *k, *v;
+  if (s.packed) {
+    Value* w = b.constant("Wqkv", rand_tensor({D, (H + 2 * hkv) * Dh}, 1));
+    Value* p = b.op("Add", {b.op("MatMul", {x, w}), b.constant("bqkv", rand_tensor({(H + 2 * hkv) * Dh}, 2))});
+    Node* sp = b.node("Split", {p, ints(b, "sizes", {H * Dh, hkv * Dh, hkv * Dh})}, 3, {Attribute::make_int("axis", 2)});
+    q = sp->outputs[0];
+    k = sp->outputs[1];
+    v = sp->outputs[2];
+  } else {
+    auto proj = [&](const std::string& n, int64_t width, uint32_t seed) {
+      return b.op("Add", {b.op("MatMul", {x, b.constant("W" + n, rand_tensor({D, width}, seed))}),
+                          b.constant("b" + n, rand_tensor({width}, seed + 1))});
+    };
+    q = proj("q", H * Dh, 3);
+    k = proj("k", hkv * Dh, 5);
+    v = proj("v", hkv * Dh, 7);
+  }
+  Value* q4 = heads(b, q, H, Dh, {0, 2, 1, 3}, "q");
+  Value *kt, *v4 = heads(b, v, hkv, Dh, {0, 2, 1, 3}, "v");
+  if (s.bad_heads) {
+    kt = heads(b, k, hkv * Dh, 1, {0, 2, 3, 1}, "k");
+  } else if (s.k_two_transposes || s.rotary || hkv != H) {
+    kt = heads(b, k, hkv, Dh, {0, 2, 1, 3}, "k");  // [B, Hkv, S, Dh]
+  } else {
+    kt = heads(b, k, hkv, Dh, {0, 2, 3, 1}, "k");
+  }
+  if (s.rotary) {
+    Value* cosv = b.constant("cos", rand_tensor({S, Dh}, 9, 0.5f, 1.0f));
+    q4 = b.op("Mul", {q4, cosv}, {}, "rot_q");
+    kt = b.op("Mul", {kt, cosv}, {}, "rot_k");
+  }
+  if (hkv != H && !s.bad_heads) {
+    kt = repeat_kv(b, kt, hkv, "rk");
+    v4 = repeat_kv(b, v4, hkv, "rv");
+  }
+  if (s.k_two_transposes || s.rotary || (hkv != H && !s.bad_heads))
+    kt = b.op("Transpose", {kt}, {Attribute::make_ints("perm", {0, 1, 3, 2})}, "k_tt");
+  const float c = 1.0f / std::sqrt(static_cast<float>(Dh));
+  if (s.scale == 2) {
+    Value* sq = b.scalar("sqrt_scale", std::sqrt(c));
+    q4 = b.op("Mul", {q4, sq});
+    kt = b.op("Mul", {kt, sq});
+  }
+  Value* sc = b.op("MatMul", {q4, kt}, {}, "qk");
+  if (s.cast_scores) sc = b.op("Cast", {b.op("Cast", {sc}, {Attribute::make_int("to", 10)})}, {Attribute::make_int("to", 1)});
+  auto scale = [&](Value* z) {
+    if (s.scale == 0) return b.op("Mul", {z, b.scalar("c", c)}, {}, "scale");
+    if (s.scale == 1) return b.op("Div", {z, b.scalar("sqrt_d", std::sqrt(static_cast<float>(Dh)))}, {}, "scale");
+    if (s.scale == 4) return b.op("Mul", {z, b.input("c_in", DType::Float, {})}, {}, "scale");
+    return z;
+  };
+  if (!s.mask_before_scale) sc = scale(sc);
+  if (s.mask == 3) sc = b.op("Add", {sc, b.constant("pos_bias", rand_tensor({1, H, S, S}, 11, -2, 2))}, {}, "pos_bias_add");
+  if (s.mask == 1 || s.mask == 3) {
+    Value* m4 = b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})});
+    Value* mf = b.op("Cast", {m4}, {Attribute::make_int("to", 1)});
+    Value* inv = b.op("Sub", {b.scalar("one", 1.0f), mf});
+    Value* add = b.op("Mul", {inv, b.scalar("min", -std::numeric_limits<float>::max())});
+    sc = b.op("Add", {sc, add}, {}, "mask_add");
+  } else if (s.mask == 2) {
+    Value* m4 = b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})});
+    Value* mb = b.op("Cast", {m4}, {Attribute::make_int("to", 9)});
+    sc = b.op("Where", {mb, sc, b.scalar("neg_inf", -std::numeric_limits<float>::infinity())}, {}, "mask_where");
+  }
+  if (s.mask_before_scale) sc = scale(sc);
+  Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
+  if (s.probs_output) b.output(p);
+  Value* o = b.op("MatMul", {p, v4}, {}, "pv");
+  o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
+  o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
+  b.output(b.op("MatMul", {o, b.constant("Wo", rand_tensor({H * Dh, D}, 13))}, {}, "out_proj"));
+}
+
+std::map<std::string, Tensor> feeds(const Spec& s) {
+  std::map<std::string, Tensor> f{{"x", rand_tensor({B, S, D}, 41, -2, 2)}};
+  if (s.mask) f["mask"] = Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S});
+  if (s.scale == 4) f["c_in"] = Tensor::scalar_float(0.5f);
+  return f;
+}
+
+// Runs the fusions attention builds on (FusedMatMul makes MatMul+bias one GEMM,
+// QKV packing), then Attention; returns the report.
+FusionReport fuse(Graph& g) { return run_passes(g, {"FusedMatMul", "QkvPack", "Attention"}); }
+
+const Node* find(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n->op_type == op) return n.get();
+  return nullptr;
+}
+
+void expect_fused(const Spec& s, bool packed_input) {
+  GraphBuilder b(17);
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  const Graph& g = b.graph();
+  CHECK(count_op(g, "Softmax") == 0);
+  // Rotary: Q and K keep their head transposes and are re-packed outside the op.
+  CHECK(count_op(g, "Transpose") == (s.rotary ? 4 : 0));
+  const Node* a = find(g, "Attention");
+  REQUIRE(a);
+  CHECK(a->domain == "fuseopt");
+  CHECK(a->attr_int("num_heads", 0) == H);
+  CHECK(a->attr_int("kv_num_heads", 0) == s.kv_heads);
+  CHECK(std::fabs(a->attr_float("scale", 0) - 1.0f / std::sqrt(float(Dh))) < 1e-6f);
+  CHECK((a->input(1) == nullptr) == packed_input);
+  require_same_outputs(*before, g, feeds(s), 1e-4f);
+  // Idempotence: a second run changes nothing.
+  const int nodes = static_cast<int>(g.num_nodes());
+  FusionReport again = fuse(b.graph());
+  CHECK(matched(again, "Attention") == 0);
+  CHECK(static_cast<int>(b.graph().num_nodes()) == nodes);
+}
+
+void expect_rejected(const Spec& s, const std::string& reason) {
+  GraphBuilder b(17);
+  build(b, s);
+  FusionReport r = fuse(b.graph());
+  CHECK(matched(r, "Attention") == 0);
+  CHECK(count_op(b.graph(), "Softmax") == 1);
+  CHECK_THAT(reasons(r, "Attention"), Contains(reason));
+}
+
+}  // namespace
+
+TEST_CASE("Attention: BERT-style separate projections become packed QKV + Attention", "[passes][Attention]") {
+  Spec s;
+  expect_fused(s, true);
+}
+
+TEST_CASE("Attention: scale spellings (Div on scores, sqrt on Q and K, none)", "[passes][Attention]") {
+  Spec div;
+  div.scale = 1;
+  expect_fused(div, true);
+  Spec sdpa;
+  sdpa.scale = 2;
+  sdpa.mask = 2;
+  expect_fused(sdpa, true);
+}
+
+TEST_CASE("Attention: no scale and no mask", "[passes][Attention]") {
+  GraphBuilder b(17);
+  Spec s;
+  s.scale = 3;
+  s.mask = 0;
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
+  const Node* a = find(b.graph(), "Attention");
+  CHECK(a->attr_float("scale", 0) == 1.0f);
+  CHECK(a->inputs.size() == 1);  // packed QKV only
+  require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+}
+
+TEST_CASE("Attention: boolean Where mask goes to attn_bias with its fill", "[passes][Attention]") {
+  Spec s;
+  s.mask = 2;
+  GraphBuilder b(17);
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
+  const Node* a = find(b.graph(), "Attention");
+  REQUIRE(a->input(4));
+  CHECK(a->input(4)->dtype == DType::Bool);
+  CHECK(std::isinf(a->attr_float("mask_filter_value", 0)));
+  require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+}
+
+TEST_CASE("Attention: T5 position bias plus mask are summed into attn_bias", "[passes][Attention]") {
+  Spec s;
+  s.mask = 3;
+  expect_fused(s, true);
+}
+
+TEST_CASE("Attention: GPT-2 packed QKV Split and Kᵀ through two transposes", "[passes][Attention]") {
+  Spec s;
+  s.packed = true;
+  s.k_two_transposes = true;
+  expect_fused(s, true);
+}
+
+TEST_CASE("Attention: Llama GQA repeat_kv and rotary stay outside the op", "[passes][Attention]") {
+  Spec s;
+  s.kv_heads = 2;
+  s.rotary = true;
+  expect_fused(s, false);
+  Spec gqa;
+  gqa.kv_heads = 2;
+  expect_fused(gqa, true);
+}
+
+TEST_CASE("Attention rule 1: probabilities read outside are not fused", "[passes][Attention]") {
+  Spec s;
+  s.probs_output = true;
+  expect_rejected(s, "rule 1");
+}
+
+TEST_CASE("Attention rule 7: a scale that is not a constant", "[passes][Attention]") {
+  Spec s;
+  s.scale = 4;
+  expect_rejected(s, "rule 7: the scale in");
+}
+
+TEST_CASE("Attention rule 7: the mask added before scaling", "[passes][Attention]") {
+  Spec s;
+  s.mask_before_scale = true;
+  expect_rejected(s, "before the scores are scaled");
+}
+
+TEST_CASE("Attention rule 7: head reshapes that disagree", "[passes][Attention]") {
+  Spec s;
+  s.bad_heads = true;
+  expect_rejected(s, "rule 7");
+}
+
+TEST_CASE("Attention rule 5: a precision-changing Cast inside the chain", "[passes][Attention]") {
+  Spec s;
+  s.cast_scores = true;
+  expect_rejected(s, "rule 5");
+}
