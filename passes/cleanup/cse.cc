@@ -78,7 +78,7 @@ class CommonSubexpressionElimination : public Pass {
       std::string k;
       append_tensor(k, t);
       auto [it, inserted] = consts.emplace(k, v);
-      if (inserted || v->uses.empty()) continue;
+      if (inserted || v->uses.empty() || !rw.can_replace_all_uses(v, it->second)) continue;
       rw.replace_all_uses(v, it->second);
       rw.erase_constant(v);
       ++merged;
@@ -93,9 +93,11 @@ class CommonSubexpressionElimination : public Pass {
       auto [it, inserted] = seen.emplace(node_key(*n), n);
       if (inserted) continue;
       Node* first = it->second;
-      bool output_bound = false;
-      for (const Value* o : n->outputs) output_bound |= o && o->is_graph_output;
-      if (output_bound || !rw.alive(first)) continue;
+      // A duplicate that is a graph output or read by a subgraph by name stays.
+      bool bound = false;
+      for (size_t i = 0; i < n->outputs.size(); ++i)
+        bound |= n->outputs[i] && !rw.can_replace_all_uses(n->outputs[i], first->outputs[i]);
+      if (bound || !rw.alive(first)) continue;
       for (size_t i = 0; i < n->outputs.size(); ++i)
         if (n->outputs[i]) rw.replace_all_uses(n->outputs[i], first->outputs[i]);
       rw.erase_dead({n});

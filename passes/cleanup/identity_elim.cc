@@ -48,8 +48,8 @@ class IdentityElimination : public Pass {
       if (!rw.alive(n) || !is_passthrough(*n)) continue;
       Value* in = n->inputs[0];
       Value* out = n->outputs[0];
-      if (out->is_graph_output && (in->is_graph_input || in->is_const() || in->is_graph_output || !in->producer))
-        continue;
+      // Keeps model outputs' names and subgraphs' references by name intact.
+      if (!rw.can_replace_all_uses(out, in)) continue;
       rw.replace_all_uses(out, in);
       if (rw.erase_dead({n}) > 0) ++removed;
     }

@@ -85,13 +85,40 @@ Value* Rewriter::add_int64s(const std::string& hint, const std::vector<int64_t>&
   return add_constant(hint, Tensor::from_ints(v, {static_cast<int64_t>(v.size())}));
 }
 
+namespace {
+bool read_by_subgraph(const Value* v) {
+  for (const Use& u : v->uses)
+    if (u.index < 0) return true;
+  return false;
+}
+// `v` may take another value's name without anyone noticing.
+bool can_take_name(const Value* v) {
+  return v->producer && !v->is_graph_input && !v->is_const() && !v->is_graph_output && !read_by_subgraph(v);
+}
+}  // namespace
+
+bool Rewriter::can_replace_all_uses(const Value* from, const Value* to) const {
+  if (from == to) return true;
+  if (from->is_graph_output || read_by_subgraph(from)) return can_take_name(to);
+  return true;
+}
+
 void Rewriter::replace_all_uses(Value* from, Value* to) {
   FUSE_CHECK(from && to, "internal: replace_all_uses with a null value");
   check_alive(from, "replace_all_uses");
   check_alive(to, "replace_all_uses");
   if (from == to) return;
   if (from->uses.empty() && !from->is_graph_output) return;
-  g_.replace_all_uses(from, to);
+  const bool by_name = read_by_subgraph(from);
+  if (by_name)
+    FUSE_CHECK(can_take_name(to), "internal: a subgraph reads '" << from->name << "' by name and '" << to->name
+                                                                  << "' cannot take that name");
+  const std::string name = from->name;
+  g_.replace_all_uses(from, to);  // renames for graph outputs itself
+  if (by_name && to->name != name) {
+    g_.rename_value(from, g_.unique_name(name + "_replaced"));
+    g_.rename_value(to, name);
+  }
   counts_.uses_replaced++;
 }
 
@@ -126,10 +153,11 @@ Value* Rewriter::replace_with_constant(Value* v, Tensor t) {
   bool had_info = v->has_value_info || v->is_graph_output;
   Value* c = add_constant(name + "_folded", std::move(t));
   c->has_value_info = had_info;
-  if (v->uses.empty() && !v->is_graph_output) {
-    // Nothing reads it: the constant is pointless (DCE removes it).
-  } else {
-    replace_all_uses(v, c);
+  if (!v->uses.empty() || v->is_graph_output) {
+    // Not the checked replace_all_uses: the constant takes over v's name below,
+    // once the producer is gone, so outputs and subgraph references stay valid.
+    g_.replace_all_uses(v, c);
+    counts_.uses_replaced++;
   }
   pending_names_.emplace_back(c, name);
   erase_dead({producer});

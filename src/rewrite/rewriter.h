@@ -71,7 +71,15 @@ class Rewriter {
   // ---- changing ------------------------------------------------------------------
   // Every use of `from` (and its graph-output slot) reads `to` instead. When
   // `from` is a graph output its name moves to `to` where possible.
+  // Subgraphs (If/Loop/Scan bodies) read outer values BY NAME: when `from` is
+  // read by one, `to` takes over its name, which needs a plain node output
+  // (see can_replace_all_uses); anything else is an internal error.
   void replace_all_uses(Value* from, Value* to);
+  // False when replacing would rename a model output or break a subgraph's
+  // reference by name: `from` is a graph output or read by a subgraph, and
+  // `to` cannot take over its name (a graph input, a constant, already a graph
+  // output, or read by a subgraph itself).
+  bool can_replace_all_uses(const Value* from, const Value* to) const;
   void set_input(Node* n, size_t slot, Value* v);
   void set_attr(Node* n, Attribute a);
   void remove_attr(Node* n, const std::string& name);

@@ -61,3 +61,27 @@ TEST_CASE("identity_elim: Dropout whose mask is read, or in training mode, stays
   CHECK(r.pass("identity_elim")->rewrites == 0);
   CHECK(count_op(b.graph(), "Dropout") == 2);
 }
+
+TEST_CASE("identity_elim: values a subgraph reads by name keep their name") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Value* cond = b.input("cond", DType::Bool, {});
+  Value* r = b.op("Relu", {x}, {}, "relu");
+  Value* via_relu = b.op("Identity", {r}, {}, "id_relu");
+  Value* via_input = b.op("Identity", {x}, {}, "id_input");
+  // An If whose branches read both Identity outputs from the outer scope (by name).
+  Node* branch = b.node("If", {cond}, 1, {}, "", "branch");
+  b.graph().add_implicit_input(branch, via_relu);
+  b.graph().add_implicit_input(branch, via_input);
+  b.output(branch->outputs[0]);
+  std::string relu_name = via_relu->name, input_name = via_input->name;
+  run_passes(b.graph(), {"identity_elim"});
+  Graph& g = b.graph();
+  // id_relu goes and the Relu's output takes its name; id_input must stay.
+  CHECK(count_op(g, "Identity") == 1);
+  REQUIRE(branch->implicit_inputs.size() == 2);
+  CHECK(branch->implicit_inputs[0]->name == relu_name);
+  CHECK(branch->implicit_inputs[0]->producer->op_type == "Relu");
+  CHECK(branch->implicit_inputs[1]->name == input_name);
+  CHECK(branch->implicit_inputs[1]->producer->op_type == "Identity");
+}

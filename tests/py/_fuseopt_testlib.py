@@ -74,7 +74,9 @@ def run_ort(model_path, inputs):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    import numpy as np
+    # np.asarray: numpy scalars (np.bool_, np.float32) are not accepted as feeds.
+    feeds = {i.name: np.asarray(x) for i, x in zip(sess.get_inputs(), inputs)}
     return sess.run(None, feeds)
 
 
