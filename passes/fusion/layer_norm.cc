@@ -1,6 +1,6 @@
 // LayerNorm spelled in primitives (opset < 17 exporters, hand-written models):
 //   d = x - ReduceMean(x); var = ReduceMean(d^2 | d*d); y = d / Sqrt(var + eps)
-//   (or d * Reciprocal(Sqrt(...))) * gamma + beta
+//   (or d * Reciprocal(Sqrt(...)), d * (1 / Sqrt(...))) * gamma + beta?
 // => ONNX LayerNormalization (model opset >= 17), else fuseopt.LayerNorm.
 // ReduceMean's axes may be an attribute or (opset 18) an input.
 #include "pass/pass.h"
@@ -23,7 +23,8 @@ class LayerNormFusion : public FusionPass {
     Pattern var = Op("ReduceMean", sq).allow_extra_inputs().as("var");
     Pattern sd = Op("Sqrt", Op("Add", var, Any("eps")).commutative().as("add_eps")).as("sqrt");
     Pattern norm = AnyOf({Op("Div", d, sd).as("norm"),
-                          Op("Mul", d, Op("Reciprocal", sd).as("recip")).commutative().as("norm")});
+                          Op("Mul", d, Op("Reciprocal", sd).as("recip")).commutative().as("norm"),
+                          Op("Mul", d, Op("Div", Const().equals(1.0), sd).as("recip")).commutative().as("norm")});
     Pattern scaled = Op("Mul", norm, Any("gamma")).commutative().as("scale");
     // Only a [D]-like constant is a beta; any other Add after the norm stays outside.
     Pattern beta = Const("beta").where(

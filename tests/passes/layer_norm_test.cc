@@ -13,6 +13,7 @@ struct LNSpec {
   int64_t opset = 17;
   bool mul_square = false;     // d*d instead of Pow(d, 2)
   bool reciprocal = false;     // d * Reciprocal(sqrt) instead of Div
+  bool one_over = false;       // d * (1 / sqrt)
   bool beta = true;
   int64_t axis = -1;
   int64_t keepdims = 1;
@@ -35,7 +36,9 @@ void build_ln(GraphBuilder& b, const LNSpec& s) {
   Value* sq = s.mul_square ? b.op("Mul", {d, d}) : b.op("Pow", {d, b.scalar("two", 2.0f)});
   Value* eps = s.eps_input ? b.input("eps", DType::Float, {}) : b.scalar("eps", 1e-5f);
   Value* sd = b.op("Sqrt", {b.op("Add", {reduce(sq, "var"), eps})});
-  Value* n = s.reciprocal ? b.op("Mul", {d, b.op("Reciprocal", {sd})}) : b.op("Div", {d, sd});
+  Value* n = s.reciprocal ? b.op("Mul", {d, b.op("Reciprocal", {sd})})
+             : s.one_over ? b.op("Mul", {b.op("Div", {b.scalar("one", 1.0f), sd}), d})
+                          : b.op("Div", {d, sd});
   Tensor g = rand_tensor({8}, 7, 0.5f, 1.5f);
   Value* gamma;
   if (s.gamma_input) {
@@ -80,6 +83,18 @@ TEST_CASE("LayerNorm: opset 14, Mul square and Reciprocal become fuseopt.LayerNo
   CHECK(matched(r, "LayerNorm") == 1);
   CHECK(b.graph().num_nodes() == 1);
   CHECK(count_domain_op(b.graph(), "fuseopt", "LayerNorm") == 1);
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("LayerNorm: the 1 / sqrt spelling", "[passes][LayerNorm]") {
+  LNSpec s;
+  s.one_over = true;
+  GraphBuilder b(17);
+  build_ln(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+  CHECK(matched(r, "LayerNorm") == 1);
+  CHECK(b.graph().num_nodes() == 1);
   require_same_outputs(*before, b.graph(), feeds());
 }
 
