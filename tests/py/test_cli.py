@@ -74,6 +74,34 @@ def main():
         lines = r.stderr.strip().splitlines()
         expect(r.returncode != 0 and len(lines) == 1 and lines[0].startswith("fuseopt: error:"),
                "an unknown flag is one error line")
+        # External data: weights in a side file are read, and written next to the output.
+        try:
+            import numpy as np
+            import onnx
+            from onnx import helper, numpy_helper, TensorProto as TP
+        except ImportError:
+            print("skip external data case: numpy/onnx missing")
+        else:
+            ext_dir = os.path.join(tmp, "ext")
+            os.makedirs(ext_dir)
+            w = numpy_helper.from_array(np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 1000.0, "w")
+            g = helper.make_graph(
+                [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Identity", ["m"], ["i"]),
+                 helper.make_node("Relu", ["i"], ["y"])], "ext",
+                [helper.make_tensor_value_info("x", TP.FLOAT, ["n", 64])],
+                [helper.make_tensor_value_info("y", TP.FLOAT, ["n", 32])], initializer=[w])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+            m.ir_version = 8
+            src = os.path.join(ext_dir, "model.onnx")
+            onnx.save(m, src, save_as_external_data=True, location="weights.bin", size_threshold=0)
+            dst = os.path.join(tmp, "ext_out.onnx")
+            r = lib.run_fuseopt(args.bin, src, dst, "-q", "--passes", "cleanup")
+            expect(r.returncode == 0, f"external-data model optimizes ({r.stderr.strip()})")
+            expect(os.path.exists(dst + ".data"), "weights go to a side file next to the output")
+            x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+            want = lib.run_ort(src, [x])[0]
+            got = lib.run_ort(dst, [x])[0]
+            expect(lib.compare(got, want, 1e-6, 1e-6) is None, "external-data output matches ONNX Runtime")
     return 1 if failures else 0
 
 
