@@ -57,7 +57,8 @@ ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>&
   return o;
 }
 
-std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o) {
+std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o,
+                                                                 std::vector<std::string>* defaulted) {
   std::map<std::string, int64_t> bound = o.symbols;
   std::map<std::string, std::vector<int64_t>> shapes;
   // Explicit input shapes bind their symbols first, so other inputs follow them.
@@ -91,9 +92,16 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
     for (const Dim& d : *v->shape) {
       if (d.known()) { dims.push_back(d.value); continue; }
       int64_t dflt = symbolic_seen++ == 0 ? 1 : 128;  // batch, then sequence
-      if (d.symbol.empty()) { dims.push_back(dflt); continue; }
+      if (d.symbol.empty()) {
+        if (defaulted) defaulted->push_back(v->name + " dim " + std::to_string(dims.size()) + "=" + std::to_string(dflt));
+        dims.push_back(dflt);
+        continue;
+      }
       auto b = bound.find(d.symbol);
-      if (b == bound.end()) b = bound.emplace(d.symbol, dflt).first;
+      if (b == bound.end()) {
+        b = bound.emplace(d.symbol, dflt).first;
+        if (defaulted) defaulted->push_back(d.symbol + "=" + std::to_string(dflt));
+      }
       dims.push_back(b->second);
     }
     shapes[v->name] = dims;

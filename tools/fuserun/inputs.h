@@ -22,7 +22,10 @@ ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>&
 // Concrete shapes of every graph input: overrides first; a symbolic dim
 // takes its symbol's bound value, else batch (1) for the first symbolic dim
 // of an input and seq (128) for the second (and later) ones.
-std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o);
+// `defaulted`, when given, receives "name=value" for every symbol (or
+// anonymous dim) that took a default, for error hints.
+std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o,
+                                                                 std::vector<std::string>* defaulted = nullptr);
 
 // Seeded inputs with valid values: token ids below the embedding table's
 // size, masks of ones, token_type ids 0, position ids 0..n-1, floats N(0,1).

@@ -156,6 +156,7 @@ int run_tool(const Options& o) {
   // Inputs.
   std::map<std::string, Tensor> inputs;
   std::vector<Tensor> refs;
+  std::vector<std::string> defaulted;  // symbolic dims that took batch/seq defaults
   if (!o.check_dir.empty()) {
     FUSE_CHECK(o.shapes.empty(), "--shape cannot be combined with --check (the check folder fixes the shapes)");
     CheckData d = read_check_dir(*g, o.check_dir);
@@ -163,7 +164,7 @@ int run_tool(const Options& o) {
     refs = std::move(d.outputs);
   } else {
     ShapeOverrides ov = parse_shape_flags(*g, o.shapes);
-    inputs = generate_inputs(*g, resolve_input_shapes(*g, ov), o.seed);
+    inputs = generate_inputs(*g, resolve_input_shapes(*g, ov, &defaulted), o.seed);
   }
   for (const auto& [n, t] : inputs) spdlog::info("input {} {} {}", n, dtype_name(t.dtype), shape_str(t.dims));
 
@@ -178,7 +179,15 @@ int run_tool(const Options& o) {
   spdlog::info("session ready on {} ({}) in {:.1f} ms", backend_name(backend), session.backend().device_name(), setup_ms);
 
   // Check (one run), then timing.
-  std::vector<Tensor> outs = session.run(inputs);
+  std::vector<Tensor> outs;
+  try {
+    outs = session.run(inputs);
+  } catch (const Error& e) {
+    if (defaulted.empty()) throw;
+    std::string d;
+    for (const auto& x : defaulted) d += (d.empty() ? "" : ", ") + x;
+    throw Error(std::string(e.what()) + " [defaulted dims: " + d + "; set them with --shape NAME=DIMS]");
+  }
   std::vector<std::string> out_names = session.output_names();
   std::vector<OutputCheck> checks;
   bool all_pass = true;
