@@ -125,23 +125,13 @@ class QkvPackFusion : public FusionPass {
       r.reason = "input read by one GEMM";
       return r;
     }
-    std::string why;
-    auto grp = group_of(g, root, &why);
     Match m;
     m.root = root;
     m.matched.push_back(root);
-    for (Node* n : grp)
+    std::string why;
+    for (Node* n : group_of(g, root, &why))
       if (n != root) m.matched.push_back(n);
-    if (!why.empty()) {
-      // A structural candidate with an illegal weight/bias: report it via check().
-      r.match = std::move(m);
-      return r;
-    }
-    if (grp.size() < 2) {
-      r.reason = "no second GEMM of the same kind";
-      return r;
-    }
-    r.match = std::move(m);
+    r.match = std::move(m);  // check() says why when no group forms
     return r;
   }
   std::vector<const Value*> kept_outputs(const Match& m) const override {
@@ -153,7 +143,22 @@ class QkvPackFusion : public FusionPass {
     std::string why;
     auto grp = group_of(g, m.root, &why);
     if (!why.empty()) return Status::reject(why);
-    if (grp.size() < 2) return Status::reject("rule 2: no second GEMM with a compatible constant weight");
+    if (grp.size() < 2) {
+      // Say why the other GEMMs reading the same input do not join.
+      GemmInfo ri;
+      gemm_info(m.root, ri);
+      for (const Use& u : m.root->input(0)->uses) {
+        Node* c = u.node;
+        if (c == m.root || u.index != 0 || !attn::is_gemm(c)) continue;
+        GemmInfo ci;
+        if (std::string w = gemm_info(c, ci); !w.empty()) return Status::reject(w);
+        if (ci.dtype != ri.dtype)
+          return Status::reject("rule 5: weights of ", m.root->label(), " and ", c->label(), " have different dtypes");
+        if (ci.K != ri.K) return Status::reject("rule 2: weights of ", m.root->label(), " and ", c->label(), " differ in K");
+      }
+      return Status::reject("the GEMMs reading '", m.root->input(0)->name,
+                            "' differ in transB/alpha/activation; nothing to pack");
+    }
     return Status::ok();
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
