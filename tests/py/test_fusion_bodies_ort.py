@@ -23,12 +23,16 @@ def build_models():
     def const(name, arr):
         return numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name)
 
-    def model(name, opset, nodes, inputs, outputs, inits, expect):
-        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, F, None) for n in outputs], inits)
+    def model(name, opset, nodes, inputs, outputs, inits, expect, dtype=np.float32):
+        et = TensorProto.DOUBLE if dtype == np.float64 else F
+        if dtype != np.float32:
+            inits = [numpy_helper.from_array(numpy_helper.to_array(t).astype(dtype), t.name)
+                     if t.data_type == F else t for t in inits]
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, et, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, et, None) for n in outputs], inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
-        feeds = {n: rng.standard_normal(s).astype(np.float32) * 2 for n, s in inputs}
+        feeds = {n: (rng.standard_normal(s) * 2).astype(dtype) for n, s in inputs}
         return name, m, feeds, expect
 
     def reduce_mean(x, out, opset):
@@ -112,6 +116,16 @@ def build_models():
                          [const("cw", rng.standard_normal((4, 3, 3, 3))), const("cb", rng.standard_normal(4)),
                           const("bs", rng.uniform(0.5, 2, 4)), const("bb", rng.standard_normal(4)),
                           const("bm", rng.standard_normal(4)), const("bv", rng.uniform(0.1, 2, 4))], "Conv"))
+    # Before opset 15 (no CastLike) the bodies Cast their float constants to the
+    # element type: double models exercise that path.
+    for opset in (14, 17):
+        out.append(model(f"ln_double_op{opset}", opset, ln_nodes("x", "y", opset), [("x", [2, 3, D])], ["y"], common,
+                         "LayerNorm" if opset < 17 else "LayerNormalization", np.float64))
+        nodes = [helper.make_node("Add", ["x", "skip"], ["s"])] + rms_nodes("s", "y", opset)
+        out.append(model(f"skiprms_double_op{opset}", opset, nodes, [("x", [2, 3, D]), ("skip", [2, 3, D])], ["y"],
+                         common, "SkipLayerNorm", np.float64))
+        out.append(model(f"rms_double_op{opset}", opset, rms_nodes("x", "y", opset), [("x", [2, 3, D])], ["y"],
+                         common, "RMSNorm", np.float64))
     return out
 
 

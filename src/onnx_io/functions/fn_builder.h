@@ -18,9 +18,12 @@ namespace fuseopt::fnbody {
 class FnBuilder {
  public:
   // `opset` is the default-domain opset the body's ops follow (the model's).
+  // `elem` is the element type of the op's float tensors: before opset 15 (no
+  // CastLike) scalar constants are Cast to it when it is not float32.
   FnBuilder(const std::string& op, const std::string& overload, std::vector<std::string> inputs,
-            std::vector<std::string> outputs, std::vector<std::string> attributes, int64_t opset)
-      : opset_(opset) {
+            std::vector<std::string> outputs, std::vector<std::string> attributes, int64_t opset,
+            DType elem = DType::Float)
+      : opset_(opset), elem_(elem) {
     f_.set_name(op);
     f_.set_domain("fuseopt");
     for (auto& i : inputs) f_.add_input(i);
@@ -53,8 +56,7 @@ class FnBuilder {
     a.set_name("value_float");
     a.set_type(onnx::AttributeProto::FLOAT);
     a.set_f(v);
-    std::string c = node("Constant", {}, "", {a});
-    return opset_ >= 15 ? node("CastLike", {c, like}) : c;
+    return typed(node("Constant", {}, "", {a}), like);
   }
   // A float scalar taken from the function's attribute `attr`.
   std::string scalar_attr(const std::string& attr, const std::string& like) {
@@ -62,8 +64,7 @@ class FnBuilder {
     a.set_name("value_float");
     a.set_type(onnx::AttributeProto::FLOAT);
     a.set_ref_attr_name(attr);
-    std::string c = node("Constant", {}, "", {a});
-    return opset_ >= 15 ? node("CastLike", {c, like}) : c;
+    return typed(node("Constant", {}, "", {a}), like);
   }
   // An int64 1-D constant.
   std::string ints(const std::vector<int64_t>& v) {
@@ -102,11 +103,31 @@ class FnBuilder {
   onnx::FunctionProto take() { return std::move(f_); }
 
  private:
+  // A float32 constant in the element type of `like`.
+  std::string typed(const std::string& c, const std::string& like) {
+    if (opset_ >= 15) return node("CastLike", {c, like});
+    if (elem_ == DType::Float || elem_ == DType::Undefined) return c;
+    return node("Cast", {c}, "", {attr_int("to", static_cast<int64_t>(elem_))});
+  }
+  DType elem_;
   std::string fresh(const std::string& op) { return "_" + op + "_" + std::to_string(counter_++); }
   onnx::FunctionProto f_;
   int64_t opset_;
   int counter_ = 0;
 };
+
+// The element type a body is written for: the node's first input's dtype.
+inline DType elem_type(const Node& n) {
+  const Value* v = n.input(0);
+  return v && v->dtype != DType::Undefined ? v->dtype : DType::Float;
+}
+// Overload suffix that separates bodies by element type where the body
+// depends on it (opset < 15, non-float32): "" otherwise.
+inline std::string dtype_suffix(const Graph& g, const Node& n) {
+  const DType t = elem_type(n);
+  if (g.opset("") >= 15 || t == DType::Float) return "";
+  return std::string("_") + dtype_name(t);
+}
 
 // Emits one body per distinct overload among `nodes`, built by `build(node)`.
 template <class Select, class Build>

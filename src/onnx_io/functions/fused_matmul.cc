@@ -22,7 +22,7 @@ Variant variant_of(const Node& n) {
   return v;
 }
 
-std::string overload_of(const Graph&, const Node& n) {
+std::string overload_of(const Graph& g, const Node& n) {
   const Variant v = variant_of(n);
   std::string s;
   auto add = [&](const std::string& p) { s += (s.empty() ? "" : "_") + p; };
@@ -30,7 +30,7 @@ std::string overload_of(const Graph&, const Node& n) {
   if (v.alpha) add("alpha");
   if (v.bias) add("bias");
   if (v.act != "none") add(v.act);
-  return s.empty() ? "plain" : s;
+  return (s.empty() ? "plain" : s) + fnbody::dtype_suffix(g, n);
 }
 
 // y -> act(y); `x` names follow the op's own spelling of the activation.
@@ -57,7 +57,8 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   const Variant v = variant_of(n);
   std::vector<std::string> inputs{"A", "B"};
   if (v.bias) inputs.push_back("bias");
-  fnbody::FnBuilder f("FusedMatMul", ov, inputs, {"Y"}, {"transB", "alpha", "activation"}, g.opset(""));
+  fnbody::FnBuilder f("FusedMatMul", ov, inputs, {"Y"}, {"transB", "alpha", "activation"}, g.opset(""),
+                      fnbody::elem_type(n));
   // transB is emitted by the fusion for 2-D weights only: Transpose's default perm is exact there.
   std::string b = v.trans_b ? f.node("Transpose", {"B"}) : "B";
   std::string y = f.node("MatMul", {"A", b});

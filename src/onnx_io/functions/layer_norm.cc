@@ -30,20 +30,28 @@ void norm_body(FnBuilder& f, const std::string& x, const std::string& gamma, con
 }
 
 // ---- LayerNorm (opset < 17 models) --------------------------------------------------
-std::string ln_overload(const Graph&, const Node& n) { return n.input(2) ? "beta" : "nobeta"; }
+std::string ln_overload(const Graph& g, const Node& n) {
+  return (n.input(2) ? "beta" : "nobeta") + fnbody::dtype_suffix(g, n);
+}
 
 onnx::FunctionProto ln_build(const Graph& g, const Node& n, const std::string& ov) {
   const bool beta = n.input(2) != nullptr;
   std::vector<std::string> in{"X", "gamma"};
   if (beta) in.push_back("beta");
-  FnBuilder f("LayerNorm", ov, in, {"Y"}, {"epsilon"}, g.opset(""));
+  FnBuilder f("LayerNorm", ov, in, {"Y"}, {"epsilon"}, g.opset(""), fnbody::elem_type(n));
   norm_body(f, "X", "gamma", beta ? "beta" : "", false, "Y");
   return f.take();
 }
 
 // ---- RMSNorm ------------------------------------------------------------------------
-onnx::FunctionProto rms_build(const Graph& g, const Node&, const std::string&) {
-  FnBuilder f("RMSNorm", "", {"X", "gamma"}, {"Y"}, {"epsilon"}, g.opset(""));
+// Overloads only where the element type matters (opset < 15, not float32).
+std::string rms_overload(const Graph& g, const Node& n) {
+  const std::string s = fnbody::dtype_suffix(g, n);
+  return s.empty() ? "" : "rms" + s;
+}
+
+onnx::FunctionProto rms_build(const Graph& g, const Node& n, const std::string& ov) {
+  FnBuilder f("RMSNorm", ov, {"X", "gamma"}, {"Y"}, {"epsilon"}, g.opset(""), fnbody::elem_type(n));
   norm_body(f, "X", "gamma", "", true, "Y");
   return f.take();
 }
@@ -55,13 +63,13 @@ struct SkipVariant {
 SkipVariant skip_variant(const Node& n) {
   return {n.attr_int("rms", 0) != 0, n.input(3) != nullptr, n.input(4) != nullptr, n.output(1) != nullptr};
 }
-std::string skip_overload(const Graph&, const Node& n) {
+std::string skip_overload(const Graph& g, const Node& n) {
   const SkipVariant v = skip_variant(n);
   std::string s = v.rms ? "rms" : "ln";
   if (v.beta) s += "_beta";
   if (v.bias) s += "_bias";
   if (v.sum) s += "_sum";
-  return s;
+  return s + fnbody::dtype_suffix(g, n);
 }
 
 onnx::FunctionProto skip_build(const Graph& g, const Node& n, const std::string& ov) {
@@ -72,7 +80,7 @@ onnx::FunctionProto skip_build(const Graph& g, const Node& n, const std::string&
   if (v.bias) in.push_back("bias");
   std::vector<std::string> outs{"Y"};
   if (v.sum) outs.push_back("Sum");
-  FnBuilder f("SkipLayerNorm", ov, in, outs, {"epsilon", "rms"}, g.opset(""));
+  FnBuilder f("SkipLayerNorm", ov, in, outs, {"epsilon", "rms"}, g.opset(""), fnbody::elem_type(n));
   std::string x = v.bias ? f.node("Add", {"X", "bias"}) : "X";
   std::string sum = f.node("Add", {x, "skip"}, v.sum ? "Sum" : "");
   norm_body(f, sum, "gamma", v.beta ? "beta" : "", v.rms, "Y");
@@ -83,7 +91,7 @@ void build_ln(const Graph& g, const std::vector<const Node*>& nodes, std::vector
   fnbody::per_overload(g, nodes, out, ln_overload, ln_build);
 }
 void build_rms(const Graph& g, const std::vector<const Node*>& nodes, std::vector<onnx::FunctionProto>& out) {
-  out.push_back(rms_build(g, *nodes.front(), ""));
+  fnbody::per_overload(g, nodes, out, rms_overload, rms_build);
 }
 void build_skip(const Graph& g, const std::vector<const Node*>& nodes, std::vector<onnx::FunctionProto>& out) {
   fnbody::per_overload(g, nodes, out, skip_overload, skip_build);
@@ -92,6 +100,7 @@ void build_skip(const Graph& g, const std::vector<const Node*>& nodes, std::vect
 FunctionBodyRegistrar ln_body("fuseopt", "LayerNorm", build_ln);
 FunctionOverloadRegistrar ln_overload_reg("fuseopt", "LayerNorm", ln_overload);
 FunctionBodyRegistrar rms_body("fuseopt", "RMSNorm", build_rms);
+FunctionOverloadRegistrar rms_overload_reg("fuseopt", "RMSNorm", rms_overload);
 FunctionBodyRegistrar skip_body("fuseopt", "SkipLayerNorm", build_skip);
 FunctionOverloadRegistrar skip_overload_reg("fuseopt", "SkipLayerNorm", skip_overload);
 
