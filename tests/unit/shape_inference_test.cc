@@ -11,6 +11,7 @@
 #include "ir/shape_inference.h"
 #include "ir/sym_expr.h"
 #include "onnx_io/onnx_io.h"
+#include "pass/pass_manager.h"
 #include "support/graph_builder.h"
 #include "util/error.h"
 
@@ -855,4 +856,41 @@ TEST_CASE("shape inference: dump a model's inferred shapes", "[.shape_dump]") {
     }
     std::cout << "\n";
   }
+}
+
+// The optimizer's output (fused ops in domain fuseopt) is shaped as completely
+// as its input: every fused op's shape function agrees with the graph around it.
+TEST_CASE("shape inference: optimized models are fully shaped, fused ops included") {
+  const auto files = model_files();
+  REQUIRE(files.size() >= 6);
+  std::map<std::string, int> fused_seen;
+  for (const auto& path : files) {
+    const std::string name = path.parent_path().filename().string();
+    INFO(name);
+    auto g = load_model(path.string());
+    std::map<const Value*, Shape> declared;
+    for (const Value* v : g->outputs)
+      if (v->shape) declared[v] = *v->shape;
+    FusionReport report;
+    PassManager pm(PassManagerOptions{});
+    pm.run(*g, report);
+    ShapeInferenceOptions o;
+    o.reset = true;
+    ShapeInferenceResult si;
+    REQUIRE_NOTHROW(si = infer_shapes(*g, o));
+    CHECK(si.unknown_ops.empty());
+    for (const auto& n : g->nodes()) {
+      if (n->domain == "fuseopt") ++fused_seen[n->op_type];
+      for (const Value* v : n->outputs) {
+        INFO(n->label() << " output " << (v ? v->name : ""));
+        if (v) CHECK(v->shape.has_value());
+      }
+    }
+    for (const Value* out : g->outputs) {
+      INFO("output " << out->name);
+      REQUIRE(out->shape.has_value());
+      if (declared.count(out)) CHECK(known_dims_agree(*out->shape, declared[out]));
+    }
+  }
+  for (const auto& [op, n] : fused_seen) std::cout << "[shape inference] fused " << op << ": " << n << " nodes shaped\n";
 }
