@@ -14,7 +14,7 @@ namespace fuseopt {
 namespace cuda {
 namespace {
 
-enum class Red { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2 };
+enum class Red { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSumExp };
 
 template <class T> using acc_t = std::conditional_t<std::is_integral_v<compute_t<T>>, int64_t, float>;
 
@@ -135,6 +135,33 @@ __global__ void reduce_generic(const T* __restrict__ x, T* __restrict__ y, int64
   }
 }
 
+// log(sum(exp(x - max))) + max per output, one thread per output.
+template <class T>
+__global__ void reduce_lse_generic(const T* __restrict__ x, T* __restrict__ y, int64_t nout, int64_t R, ReduceGeom g) {
+  CUDA_GRID_STRIDE(o, nout) {
+    int64_t base = 0, rem = o;
+    for (int d = g.krank - 1; d >= 0; --d) {
+      const int64_t q = rem / g.kshape[d];
+      base += (rem - q * g.kshape[d]) * g.kstride[d];
+      rem = q;
+    }
+    auto at = [&](int64_t r) {
+      int64_t off = base;
+      for (int d = g.rrank - 1; d >= 0; --d) {
+        const int64_t q = r / g.rshape[d];
+        off += (r - q * g.rshape[d]) * g.rstride[d];
+        r = q;
+      }
+      return float(load_c(x[off]));
+    };
+    float m = -INFINITY;
+    for (int64_t r = 0; r < R; ++r) m = fmaxf(m, at(r));
+    float s = 0.f;
+    for (int64_t r = 0; r < R; ++r) s += expf(at(r) - m);
+    y[o] = store_c<T>(static_cast<compute_t<T>>(logf(s) + m));
+  }
+}
+
 template <class T> __global__ void copy_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   CUDA_GRID_STRIDE(i, n) { y[i] = x[i]; }
 }
@@ -204,7 +231,15 @@ template <Red OP> void run_reduce(KernelContext& ctx) {
   const int64_t R = shape_numel(rs);
   auto launch = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (inner_reduced_only && rs.size() <= 1) {
+    if constexpr (OP == Red::LogSumExp) {
+      FUSE_CHECK(ks.size() <= kMaxDims && rs.size() <= kMaxDims, node.label() << ": too many dims for the CUDA reduction");
+      ReduceGeom g{};
+      g.krank = static_cast<int>(ks.size());
+      g.rrank = static_cast<int>(rs.size());
+      for (size_t i = 0; i < ks.size(); ++i) g.kshape[i] = ks[i], g.kstride[i] = kst[i];
+      for (size_t i = 0; i < rs.size(); ++i) g.rshape[i] = rs[i], g.rstride[i] = rst[i];
+      reduce_lse_generic<T><<<grid_for(nout), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), nout, R, g);
+    } else if (inner_reduced_only && rs.size() <= 1) {
       const int64_t rows = nout;
       if (R >= 2048) {
         reduce_rows_block<T, OP><<<static_cast<unsigned>(std::min<int64_t>(rows, 65535)), 512, 0, stream_of(ctx)>>>(
@@ -241,6 +276,7 @@ FUSEOPT_KERNEL(CudaReduceMin, "", "ReduceMin", Backend::CUDA, NUMS) { run_reduce
 FUSEOPT_KERNEL(CudaReduceProd, "", "ReduceProd", Backend::CUDA, NUMS) { run_reduce<Red::Prod>(ctx); }
 FUSEOPT_KERNEL(CudaReduceSumSquare, "", "ReduceSumSquare", Backend::CUDA, FLOATS) { run_reduce<Red::SumSquare>(ctx); }
 FUSEOPT_KERNEL(CudaReduceL1, "", "ReduceL1", Backend::CUDA, FLOATS) { run_reduce<Red::L1>(ctx); }
+FUSEOPT_KERNEL(CudaReduceLogSumExp, "", "ReduceLogSumExp", Backend::CUDA, FLOATS) { run_reduce<Red::LogSumExp>(ctx); }
 FUSEOPT_KERNEL(CudaReduceL2, "", "ReduceL2", Backend::CUDA, FLOATS) { run_reduce<Red::L2>(ctx); }
 
 // ---- Softmax / LogSoftmax ------------------------------------------------------

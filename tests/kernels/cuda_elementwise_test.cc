@@ -122,9 +122,22 @@ TEST_CASE("cuda IsNaN and IsInf", "[cuda][elementwise]") {
   Case a("IsNaN", 1);
   a.in(0, x);
   a.check();
-  Case b("IsInf", 1);
-  b.in(0, x);
-  b.check();
+  // The CPU backend has no IsInf: hand reference, each detect_* setting.
+  for (int neg = 0; neg < 2; ++neg)
+    for (int pos = 0; pos < 2; ++pos)
+      for (DType dt : kFloatRuns) {
+        Case b("IsInf", 1);
+        b.attr(Attribute::make_int("detect_negative", neg)).attr(Attribute::make_int("detect_positive", pos)).in(0, x);
+        const Tensor got = b.run_cuda(dt)[0];
+        REQUIRE(got.dtype == DType::Bool);
+        REQUIRE(got.numel() == x.numel());
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const float v = x.data<float>()[i];
+          const bool want = (v == INFINITY && pos) || (v == -INFINITY && neg);
+          INFO("element " << i << " neg " << neg << " pos " << pos);
+          CHECK(got.bytes[i] == (want ? 1 : 0));
+        }
+      }
 }
 
 TEST_CASE("cuda variadic Max Min Sum Mean", "[cuda][elementwise]") {
