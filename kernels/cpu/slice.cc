@@ -3,6 +3,7 @@
 // end, out-of-range values clamp, negative steps walk backwards (ONNX spec
 // clamping rules). The result is a strided view copied densely.
 #include <algorithm>
+#include <limits>
 
 #include "kernels/cpu/dm_util.h"
 
@@ -50,6 +51,11 @@ FUSEOPT_KERNEL(CpuSlice, "", "Slice", Backend::CPU, {}) {
     const int64_t st = steps[i];
     DM_CHECK(ctx, st != 0, "step is 0 on axis " << axes[i]);
     int64_t s = starts[i], e = ends[i];
+    // An end of INT_MAX means "to the end in the direction of the step"
+    // (numpy's None), as ONNX Runtime reads it: with a negative step it runs
+    // down to index 0 instead of clamping to dim-1.
+    const bool end_is_none = e == std::numeric_limits<int64_t>::max() ||
+                             e == std::numeric_limits<int32_t>::max();
     if (s < 0) s += dim;
     if (e < 0) e += dim;
     int64_t count = 0;
@@ -59,7 +65,7 @@ FUSEOPT_KERNEL(CpuSlice, "", "Slice", Backend::CPU, {}) {
       if (e > s) count = (e - s + st - 1) / st;
     } else if (dim > 0) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
+      e = end_is_none ? -1 : std::clamp<int64_t>(e, -1, dim - 1);
       if (s > e) count = (s - e - st - 1) / -st;
     }
     begin[ax] = count > 0 ? s : 0;

@@ -62,6 +62,19 @@ TEST_CASE("Slice reversing a middle axis of a 3-d tensor", "[cpu][slice]") {
               {2, 3, 4});
 }
 
+TEST_CASE("Slice: an INT64_MAX end with a negative step runs to index 0 (ONNX Runtime)", "[cpu][slice]") {
+  // x = [0..4]; start -7 -> clamps to 0; end "None" -> past index 0: one element.
+  OpTest t("Slice");
+  t.input("x", iota({5})).input("starts", ints({-7}, {1})).input("ends", ints({kMax}, {1}))
+      .input("axes", ints({0}, {1})).input("steps", ints({-2}, {1}));
+  expect_near(t.run()[0], {0}, {1});
+  // start 4, end "None", step -2 -> 4, 2, 0 (numpy x[4::-2]).
+  OpTest u("Slice");
+  u.input("x", iota({5})).input("starts", ints({4}, {1})).input("ends", ints({kMax}, {1}))
+      .input("axes", ints({0}, {1})).input("steps", ints({-2}, {1}));
+  expect_near(u.run()[0], {4, 2, 0}, {3});
+}
+
 TEST_CASE("Slice giving an empty result; zero step is an error", "[cpu][slice]") {
   OpTest e("Slice");
   e.input("z", iota({4, 5})).input("starts", ints({3}, {1})).input("ends", ints({1}, {1}));

@@ -104,7 +104,55 @@ def cases(np, helper, TP):
     add("eyelike", 9, "EyeLike", [("x", f32(3, 5))], [], {"k": 2})
     add("depth_to_space", 13, "DepthToSpace", [("x", f32(2, 8, 2, 3))], [], {"blocksize": 2, "mode": "CRD"})
     add("space_to_depth", 13, "SpaceToDepth", [("x", f32(1, 3, 4, 6))], [], {"blocksize": 2})
+    random_cases(np, rng, add, f32, i64)
     return c
+
+
+def random_cases(np, rng, add, f32, i64):
+    """Seeded random shapes for the ops with the most index arithmetic."""
+    big, small = 2**63 - 1, -2**63
+
+    def dims(lo, hi, rank):
+        return [int(d) for d in rng.integers(lo, hi + 1, size=rank)]
+
+    for k in range(30):  # Slice: any rank, empty dims, clamping, negative steps
+        shape = dims(0, 6, int(rng.integers(1, 5)))
+        r = len(shape)
+        n = int(rng.integers(1, r + 1))
+        axes = [int(a) for a in rng.permutation(r)[:n]]
+        axes = [a - r if rng.random() < 0.4 else a for a in axes]
+        steps = [int(rng.choice([-3, -2, -1, 1, 1, 2, 3])) for _ in range(n)]
+        starts = [int(rng.choice([rng.integers(-8, 9), small, big])) if rng.random() < 0.2
+                  else int(rng.integers(-8, 9)) for _ in range(n)]
+        ends = [int(rng.choice([small, big])) if rng.random() < 0.3 else int(rng.integers(-8, 9)) for _ in range(n)]
+        add(f"rand_slice_{k}", 13, "Slice", [("x", f32(*shape))],
+            [("s", i64(starts)), ("e", i64(ends)), ("a", i64(axes)), ("t", i64(steps))])
+    for k in range(15):  # Transpose: random permutations up to rank 5
+        shape = dims(1, 4, int(rng.integers(1, 6)))
+        add(f"rand_transpose_{k}", 13, "Transpose", [("x", f32(*shape))], [],
+            {"perm": [int(p) for p in rng.permutation(len(shape))]})
+    for k in range(15):  # Pad: constant/edge with crops, reflect within ONNX Runtime's limits
+        mode = ["constant", "edge", "reflect"][k % 3]
+        shape = dims(2, 5, int(rng.integers(1, 4)))
+        if mode == "reflect":
+            pads = [int(rng.integers(0, d)) for d in shape] + [int(rng.integers(0, d)) for d in shape]
+        else:
+            pads = [int(rng.integers(-1, 4)) for _ in range(2 * len(shape))]
+        add(f"rand_pad_{mode}_{k}", 13, "Pad", [("x", f32(*shape))], [("p", i64(pads))], {"mode": mode})
+    for k in range(15):  # Gather: any axis, index tensors of rank 0..2 with negatives
+        shape = dims(1, 5, int(rng.integers(1, 4)))
+        axis = int(rng.integers(-len(shape), len(shape)))
+        d = shape[axis]
+        idx = rng.integers(-d, d, size=dims(1, 3, int(rng.integers(0, 3))))
+        add(f"rand_gather_{k}", 13, "Gather", [("x", f32(*shape))], [("i", i64(idx))], {"axis": axis})
+    for k in range(15):  # Where and Expand: random numpy-broadcastable shapes
+        out = dims(1, 4, int(rng.integers(1, 5)))
+
+        def part():
+            r = int(rng.integers(0, len(out) + 1))
+            return [1 if rng.random() < 0.4 else d for d in out[len(out) - r:]]
+        add(f"rand_where_{k}", 16, "Where", [("c", rng.random(part()) > 0.5), ("x", f32(*part())), ("y", f32(*part()))])
+        add(f"rand_expand_{k}", 13, "Expand", [("x", f32(*part()))], [("s", i64(part() if k % 2 else out))])
 
 
 def build(onnx, helper, numpy_helper, case):
