@@ -95,3 +95,15 @@ TEST_CASE("RMSNorm rule 2: gamma is not a constant", "[passes][RMSNorm][legality
   CHECK(matched(r, "RMSNorm") == 0);
   CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 2"));
 }
+
+TEST_CASE("RMSNorm rule 1: the mean square is read elsewhere", "[passes][RMSNorm][legality]") {
+  GraphBuilder b(17);
+  build_rms(b, {});
+  // Also expose ReduceMean's output.
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "ReduceMean") b.output(n->output(0));
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK(count_op(b.graph(), "ReduceMean") == 1);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 1") && Contains("graph output"));
+}

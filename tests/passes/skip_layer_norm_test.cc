@@ -146,3 +146,15 @@ TEST_CASE("SkipLayerNorm rule 6: LayerNormalization from axis 1", "[passes][Skip
   CHECK(matched(r, "SkipLayerNorm") == 0);
   CHECK_THAT(reasons(r, "SkipLayerNorm"), Contains("rule 6"));
 }
+
+TEST_CASE("SkipLayerNorm rule 3: a bias that would broadcast the sum to more dims", "[passes][SkipLayerNorm][legality]") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {3, 8});
+  Value* skip = b.input("skip", DType::Float, {3, 8});
+  Value* xb = b.op("Add", {x, b.constant("bias4d", rand_tensor({1, 1, 1, 8}, 21))});
+  b.output(b.op("LayerNormalization", {b.op("Add", {xb, skip}), b.constant("gamma", rand_tensor({8}, 22))},
+                {Attribute::make_float("epsilon", 1e-5f)}));
+  FusionReport r = run_one_pass(b.graph(), "SkipLayerNorm");
+  CHECK(matched(r, "SkipLayerNorm") == 0);
+  CHECK_THAT(reasons(r, "SkipLayerNorm"), Contains("rule 3") && Contains("bias4d"));
+}
