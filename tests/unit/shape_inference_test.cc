@@ -719,6 +719,25 @@ TEST_CASE("shape inference: malformed nodes give an Error or nothing, never a cr
   CHECK(errors > 0);  // the bad attributes above are caught, not ignored
 }
 
+TEST_CASE("shape inference: ONNX Runtime contrib ops of already-optimized models") {
+  GraphBuilder b(17);
+  const std::string ms = "com.microsoft";
+  Value* x = in(b, "x", "batch,seq,128");
+  Value* gelu = b.op("BiasGelu", {x, in(b, "bias", "128")}, {}, "", ms);
+  Value* fmm = b.op("FusedMatMul", {x, in(b, "w", "512,128")}, {I("transB", 1)}, "", ms);
+  Node* sln = b.node("SkipLayerNormalization", {x, x, in(b, "g", "128")}, 4, {}, ms);
+  Node* simp = b.node("SimplifiedLayerNormalization", {x, in(b, "g2", "128")}, 2, {I("axis", -1)});
+  Value* att = b.op("Attention", {x, in(b, "qkvw", "128,384"), in(b, "qkvb", "384")}, {I("num_heads", 4)}, "", ms);
+  infer_shapes(b.graph());
+  CHECK(sh(gelu) == "[batch,seq,128]");
+  CHECK(sh(fmm) == "[batch,seq,512]");
+  CHECK(sh(sln->outputs[0]) == "[batch,seq,128]");
+  CHECK(sh(sln->outputs[1]) == "[batch,seq,1]");
+  CHECK(sh(sln->outputs[3]) == "[batch,seq,128]");
+  CHECK(sh(simp->outputs[1]) == "[batch,seq,1]");
+  CHECK(sh(att) == "[batch,seq,128]");
+}
+
 // --- real exported models --------------------------------------------------------------------------------
 namespace {
 
