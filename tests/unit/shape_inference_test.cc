@@ -81,6 +81,25 @@ TEST_CASE("shape inference: symbolic expressions are canonical") {
   CHECK(dims_equal(Dim::sym("seq*batch"), Dim::sym("batch*seq")));
 }
 
+TEST_CASE("shape inference: every op of the supported set has a shape function") {
+  const char* ops[] = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Erf", "Tanh", "Exp", "Log", "Neg", "Abs", "Floor",
+      "Mod", "Sin", "Cos", "Relu", "Sigmoid", "Softmax", "LogSoftmax", "MatMul", "Gemm", "Conv",
+      "BatchNormalization", "GlobalAveragePool", "MaxPool", "AveragePool", "LayerNormalization", "ReduceMean",
+      "ReduceSum", "ReduceMax", "Gather", "GatherElements", "GatherND", "ScatterND", "Reshape", "Transpose", "Tile",
+      "Pad", "Unsqueeze", "Squeeze", "Flatten", "Concat", "Split", "Slice", "Expand", "Where", "Cast", "Equal",
+      "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Not", "IsNaN", "Range", "Shape", "Size",
+      "ConstantOfShape", "Constant", "Identity", "Dropout", "Trilu", "CumSum", "Einsum", "Clip", "Max", "Min"};
+  for (const char* op : ops) {
+    INFO(op);
+    CHECK(find_shape_fn("", op) != nullptr);
+  }
+  for (const char* op : {"AddRelu", "FusedMatMul", "LayerNorm", "RMSNorm", "SkipLayerNorm", "LayerNormLinear", "Attention"}) {
+    INFO(op);
+    CHECK(find_shape_fn("fuseopt", op) != nullptr);
+  }
+}
+
 // --- broadcasting ---------------------------------------------------------------------------------
 TEST_CASE("shape inference: numpy broadcasting with symbols") {
   GraphBuilder b;
