@@ -37,12 +37,20 @@ Pattern erf_gelu(const Pattern& y) {
   return half_times(y, p, "gelu");
 }
 
-// 0.5 * y * (1 + tanh(sqrt(2/pi) * (y + 0.044715 * y^3)))  (Pow or Mul spellings)
+// 0.5 * y * (1 + tanh(sqrt(2/pi) * (y + 0.044715 * y^3)))  (Pow or Mul spellings,
+// and FastGELU's factored form)
 Pattern tanh_gelu(const Pattern& y) {
   Pattern cube = AnyOf({Op("Pow", y, Const().equals(3.0)).as("t_cube"),
                         Op("Mul", Op("Mul", y, y).as("t_sq"), y).commutative().as("t_cube")});
   Pattern inner = Op("Add", y, times(cube, Const().equals(0.044715, 1e-6)).as("t_c")).commutative().as("t_in");
-  Pattern t = Op("Tanh", times(inner, Const().equals(0.7978845608, 1e-5)).as("t_k")).as("t_tanh");
+  // HF FastGELU spells the argument y * 0.7978845608 * (1 + 0.044715 * y * y).
+  Pattern fast_inner = Op("Add", times(times(y, Const().equals(0.044715, 1e-6)).as("t_c"), y).as("t_cube"),
+                          Const().equals(1.0))
+                           .commutative()
+                           .as("t_in");
+  Pattern arg = AnyOf({times(inner, Const().equals(0.7978845608, 1e-5)).as("t_k"),
+                       times(times(y, Const().equals(0.7978845608, 1e-5)).as("t_ky"), fast_inner).as("t_k")});
+  Pattern t = Op("Tanh", arg).as("t_tanh");
   Pattern p = Op("Add", t, Const().equals(1.0)).commutative().as("t_p");
   return half_times(y, p, "gelu_tanh");
 }

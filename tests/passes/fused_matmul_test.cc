@@ -14,7 +14,7 @@ constexpr int64_t M = 5, K = 6, N = 4;
 Value* scalar(GraphBuilder& b, const std::string& name, float v) { return b.scalar(name, v); }
 
 // Each GELU spelling the exporters produce.
-enum class Gelu { DivMulLast, MulHalfFirst, HalfOnSum, TanhPow, TanhMul };
+enum class Gelu { DivMulLast, MulHalfFirst, HalfOnSum, TanhPow, TanhMul, TanhFast };
 
 Value* gelu(GraphBuilder& b, Value* x, Gelu g) {
   auto one_plus = [&](Value* v) { return b.op("Add", {v, scalar(b, "one", 1.0f)}); };
@@ -28,6 +28,11 @@ Value* gelu(GraphBuilder& b, Value* x, Gelu g) {
     case Gelu::HalfOnSum:  // dynamo: x * (0.5 * (1 + erf(x / 1.4142135)))
       return b.op("Mul", {x, b.op("Mul", {scalar(b, "half", 0.5f),
                                           one_plus(b.op("Erf", {b.op("Div", {x, scalar(b, "sqrt2", 1.4142135f)})}))})});
+    case Gelu::TanhFast: {  // HF FastGELU: 0.5 * x * (1 + tanh(x * 0.7978845608 * (1 + 0.044715 * x * x)))
+      Value* cxx = b.op("Mul", {b.op("Mul", {scalar(b, "c", 0.044715f), x}), x});
+      Value* arg = b.op("Mul", {b.op("Mul", {x, scalar(b, "k", 0.7978845608f)}), b.op("Add", {scalar(b, "one_", 1.0f), cxx})});
+      return b.op("Mul", {b.op("Mul", {scalar(b, "half", 0.5f), x}), one_plus(b.op("Tanh", {arg}))});
+    }
     case Gelu::TanhPow:
     case Gelu::TanhMul: {  // GPT-2: (x * 0.5) * (1 + tanh(0.7978846 * (x + 0.044715 * x^3)))
       Value* cube = g == Gelu::TanhPow ? b.op("Pow", {x, scalar(b, "three", 3.0f)}) : b.op("Mul", {b.op("Mul", {x, x}), x});
@@ -87,7 +92,7 @@ TEST_CASE("FusedMatMul: bias + Relu, and Relu without bias", "[passes][FusedMatM
 }
 
 TEST_CASE("FusedMatMul: every GELU spelling folds into the activation", "[passes][FusedMatMul]") {
-  for (Gelu g : {Gelu::DivMulLast, Gelu::MulHalfFirst, Gelu::HalfOnSum, Gelu::TanhPow, Gelu::TanhMul}) {
+  for (Gelu g : {Gelu::DivMulLast, Gelu::MulHalfFirst, Gelu::HalfOnSum, Gelu::TanhPow, Gelu::TanhMul, Gelu::TanhFast}) {
     INFO("spelling " << static_cast<int>(g));
     GraphBuilder b(17);
     b.output(gelu(b, linear(b, b.input("a", DType::Float, {2, M, K})), g));
@@ -95,7 +100,7 @@ TEST_CASE("FusedMatMul: every GELU spelling folds into the activation", "[passes
     FusionReport r = run_one_pass(b.graph(), "FusedMatMul");
     CHECK(matched(r, "FusedMatMul") == 1);
     CHECK(b.graph().num_nodes() == 1);
-    const bool tanh = g == Gelu::TanhPow || g == Gelu::TanhMul;
+    const bool tanh = g == Gelu::TanhPow || g == Gelu::TanhMul || g == Gelu::TanhFast;
     CHECK(only_fused(b.graph())->attr_string("activation", "") == (tanh ? "gelu_tanh" : "gelu"));
     require_same_outputs(*before, b.graph(), feeds());
   }
