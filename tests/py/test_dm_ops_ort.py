@@ -153,6 +153,45 @@ def random_cases(np, rng, add, f32, i64):
             return [1 if rng.random() < 0.4 else d for d in out[len(out) - r:]]
         add(f"rand_where_{k}", 16, "Where", [("c", rng.random(part()) > 0.5), ("x", f32(*part())), ("y", f32(*part()))])
         add(f"rand_expand_{k}", 13, "Expand", [("x", f32(*part()))], [("s", i64(part() if k % 2 else out))])
+        a, b = part(), part()
+        op = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"][k % 5]
+        add(f"rand_{op.lower()}_{k}", 16, op, [("a", np.round(f32(*a))), ("b", np.round(f32(*b)))])
+    for k in range(10):  # GatherElements / GatherND / ScatterND / ScatterElements
+        shape = dims(1, 4, int(rng.integers(1, 4)))
+        axis = int(rng.integers(-len(shape), len(shape)))
+        ishape = [int(rng.integers(1, d + 1)) for d in shape]
+        ishape[axis] = int(rng.integers(1, 5))
+        idx = rng.integers(-shape[axis], shape[axis], size=ishape)
+        add(f"rand_gather_elements_{k}", 13, "GatherElements", [("x", f32(*shape))], [("i", i64(idx))], {"axis": axis})
+        depth = int(rng.integers(1, len(shape) + 1))
+        tuples = np.stack([rng.integers(-d, d, size=(3,)) for d in shape[:depth]], axis=-1)
+        add(f"rand_gather_nd_{k}", 13, "GatherND", [("x", f32(*shape))], [("i", i64(tuples))])
+        uniq = np.array(sorted({tuple(t) for t in (tuples % np.array(shape[:depth])).tolist()}), dtype=np.int64)
+        add(f"rand_scatter_nd_{k}", 13, "ScatterND", [("x", f32(*shape))],
+            [("i", uniq), ("u", f32(len(uniq), *shape[depth:]))])
+    for k in range(10):  # Split / Concat / Tile / Squeeze / Unsqueeze / Trilu
+        shape = dims(1, 5, int(rng.integers(1, 4)))
+        axis = int(rng.integers(-len(shape), len(shape)))
+        d = shape[axis]
+        cut = int(rng.integers(0, d + 1))
+        add(f"rand_split_{k}", 13, "Split", [("x", f32(*shape))], [("s", i64([cut, d - cut]))], {"axis": axis}, 2)
+        other = list(shape)
+        other[axis] = int(rng.integers(0, 4))
+        add(f"rand_concat_{k}", 13, "Concat", [("a", f32(*shape)), ("b", f32(*other))], [], {"axis": axis})
+        add(f"rand_tile_{k}", 13, "Tile", [("x", f32(*shape))], [("r", i64(dims(0, 3, len(shape))))])
+        with_ones = list(shape)
+        with_ones.insert(int(rng.integers(0, len(shape) + 1)), 1)
+        add(f"rand_squeeze_{k}", 13, "Squeeze", [("x", f32(*with_ones))])
+        out_rank = len(shape) + 2
+        uaxes = [int(a) - (out_rank if rng.random() < 0.5 else 0) for a in rng.permutation(out_rank)[:2]]
+        add(f"rand_unsqueeze_{k}", 13, "Unsqueeze", [("x", f32(*shape))], [("a", i64(uaxes))])
+        add(f"rand_trilu_{k}", 14, "Trilu", [("x", f32(*dims(1, 3, 1), *dims(1, 6, 2)))],
+            [("k", i64(int(rng.integers(-4, 5))))], {"upper": k % 2})
+    for k in range(8):  # Range with float steps (length and rounding as ONNX Runtime computes them)
+        start, delta = float(rng.uniform(-5, 5)), float(rng.choice([-1, 1]) * rng.uniform(0.1, 2))
+        limit = start + delta * float(rng.uniform(0, 12))
+        add(f"rand_range_{k}", 13, "Range", [],
+            [("s", np.float32(start)), ("l", np.float32(limit)), ("d", np.float32(delta))])
 
 
 def build(onnx, helper, numpy_helper, case):
@@ -177,8 +216,8 @@ def build(onnx, helper, numpy_helper, case):
     # intermediate values until they are declared).
     inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
     for o in outs:
-        vi = model.graph.output.add()
-        vi.CopyFrom(inferred[o])
+        assert o in inferred, f"{name}: ONNX shape inference rejects the case"
+        model.graph.output.add().CopyFrom(inferred[o])
     return model
 
 
