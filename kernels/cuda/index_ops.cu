@@ -55,6 +55,10 @@ class HostFallbackContext final : public KernelContext {
 
   // Uploads every output the CPU kernel wrote.
   void upload() {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    check_cuda(dev_, cudaStreamIsCapturing(stream_of(dev_), &cap), "capture status");
+    DM_CHECK(dev_, cap == cudaStreamCaptureStatusNone,
+             "its output shape depends on data, so it cannot run inside a CUDA graph (run with --no-cuda-graphs)");
     for (size_t i = 0; i < outs_.size(); ++i) {
       if (outs_[i].dtype == DType::Undefined) continue;
       RtTensor* d = dev_.output(i, outs_[i].dtype, outs_[i].dims);

@@ -1,12 +1,15 @@
 // LayerNormalization (statistics in fp32, two passes: mean, then centred
 // variance, as the CPU reference), BatchNormalization (inference), pooling
 // (Max/Average 1-D and 2-D, Global*), and Conv (1-D/2-D, groups, pads,
-// strides, dilations, auto_pad) as a direct kernel with fp32 accumulation:
-// one thread per output element. cuDNN is not used: it is not on the GPU
-// machine's library path and too large to carry.
+// strides, dilations, auto_pad) as im2col + one batched cuBLASLt GEMM per
+// group (fp32 accumulation; the bias is written first and the GEMM adds to
+// it), or, for thin groups (depthwise), a direct kernel with one thread per
+// output element. cuDNN is not used: it is not on the GPU machine's library
+// path and too large to carry.
 #include <cmath>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/gemm_cublaslt.h"
 
 namespace fuseopt {
 namespace cuda {
@@ -227,6 +230,74 @@ __global__ void conv2d_direct(const T* __restrict__ x, const W* __restrict__ w, 
   }
 }
 
+// col[n][r][p] for images [n0, n0 + nb) of group g: r = (c, kh, kw), p = (oh, ow);
+// zeros where the window reads padding.
+template <class T>
+__global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ col, int64_t total, int64_t n0, int64_t C,
+                              int64_t c0, int64_t KK, int64_t P, Axis ah, Axis aw) {
+  CUDA_GRID_STRIDE(i, total) {
+    const int64_t p = i % P, r = (i / P) % KK, nb = i / (P * KK);
+    const int64_t kw = r % aw.k, kh = (r / aw.k) % ah.k, c = r / (aw.k * ah.k);
+    const int64_t ow = p % aw.out, oh = p / aw.out;
+    const int64_t ih = oh * ah.stride - ah.pad_begin + kh * ah.dil, iw = ow * aw.stride - aw.pad_begin + kw * aw.dil;
+    const bool inside = ih >= 0 && ih < ah.in && iw >= 0 && iw < aw.in;
+    col[i] = inside ? x[((n0 + nb) * C + c0 + c) * ah.in * aw.in + ih * aw.in + iw] : T(0.f);
+  }
+}
+
+// y[n][oc][p] = bias[oc] (the GEMM then accumulates into it).
+template <class T>
+__global__ void channel_fill_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t total, int64_t OC, int64_t P) {
+  CUDA_GRID_STRIDE(i, total) { y[i] = bias[(i / P) % OC]; }
+}
+
+template <class T>
+void conv_gemm(KernelContext& ctx, const RtTensor& x, const RtTensor& w, const RtTensor* bias, RtTensor* y, int64_t N,
+               int64_t C, int64_t OC, int64_t group, const Axis& ah, const Axis& aw) {
+  const int64_t Cg = C / group, OCg = OC / group, KK = Cg * ah.k * aw.k, P = ah.out * aw.out, HW = ah.in * aw.in;
+  cudaStream_t stream = stream_of(ctx);
+  if (bias) {
+    channel_fill_kernel<T><<<grid_for(y->numel()), kThreads, 0, stream>>>(y->ptr<T>(), bias->ptr<T>(), y->numel(), OC, P);
+    check_launch(ctx);
+  }
+  const bool direct = ah.k == 1 && aw.k == 1 && ah.stride == 1 && aw.stride == 1 && ah.pad_begin == 0 &&
+                      aw.pad_begin == 0 && ah.pad_end == 0 && aw.pad_end == 0;  // 1x1: X is already the column matrix
+  // Images per im2col chunk: keep the column buffer under 256 MiB.
+  const int64_t per_image = KK * P * static_cast<int64_t>(sizeof(T));
+  const int64_t chunk = direct ? N : std::max<int64_t>(1, std::min<int64_t>(N, (int64_t{256} << 20) / std::max<int64_t>(per_image, 1)));
+  T* col = direct ? nullptr : static_cast<T*>(ctx.scratch(static_cast<size_t>(chunk * per_image)));
+  cuda_fused::ScratchFn scratch = [&ctx](size_t bytes) { return ctx.scratch(bytes); };
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nb = std::min(chunk, N - n0);
+    for (int64_t g = 0; g < group; ++g) {
+      const T* B;
+      int64_t stride_b;
+      if (direct) {
+        B = x.ptr<T>() + (n0 * C + g * Cg) * HW;
+        stride_b = C * HW;
+      } else {
+        const int64_t total = nb * KK * P;
+        im2col_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(x.ptr<T>(), col, total, n0, C, g * Cg, KK, P, ah, aw);
+        check_launch(ctx);
+        B = col;
+        stride_b = KK * P;
+      }
+      cuda_fused::GemmDesc d;
+      d.dtype = x.dtype;
+      d.tf32 = ctx.precision() == Precision::TF32;
+      d.M = OCg;
+      d.N = P;
+      d.K = KK;
+      d.batch = nb;
+      d.stride_a = 0;  // the group's filters serve every image
+      d.stride_b = stride_b;
+      d.stride_d = OC * P;
+      d.beta = bias ? 1.f : 0.f;
+      cuda_fused::gemm(d, w.ptr<T>() + g * OCg * KK, B, y->ptr<T>() + (n0 * OC + g * OCg) * P, stream, scratch);
+    }
+  }
+}
+
 FUSEOPT_KERNEL(CudaConv, "", "Conv", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor& w = req_input(ctx, 1);
@@ -247,6 +318,14 @@ FUSEOPT_KERNEL(CudaConv, "", "Conv", Backend::CUDA, {DType::Float, DType::Float1
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
   const int64_t total = y->numel();
   if (!total) return;
+  const int64_t OCg = OC / group, KK = Cg * axes[0].k * axes[1].k;
+  if (x.dtype == w.dtype && OCg >= 8 && KK >= 8) {
+    dispatch_float(ctx, x.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      conv_gemm<T>(ctx, x, w, bias, y, N, C, OC, group, axes[0], axes[1]);
+    });
+    return;
+  }
   dispatch_float(ctx, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_float(ctx, w.dtype, [&](auto wtag) {

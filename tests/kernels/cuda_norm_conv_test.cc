@@ -77,7 +77,10 @@ TEST_CASE("cuda Conv", "[cuda][conv]") {
       {{2, 3, 32, 32}, {16, 3, 8, 8}, 1, {8, 8}, {0, 0, 0, 0}, {1, 1}, true},   // ViT patch embedding
       {{1, 6, 13, 11}, {6, 2, 3, 3}, 3, {2, 1}, {0, 1, 2, 1}, {2, 1}, false},  // groups, dilation, odd sizes
       {{1, 4, 9, 9}, {4, 1, 3, 3}, 4, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},      // depthwise
-      {{2, 5, 19}, {7, 5, 3}, 1, {2}, {1, 1}, {1}, true},                        // 1-D
+      {{2, 5, 19}, {7, 5, 3}, 1, {2}, {1, 1}, {1}, true},                        // 1-D, direct kernel
+      {{2, 5, 19}, {16, 5, 3}, 1, {1}, {2, 0}, {2}, false},                      // 1-D through the GEMM
+      {{3, 24, 7, 9}, {32, 24, 1, 1}, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true},    // 1x1: X is the column matrix
+      {{2, 16, 10, 10}, {32, 8, 3, 3}, 2, {2, 2}, {1, 0, 1, 0}, {1, 1}, true},   // 2 groups through the GEMM
   };
   for (const C& cc : cases)
     for (DType dt : kFloatRuns) {
