@@ -24,6 +24,13 @@
 //   ConstantOfShape/Slice/... read their shape operands through it.
 //   A negative constant element (the -1 of a Reshape target) appears as
 //   Dim::sym("-1"); use symbolic_ints() / SymExpr::from_dim() to read numbers.
+// - Assumptions on symbols: a symbol is a dimension, so it is >= 0 (Equal(seq,
+//   -1) is false); a Slice bound computed from a symbol is taken to be in range
+//   (x[:, :seq] has seq columns), as exporters mean it.
+// - Ops covered: the default-domain ops of BERT-family/GPT-2/ViT/T5/Whisper/
+//   Llama/ResNet exports at opsets 11-23 (both spellings where an attribute
+//   became an input), the fuseopt catalogue (fused.cc) and the ONNX Runtime
+//   contrib ops of ORT-optimized models (contrib.cc).
 #pragma once
 #include <functional>
 #include <optional>
@@ -63,6 +70,7 @@ struct ShapeInferenceResult {
 
   // Contents as Dims (anonymous Dim for an unknown element, Dim::sym("-1") for
   // negative constants); nullopt when the value is not tracked at all.
+  // Initializers (const_data) with at most 64 elements count as tracked.
   std::optional<std::vector<Dim>> symbolic_value(const Value* v) const;
   // Contents when every element is a known integer (negatives included).
   std::optional<std::vector<int64_t>> symbolic_ints(const Value* v) const;
@@ -72,7 +80,9 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts = 
 
 // Stand-alone query without a side table: evaluates v's symbolic contents by
 // walking back through its producers (constants, Constant nodes and the shape
-// ops listed above), using the shapes currently stored on the values.
+// ops listed above), using the shapes currently stored on the values (run
+// infer_shapes first for Shape(x) of an intermediate x). Writes nothing.
+// Same conventions as ShapeInferenceResult::symbolic_value.
 std::optional<std::vector<Dim>> symbolic_value(const Value* v);
 
 // --- writing shape functions ------------------------------------------------
