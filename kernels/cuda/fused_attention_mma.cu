@@ -1,7 +1,7 @@
 // Tensor-core flash attention for fp16/bf16 with head dim 64 or 128
 // (FlashAttention-2 scheme on mma.sync.m16n8k16, fp32 accumulation):
-//   block = 4 warps = 64 query rows (16 per warp), key tiles of 64;
-//   Q fragments stay in registers; K/V tiles double-buffered in shared
+//   block = 4 warps, MT m-tiles of 16 query rows per warp, key tiles of 64;
+//   Q stays in shared memory; K/V tiles double-buffered in shared
 //   memory through cp.async; S = Q·Kᵀ and O += P·V on tensor cores; the
 //   softmax runs online in registers (running max / sum per row), so no
 //   score ever reaches device memory. Semantics identical to the generic
@@ -15,7 +15,7 @@ namespace fuseopt::cuda_fused {
 
 namespace {
 
-constexpr int kBr = 64, kBc = 64, kWarps = 4, kThreads = kWarps * 32;
+constexpr int kBc = 64, kWarps = 4, kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <class T> struct MmaType;
@@ -76,13 +76,13 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Copies rows [row0, row0+64) of a [rows, D] slice (row stride `stride`
+// Copies rows [row0, row0+ROWS) of a [rows, D] slice (row stride `stride`
 // elements) into shared memory with padded row stride D+8.
-template <class T, int D>
+template <class T, int D, int ROWS>
 __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int row0, int rows) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kStride = D + 8;
-  for (int idx = threadIdx.x; idx < kBr * kChunks; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += kThreads) {
     const int r = idx / kChunks, c = idx % kChunks;
     const bool valid = row0 + r < rows;
     const T* src = g + (valid ? int64_t(row0 + r) * stride : 0) + c * 8;
@@ -90,20 +90,44 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
-template <class T, int D>
+// Out of line on purpose: called from fully unrolled code, inlining the
+// dtype switches would bloat the kernel past the instruction cache.
+__device__ __noinline__ bool mask_keep_call(const void* mask, DType dt, int64_t idx) {
+  return mask_keep(mask, dt, idx);
+}
+__device__ __noinline__ float bias_call(const void* bias, DType dt, float fill, float v, int64_t idx) {
+  switch (dt) {
+    case DType::Bool: return static_cast<const uint8_t*>(bias)[idx] ? v : fill;
+    case DType::Float16: return v + __half2float(static_cast<const __half*>(bias)[idx]);
+    case DType::BFloat16: return v + __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[idx]);
+    default: return v + static_cast<const float*>(bias)[idx];
+  }
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// MT = 16-row m-tiles per warp: K/V fragments read from shared memory are
+// reused MT times (FlashAttention-2 uses 2).
+template <class T, int D, int MT>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a) {
+  constexpr int kRowsBlk = kWarps * 16 * MT;
   constexpr int kStride = D + 8;  // padded: ldmatrix rows fall in distinct banks
   constexpr int kKSteps = D / 16;  // k-steps of Q·Kᵀ
   constexpr int kONb = D / 8;      // n-blocks of O
   constexpr int kSNb = kBc / 8;    // n-blocks of S
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + kBr * kStride;       // 2 stages
+  T* k_s = q_s + kRowsBlk * kStride;  // 2 stages
   T* v_s = k_s + 2 * kBc * kStride;   // 2 stages
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int q0 = blockIdx.x * kBr;
+  // Heaviest query tiles (most keys under causal) first.
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsBlk;
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (a.H / a.Hkv);
   const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * D;
@@ -113,169 +137,232 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
 
   int kv_end = a.Skv;
   if (a.causal) {
-    const int last_row = min(q0 + kBr, a.Sq) - 1;
+    const int last_row = min(q0 + kRowsBlk, a.Sq) - 1;
     kv_end = max(0, min(a.Skv, last_row + causal_off + 1));
   }
   const int n_tiles = (kv_end + kBc - 1) / kBc;
 
-  load_tile<T, D>(q_s, qb, a.q_seq_stride, q0, a.Sq);
+  load_tile<T, D, kRowsBlk>(q_s, qb, a.q_seq_stride, q0, a.Sq);
   if (n_tiles > 0) {
-    load_tile<T, D>(k_s, kb, a.k_seq_stride, 0, a.Skv);
-    load_tile<T, D>(v_s, vb, a.v_seq_stride, 0, a.Skv);
+    load_tile<T, D, kBc>(k_s, kb, a.k_seq_stride, 0, a.Skv);
+    load_tile<T, D, kBc>(v_s, vb, a.v_seq_stride, 0, a.Skv);
   }
   cp_async_commit();
 
-  float o[kONb][4];
+  float o[MT][kONb][4];
+  float m[MT][2], l[MT][2];  // rows g and g+8 of each m-tile; l = this thread's partial sums
 #pragma unroll
-  for (int nb = 0; nb < kONb; ++nb)
+  for (int mt = 0; mt < MT; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) o[nb][c] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};  // rows g and g+8 of this warp
-  float l[2] = {0.f, 0.f};              // this thread's partial row sums
-  uint32_t qf[kKSteps][4];
-
-  const int row_a = q0 + warp * 16 + g;  // absolute query rows of c0/c1 and c2/c3
-  const int row_b = row_a + 8;
-  const bool need_elem_checks = a.bias || a.mask || a.causal;
+    for (int nb = 0; nb < kONb; ++nb)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o[mt][nb][c] = 0.f;
+  }
+  const int warp_row0 = q0 + warp * 16 * MT;  // first query row of this warp
+  const bool any_elem_checks = a.bias || a.mask;
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile & 1;
     if (tile + 1 < n_tiles) {
-      load_tile<T, D>(k_s + (stage ^ 1) * kBc * kStride, kb, a.k_seq_stride, (tile + 1) * kBc, a.Skv);
-      load_tile<T, D>(v_s + (stage ^ 1) * kBc * kStride, vb, a.v_seq_stride, (tile + 1) * kBc, a.Skv);
+      load_tile<T, D, kBc>(k_s + (stage ^ 1) * kBc * kStride, kb, a.k_seq_stride, (tile + 1) * kBc, a.Skv);
+      load_tile<T, D, kBc>(v_s + (stage ^ 1) * kBc * kStride, vb, a.v_seq_stride, (tile + 1) * kBc, a.Skv);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (tile == 0) {
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
-    }
     const T* ks = k_s + stage * kBc * kStride;
     const T* vs = v_s + stage * kBc * kStride;
     const int k0 = tile * kBc;
 
-    // S = Q·Kᵀ for this warp's 16 rows × 64 keys.
-    float s[kSNb][4];
+    // S = Q·Kᵀ: MT m-tiles × 64 keys per warp; each K fragment feeds MT mmas.
+    float s[MT][kSNb][4];
 #pragma unroll
-    for (int nb = 0; nb < kSNb; ++nb) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) s[nb][c] = 0.f;
+      for (int nb = 0; nb < kSNb; ++nb)
 #pragma unroll
-      for (int kk = 0; kk < kKSteps; kk += 2) {
+        for (int c = 0; c < 4; ++c) s[mt][nb][c] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; kk += 2) {
+      uint32_t qf[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          ldmatrix_x4(qf[mt][u], q_s + (warp * 16 * MT + mt * 16 + (lane & 15)) * kStride + (kk + u) * 16 +
+                                     (lane >> 4) * 8);
+#pragma unroll
+      for (int nb = 0; nb < kSNb; ++nb) {
         uint32_t bf[4];
         ldmatrix_x4(bf, ks + (nb * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8);
-        mma16816<T>(s[nb], qf[kk], bf);
-        mma16816<T>(s[nb], qf[kk + 1], bf + 2);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(s[mt][nb], qf[mt][0], bf);
+          mma16816<T>(s[mt][nb], qf[mt][1], bf + 2);
+        }
       }
     }
 
-    // Scale, bias, masks; then the online softmax update.
-    const bool tile_partial = k0 + kBc > a.Skv;
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Per-element work only where it can matter: bias/mask present, the
+    // tile runs past S_kv, or it crosses this warp's causal diagonal. The
+    // fast path is a separate straight loop so the common case stays small
+    // in the instruction cache; the checked path keeps per-element code to
+    // a few selects (key-level facts are computed once per column).
+    const bool checks = any_elem_checks || k0 + kBc > a.Skv ||
+                        (a.causal && k0 + kBc - 1 > warp_row0 + causal_off);
+    if (!checks) {
 #pragma unroll
-    for (int nb = 0; nb < kSNb; ++nb) {
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        float v = s[nb][c] * a.scale;
-        if (need_elem_checks || tile_partial) {
-          const int i = c < 2 ? row_a : row_b;
-          const int j = k0 + nb * 8 + 2 * t + (c & 1);
-          if (j >= a.Skv || (a.causal && j > i + causal_off)) {
-            v = -INFINITY;
-          } else {
-            if (a.bias && i < a.Sq) v = apply_bias(a, v, b, h, i, j);
-            if (a.mask && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.Skv + j)) v = a.mask_filter_value;
-          }
+        for (int nb = 0; nb < kSNb; ++nb)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[mt][nb][c] *= a.scale;
+    } else {
+      // Per column: replaced by -inf (past S_kv) or by the filter (masked key).
+      bool col_rep[kSNb][2];
+      float col_val[kSNb][2];
+#pragma unroll
+      for (int nb = 0; nb < kSNb; ++nb)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          const int j = k0 + nb * 8 + 2 * t + cc;
+          const bool valid = j < a.Skv;
+          const bool masked = valid && a.mask && !mask_keep_call(a.mask, a.mask_dtype, int64_t(b) * a.Skv + j);
+          col_rep[nb][cc] = !valid || masked;
+          col_val[nb][cc] = valid ? a.mask_filter_value : -INFINITY;
         }
-        s[nb][c] = v;
-        tile_max[c >> 1] = fmaxf(tile_max[c >> 1], v);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row_a = warp_row0 + mt * 16 + g;
+#pragma unroll
+        for (int nb = 0; nb < kSNb; ++nb)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int i = row_a + (c >> 1) * 8;
+            const int j = k0 + nb * 8 + 2 * t + (c & 1);
+            float v = s[mt][nb][c] * a.scale;
+            if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v,
+                                      b * a.bias_sb + h * a.bias_sh + min(i, a.Sq - 1) * a.bias_si +
+                                          min(j, a.Skv - 1) * a.bias_sj);
+            v = col_rep[nb][c & 1] ? col_val[nb][c & 1] : v;
+            if (a.causal && j > i + causal_off) v = -INFINITY;
+            s[mt][nb][c] = v;
+          }
       }
     }
-    float corr[2], base[2];
+    float corr[MT][2], base[MT][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      // Nothing allowed yet: keep m = -inf, take no mass (avoids inf - inf).
-      base[r] = m_new == -INFINITY ? 0.f : m_new;
-      corr[r] = exp2f((m[r] - base[r]) * kLog2e);
-      m[r] = m_new;
-      l[r] *= corr[r];
-    }
+    for (int mt = 0; mt < MT; ++mt) {
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nb = 0; nb < kONb; ++nb) {
-      o[nb][0] *= corr[0];
-      o[nb][1] *= corr[0];
-      o[nb][2] *= corr[1];
-      o[nb][3] *= corr[1];
+      for (int nb = 0; nb < kSNb; ++nb)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[mt][nb][c]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(m[mt][r], tile_max[r]);
+        // Nothing allowed yet: keep m = -inf, take no mass (avoids inf - inf).
+        base[mt][r] = m_new == -INFINITY ? 0.f : m_new;
+        corr[mt][r] = ex2((m[mt][r] - base[mt][r]) * kLog2e);
+        m[mt][r] = m_new;
+        l[mt][r] *= corr[mt][r];
+      }
+#pragma unroll
+      for (int nb = 0; nb < kONb; ++nb) {
+        o[mt][nb][0] *= corr[mt][0];
+        o[mt][nb][1] *= corr[mt][0];
+        o[mt][nb][2] *= corr[mt][1];
+        o[mt][nb][3] *= corr[mt][1];
+      }
     }
-    // P (fp16/bf16 A fragments) and O += P·V.
+
+    // P (fp16/bf16 A fragments) and O += P·V; each V fragment feeds MT mmas.
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
-      uint32_t pf[4];
-      float p[2][4];
+      uint32_t pf[MT][4];
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
+      for (int mt = 0; mt < MT; ++mt) {
+        float p[2][4];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const float e = exp2f((s[2 * kk + half][c] - base[c >> 1]) * kLog2e);
-          p[half][c] = e;
-          l[c >> 1] += e;
-        }
-      pf[0] = MmaType<T>::pack(p[0][0], p[0][1]);
-      pf[1] = MmaType<T>::pack(p[0][2], p[0][3]);
-      pf[2] = MmaType<T>::pack(p[1][0], p[1][1]);
-      pf[3] = MmaType<T>::pack(p[1][2], p[1][3]);
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const float e = ex2((s[mt][2 * kk + half][c] - base[mt][c >> 1]) * kLog2e);
+            p[half][c] = e;
+            l[mt][c >> 1] += e;
+          }
+        pf[mt][0] = MmaType<T>::pack(p[0][0], p[0][1]);
+        pf[mt][1] = MmaType<T>::pack(p[0][2], p[0][3]);
+        pf[mt][2] = MmaType<T>::pack(p[1][0], p[1][1]);
+        pf[mt][3] = MmaType<T>::pack(p[1][2], p[1][3]);
+      }
 #pragma unroll
       for (int nb = 0; nb < kONb; nb += 2) {
         uint32_t bf[4];
         ldmatrix_x4_trans(bf, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + nb * 8 + (lane >> 4) * 8);
-        mma16816<T>(o[nb], pf, bf);
-        mma16816<T>(o[nb + 1], pf, bf + 2);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(o[mt][nb], pf[mt], bf);
+          mma16816<T>(o[mt][nb + 1], pf[mt], bf + 2);
+        }
       }
     }
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
-  // Row sums across the quad, then O / l.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-  const float inv[2] = {1.f / l[0], 1.f / l[1]};  // l = 0: all -inf, NaN like Softmax
+  // Row sums across the quad, then O / l (l = 0: every score -inf, NaN like Softmax).
   T* yb = static_cast<T*>(a.y) + int64_t(b) * a.Sq * a.H * D + int64_t(h) * D;
   const int64_t y_stride = int64_t(a.H) * D;
 #pragma unroll
-  for (int nb = 0; nb < kONb; ++nb) {
-    const int col = nb * 8 + 2 * t;
-    if (row_a < a.Sq)
-      *reinterpret_cast<uint32_t*>(yb + row_a * y_stride + col) =
-          MmaType<T>::pack(o[nb][0] * inv[0], o[nb][1] * inv[0]);
-    if (row_b < a.Sq)
-      *reinterpret_cast<uint32_t*>(yb + row_b * y_stride + col) =
-          MmaType<T>::pack(o[nb][2] * inv[1], o[nb][3] * inv[1]);
+  for (int mt = 0; mt < MT; ++mt) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[mt][r];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      inv[r] = 1.f / lr;
+    }
+    const int row_a = warp_row0 + mt * 16 + g, row_b = row_a + 8;
+#pragma unroll
+    for (int nb = 0; nb < kONb; ++nb) {
+      const int col = nb * 8 + 2 * t;
+      if (row_a < a.Sq)
+        *reinterpret_cast<uint32_t*>(yb + row_a * y_stride + col) =
+            MmaType<T>::pack(o[mt][nb][0] * inv[0], o[mt][nb][1] * inv[0]);
+      if (row_b < a.Sq)
+        *reinterpret_cast<uint32_t*>(yb + row_b * y_stride + col) =
+            MmaType<T>::pack(o[mt][nb][2] * inv[1], o[mt][nb][3] * inv[1]);
+    }
   }
 }
 
-template <class T, int D>
+template <class T, int D, int MT>
 void launch_t(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = sizeof(T) * size_t(kBr + 4 * kBc) * (D + 8);
+  constexpr int kRowsBlk = kWarps * 16 * MT;
+  constexpr size_t smem = sizeof(T) * size_t(kRowsBlk + 4 * kBc) * (D + 8);
   static bool configured = false;  // the attribute is per function; setting it twice is harmless
   if (!configured) {
-    FUSED_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)),
+    FUSED_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, MT>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      "Attention");
     configured = true;
   }
-  dim3 grid((a.Sq + kBr - 1) / kBr, a.H, a.B);
-  attention_mma_kernel<T, D><<<grid, kThreads, smem, stream>>>(a);
+  dim3 grid((a.Sq + kRowsBlk - 1) / kRowsBlk, a.H, a.B);
+  attention_mma_kernel<T, D, MT><<<grid, kThreads, smem, stream>>>(a);
 }
+
+// m-tiles per warp by head dim (register budget: O is MT·D/2 floats per
+// thread); settable for tuning and for tests that cover both variants.
+// Run 3 (NOTES-perf.md): D=64 mt1 45.7/40.9 us (causal) vs mt2 43.6/49.5 at 8x12x512;
+// D=128 mt2 553 us vs mt1 635 at 4x16x2048 (mt2 spills 212 B but wins). Both tested.
+int g_mt_d64 = 1, g_mt_d128 = 2;
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -292,13 +379,19 @@ bool attention_mma_supported(const AttentionArgs& a) {
   return true;
 }
 
+void attention_set_m_tiles(int mt_d64, int mt_d128) {
+  g_mt_d64 = mt_d64 == 1 ? 1 : 2;
+  g_mt_d128 = mt_d128 == 1 ? 1 : 2;
+}
+
 void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
+  const int mt = a.Dh == 64 ? g_mt_d64 : g_mt_d128;
   if (a.dtype == DType::Float16) {
-    if (a.Dh == 64) launch_t<__half, 64>(a, stream);
-    else launch_t<__half, 128>(a, stream);
+    if (a.Dh == 64) mt == 2 ? launch_t<__half, 64, 2>(a, stream) : launch_t<__half, 64, 1>(a, stream);
+    else mt == 2 ? launch_t<__half, 128, 2>(a, stream) : launch_t<__half, 128, 1>(a, stream);
   } else {
-    if (a.Dh == 64) launch_t<__nv_bfloat16, 64>(a, stream);
-    else launch_t<__nv_bfloat16, 128>(a, stream);
+    if (a.Dh == 64) mt == 2 ? launch_t<__nv_bfloat16, 64, 2>(a, stream) : launch_t<__nv_bfloat16, 64, 1>(a, stream);
+    else mt == 2 ? launch_t<__nv_bfloat16, 128, 2>(a, stream) : launch_t<__nv_bfloat16, 128, 1>(a, stream);
   }
 }
 

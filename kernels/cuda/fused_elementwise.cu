@@ -63,6 +63,25 @@ __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, 
   }
 }
 
+// 16 bytes per thread; n % N == 0, so a vector never straddles two rows.
+template <class T, int N>
+__global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t nvec, int64_t nv_row) {
+  using V = Vec<T, N>;
+  V* yv = reinterpret_cast<V*>(y);
+  const V* bv = reinterpret_cast<const V*>(bias);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += int64_t(gridDim.x) * blockDim.x) {
+    V x = yv[i], bb, o;
+    if (bias) bb = bv[i % nv_row];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float v = to_f(x.v[k]);
+      if (bias) v += to_f(bb.v[k]);
+      o.v[k] = from_f<T>(gelu_erf(v));
+    }
+    yv[i] = o;
+  }
+}
+
 template <class T>
 __global__ void broadcast_2d_kernel(const T* __restrict__ c, int64_t cm, int64_t cn, T* __restrict__ y, int64_t M,
                                     int64_t N) {
@@ -103,8 +122,15 @@ void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int
   int64_t total = rows * n;
   if (total == 0) return;
   FUSED_DISPATCH_FLOAT(dt, T, {
-    bias_gelu_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
-                                                                            static_cast<const T*>(bias), total, n);
+    constexpr int N = 16 / sizeof(T);
+    if (n % N == 0 && aligned16(y) && (!bias || aligned16(bias))) {
+      const int64_t nvec = total / N;
+      bias_gelu_vec_kernel<T, N><<<grid_for(nvec, kThreads), kThreads, 0, stream>>>(
+          static_cast<T*>(y), static_cast<const T*>(bias), nvec, n / N);
+    } else {
+      bias_gelu_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
+                                                                              static_cast<const T*>(bias), total, n);
+    }
   });
   FUSED_LAUNCH_CHECK("bias+GELU(erf)");
 }

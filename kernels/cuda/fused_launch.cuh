@@ -94,4 +94,9 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 // ("mma" = tensor cores, "generic" = fp32 SIMT); for tests and the profile.
 const char* attention_kernel_name(const AttentionArgs& a);
 
+// Tuning knob of the tensor-core kernel: 16-row m-tiles per warp (1 or 2)
+// for head dim 64 and 128 (defaults 1 and 2). Not thread-safe; for
+// benchmarks and tests.
+void attention_set_m_tiles(int mt_d64, int mt_d128);
+
 }  // namespace fuseopt::cuda_fused

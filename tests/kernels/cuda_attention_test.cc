@@ -89,6 +89,19 @@ void run_case(const AttnCase& c, DType dt) {
   CHECK(err < cuda_check::tolerance(dt));
 }
 
+// Every case in every dtype; fp16/bf16 once per m-tile variant of the
+// tensor-core kernel (1 and 2 m-tiles per warp).
+template <size_t N>
+void run_all(const AttnCase (&cases)[N]) {
+  for (DType dt : kFloatTypes)
+    for (int mt = 1; mt <= (dt == DType::Float ? 1 : 2); ++mt) {
+      cuda_fused::attention_set_m_tiles(mt, mt);
+      INFO("m-tiles per warp " << mt);
+      for (const AttnCase& c : cases) run_case(c, dt);
+    }
+  cuda_fused::attention_set_m_tiles(1, 2);
+}
+
 const float kNoAttr = std::numeric_limits<float>::quiet_NaN();
 const float kFinfoMin = -3.4028234663852886e38f;
 
@@ -105,8 +118,7 @@ TEST_CASE("cuda Attention packed QKV, head dims 64/128/32, causal", "[cuda][atte
       {2, 200, 200, 6, 2, 64, 64, true, true, 0, 0, kNoAttr, kNoAttr},  // packed GQA
       {1, 5, 5, 2, 2, 80, 80, true, false, 0, 0, kNoAttr, kNoAttr},     // generic head dim
   };
-  for (DType dt : kFloatTypes)
-    for (const AttnCase& c : cases) run_case(c, dt);
+  run_all(cases);
 }
 
 TEST_CASE("cuda Attention masks: padding, fully masked rows, -inf and finfo.min", "[cuda][attention]") {
@@ -117,8 +129,7 @@ TEST_CASE("cuda Attention masks: padding, fully masked rows, -inf and finfo.min"
       {3, 70, 70, 4, 4, 128, 128, true, true, 2, 0, kFinfoMin, kNoAttr},  // bool mask + causal
       {2, 33, 33, 2, 2, 64, 64, true, false, 1, 0, -10000.f, kNoAttr},
   };
-  for (DType dt : kFloatTypes)
-    for (const AttnCase& c : cases) run_case(c, dt);
+  run_all(cases);
 }
 
 TEST_CASE("cuda Attention separate Q/K/V, GQA, S_kv != S, bias forms", "[cuda][attention]") {
@@ -133,8 +144,7 @@ TEST_CASE("cuda Attention separate Q/K/V, GQA, S_kv != S, bias forms", "[cuda][a
       {2, 40, 40, 4, 1, 32, 32, false, true, 0, 4, kNoAttr, kNoAttr},     // bias [S,Skv], MQA
       {1, 70, 33, 2, 2, 64, 64, false, true, 0, 0, kNoAttr, kNoAttr},     // S > S_kv causal: NaN rows
   };
-  for (DType dt : kFloatTypes)
-    for (const AttnCase& c : cases) run_case(c, dt);
+  run_all(cases);
 }
 
 TEST_CASE("cuda Attention kernel choice", "[cuda][attention]") {

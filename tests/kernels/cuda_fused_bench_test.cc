@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -19,6 +21,12 @@ using namespace fuseopt;
 namespace {
 
 constexpr int kSets = 4;
+
+// FUSEOPT_BENCH_ONLY=attention|gemm|memory limits the run to one section (for ncu).
+bool section_on(const char* name) {
+  const char* only = std::getenv("FUSEOPT_BENCH_ONLY");
+  return !only || !*only || std::strstr(name, only) != nullptr;
+}
 
 struct DeviceBuffers {
   std::vector<void*> ptrs;
@@ -81,7 +89,8 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
   struct AttnShape {
     int B, H, S, D;
   };
-  for (AttnShape sh : {AttnShape{8, 12, 512, 64}, AttnShape{32, 12, 128, 64}, AttnShape{4, 16, 2048, 128}}) {
+  const std::vector<AttnShape> attn_shapes = {{8, 12, 512, 64}, {32, 12, 128, 64}, {4, 16, 2048, 128}};
+  for (AttnShape sh : section_on("attention") ? attn_shapes : std::vector<AttnShape>{}) {
     const int64_t row = int64_t(3) * sh.H * sh.D;
     std::vector<void*> qkv, y;
     for (int k = 0; k < kSets; ++k) {
@@ -97,7 +106,9 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
     a.q_seq_stride = a.k_seq_stride = a.v_seq_stride = row;
     a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = int64_t(sh.S) * row;
     a.scale = 0.125f;
-    for (int causal = 0; causal < 2; ++causal) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const int causal = variant & 1, mt = variant < 2 ? 2 : 1;
+      cuda_fused::attention_set_m_tiles(mt, variant < 2 ? 1 : 2);
       a.causal = causal;
       const char* kname = "";
       double us = time_us(s, [&](int i) {
@@ -111,17 +122,22 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
       double flops = 4.0 * sh.B * sh.H * double(sh.S) * sh.S * sh.D * (causal ? 0.5 : 1.0);
       char shape[64], what[64];
       std::snprintf(shape, sizeof shape, "%dx%dx%dx%d", sh.B, sh.H, sh.S, sh.D);
-      std::snprintf(what, sizeof what, "attention fp16 %s%s", kname, causal ? " causal" : "");
+      std::snprintf(what, sizeof what, "attention fp16 %s mt%d%s", kname, sh.D == 64 ? mt : (variant < 2 ? 1 : 2),
+                    causal ? " causal" : "");
       std::printf("BENCH %-34s %-22s %10.1f %7.1f TFLOP/s\n", what, shape, us, flops / us * 1e-6);
     }
   }
+
+  cuda_fused::attention_set_m_tiles(1, 2);
 
   // FusedMatMul fp16: plain, BIAS, GELU(tanh)+BIAS epilogues, and erf-GELU
   // (BIAS epilogue + one elementwise pass).
   struct GemmShape {
     int64_t M, K, N;
   };
-  for (GemmShape g : {GemmShape{4096, 768, 2304}, GemmShape{16384, 768, 3072}, GemmShape{128, 768, 2304}}) {
+  for (GemmShape g : section_on("gemm") ? std::vector<GemmShape>{GemmShape{4096, 768, 2304}, GemmShape{16384, 768, 3072},
+                                                                GemmShape{128, 768, 2304}}
+                                        : std::vector<GemmShape>{}) {
     std::vector<void*> A, Y;
     for (int k = 0; k < kSets; ++k) {
       A.push_back(mem.random_half(g.M * g.K));
@@ -158,7 +174,7 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
   }
 
   // Memory-bound fused ops, fp16: bytes = tensors read + written.
-  {
+  if (section_on("memory")) {
     const int64_t rows = 16384, D = 4096;
     std::vector<void*> X, Skp, Y, Sum;
     for (int k = 0; k < kSets; ++k) {
