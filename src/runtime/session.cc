@@ -31,14 +31,36 @@ bool is_nondeterministic(const Node& n) {
   return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
 }
 
-// Ops that typically compute shapes; used for placement when a value's dtype
-// is not declared in the model.
-bool is_shape_like_op(const Node& n) {
-  static const std::set<std::string> ops = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat",
-                                            "Cast", "Range", "Slice", "Reshape", "Equal", "Where",
-                                            "Mul", "Add", "Sub", "Div", "ConstantOfShape", "Identity",
-                                            "ReduceProd", "Max", "Min", "Not", "Less", "Greater"};
-  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
+// The dtype of output i when the model does not declare it, from the input
+// dtypes (placement and the kernel check need it before anything runs).
+DType infer_output_dtype(const Node& n, size_t i, const std::vector<DType>& in) {
+  const DType first = in.empty() ? DType::Undefined : in[0];
+  if (!n.domain.empty() && n.domain != "ai.onnx") return first;
+  const std::string& op = n.op_type;
+  static const std::set<std::string> to_bool = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And",
+                                                "Or", "Xor", "Not", "IsNaN", "IsInf"};
+  static const std::set<std::string> to_int64 = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"};
+  if (to_bool.count(op)) return DType::Bool;
+  if (to_int64.count(op)) return DType::Int64;
+  if (op == "Cast") return static_cast<DType>(n.attr_int("to", 0));
+  if (op == "CastLike") return in.size() > 1 ? in[1] : DType::Undefined;
+  if (op == "Where") return in.size() > 1 ? in[1] : DType::Undefined;
+  if (op == "ConstantOfShape") {
+    const Attribute* a = n.attr("value");
+    return a && a->t ? a->t->dtype : DType::Float;
+  }
+  if (op == "Constant") {
+    for (const Attribute& a : n.attrs) {
+      if (a.name == "value" && a.t) return a.t->dtype;
+      if (a.name == "value_float" || a.name == "value_floats") return DType::Float;
+      if (a.name == "value_int" || a.name == "value_ints") return DType::Int64;
+    }
+    return DType::Undefined;
+  }
+  if ((op == "MaxPool" || op == "TopK") && i == 1) return DType::Int64;
+  if (op == "Dropout" && i == 1) return DType::Bool;
+  if (op == "LayerNormalization" && i > 0) return DType::Float;
+  return first;
 }
 
 std::string op_label(const Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
@@ -116,7 +138,8 @@ struct Buffer {
 
 struct Slot {
   const Value* v = nullptr;
-  DType declared = DType::Undefined;
+  DType declared = DType::Undefined;  // as the model declares it (outputs convert back to it)
+  DType static_dtype = DType::Undefined;  // declared, else inferred from the producer's inputs
   bool is_const = false, is_input = false, is_output = false;
   bool host_produced = false;  // constant or output of a CPU-placed step
   int last_use = -1;           // step index of the last consumer
@@ -305,6 +328,7 @@ void Session::Impl::setup() {
     Slot sl;
     sl.v = v;
     sl.declared = v->dtype;
+    sl.static_dtype = v->dtype;
     slot_of[v] = static_cast<int>(slots.size());
     slots.push_back(std::move(sl));
   };
@@ -339,6 +363,17 @@ void Session::Impl::setup() {
   std::vector<const Node*> order = topo_order(g);
   fold_constants(order);
 
+  for (Slot& sl : slots)
+    if (sl.is_const) sl.static_dtype = sl.host.dtype;
+  for (const Node* n : order) {
+    std::vector<DType> in_dtypes;
+    for (Value* v : n->inputs) in_dtypes.push_back(v ? slots[slot_of.at(v)].static_dtype : DType::Undefined);
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      if (!n->outputs[i]) continue;
+      Slot& sl = slots[slot_of.at(n->outputs[i])];
+      if (sl.static_dtype == DType::Undefined) sl.static_dtype = infer_output_dtype(*n, i, in_dtypes);
+    }
+  }
   for (const Node* n : order) {
     Step st;
     st.node = n;
@@ -353,8 +388,8 @@ void Session::Impl::setup() {
       bool small_int_outputs = true;
       for (Value* o : n->outputs) {
         if (!o) continue;
-        DType d = o->dtype;
-        bool intish = dtype_is_integer(d) || d == DType::Bool || (d == DType::Undefined && is_shape_like_op(*n));
+        DType d = slots[slot_of.at(o)].static_dtype;
+        bool intish = dtype_is_integer(d) || d == DType::Bool;
         if (!intish) small_int_outputs = false;
       }
       bool host_kernel = any_kernel(*n, Backend::CPU);
@@ -446,6 +481,8 @@ void Session::Impl::check_kernels() {
     auto static_dtype = [&](int i) -> DType {
       if (i < 0 || static_cast<size_t>(i) >= st.ins.size() || st.ins[i] < 0) return DType::Undefined;
       const Slot& sl = slots[st.ins[i]];
+      // Declared dtypes only: an inferred one could be wrong for an op this
+      // file does not know, and the run reports a real mismatch anyway.
       DType d = sl.is_const ? sl.host.dtype : sl.declared;
       if (d == DType::Float) d = compute_float;
       return d;
