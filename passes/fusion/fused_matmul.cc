@@ -147,11 +147,15 @@ class FusedMatMulFusion : public FusionPass {
           // beta * C computed once here is the same single rounding Gemm does.
           Tensor nb(c.dtype, {n});
           for (int64_t j = 0; j < n; ++j) {
-            const double v = beta * c.as_double(c.numel() == 1 ? 0 : j);
-            if (c.dtype == DType::Float) nb.data<float>()[j] = static_cast<float>(static_cast<float>(beta) * static_cast<float>(c.as_double(c.numel() == 1 ? 0 : j)));
-            else if (c.dtype == DType::Double) nb.data<double>()[j] = v;
-            else if (c.dtype == DType::Float16) nb.data<uint16_t>()[j] = float_to_half(static_cast<float>(v));
-            else nb.data<uint16_t>()[j] = float_to_bf16(static_cast<float>(v));
+            const double cj = c.as_double(c.numel() == 1 ? 0 : j);
+            // Gemm multiplies in the tensor's type: float stays a float product.
+            const float f = beta * static_cast<float>(cj);
+            switch (c.dtype) {
+              case DType::Float: nb.data<float>()[j] = f; break;
+              case DType::Double: nb.data<double>()[j] = beta * cj; break;
+              case DType::Float16: nb.data<uint16_t>()[j] = float_to_half(f); break;
+              default: nb.data<uint16_t>()[j] = float_to_bf16(f); break;  // BFloat16 (rule 5 allows floats only)
+            }
           }
           bias = rw.add_constant(bias->name, nb);
         }
