@@ -57,7 +57,6 @@ FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::C
   LNL_CHECK(x && gamma && w, "X, gamma and W are required");
   LNL_CHECK(x->rank() >= 1, "X must have rank >= 1");
   const int64_t K = x->shape.back();
-  const int64_t M = K == 0 ? 0 : x->numel() / K;
   const bool transB = node.attr_int("transB", 0) != 0;
   const bool rms = node.attr_int("rms", 0) != 0;
   const float eps = node.attr_float("epsilon", 1e-5f);
@@ -68,15 +67,42 @@ FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::C
   LNL_CHECK(gamma->numel() == K, "gamma has " << gamma->numel() << " elements, expected " << K);
   LNL_CHECK(!beta || beta->numel() == K, "beta has " << beta->numel() << " elements, expected " << K);
   LNL_CHECK(!bias || bias->numel() == N, "bias has " << bias->numel() << " elements, expected " << N);
-  LNL_CHECK(!skip || skip->shape == x->shape, "skip shape " << shape_str(skip->shape) << " != X shape "
+  // Z = X + skip broadcasts like numpy (a [1, S, K] position table, a [S, K] skip).
+  std::vector<int64_t> zshape = x->shape;
+  std::vector<int64_t> xstride, sstride;  // element strides of X / skip over zshape (0 = broadcast)
+  if (skip) {
+    const size_t r = std::max(x->rank(), skip->rank());
+    zshape.assign(r, 1);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t a = i + x->rank() >= r ? x->shape[i + x->rank() - r] : 1;
+      const int64_t b = i + skip->rank() >= r ? skip->shape[i + skip->rank() - r] : 1;
+      LNL_CHECK(a == b || a == 1 || b == 1, "skip shape " << shape_str(skip->shape) << " does not broadcast with X shape "
                                                            << shape_str(x->shape));
+      zshape[i] = a == 1 ? b : a;
+    }
+    LNL_CHECK(zshape.back() == K && skip->shape.back() == K, "skip must have the last dim K=" << K);
+    auto strides = [&](const RtTensor* t) {
+      std::vector<int64_t> st(r, 0);
+      int64_t acc = 1;
+      for (size_t i = r; i-- > 0;) {
+        const size_t ti = i + t->rank() - r;
+        if (i + t->rank() < r) break;
+        st[i] = t->shape[ti] == 1 ? 0 : acc;
+        acc *= t->shape[ti];
+      }
+      return st;
+    };
+    xstride = strides(x);
+    sstride = strides(skip);
+  }
+  const int64_t rows = K == 0 ? 0 : shape_numel(zshape) / K;
   for (const RtTensor* t : {gamma, beta, w, bias, skip})
     LNL_CHECK(!t || t->dtype == DType::Float, "all inputs must be float");
 
-  std::vector<int64_t> yshape = x->shape;
+  std::vector<int64_t> yshape = zshape;
   yshape.back() = N;
   RtTensor* y = ctx.output(0, DType::Float, yshape);
-  RtTensor* sum = ctx.num_outputs() > 1 && node.output(1) ? ctx.output(1, DType::Float, x->shape) : nullptr;
+  RtTensor* sum = ctx.num_outputs() > 1 && node.output(1) ? ctx.output(1, DType::Float, zshape) : nullptr;
 
   const float* xp = x->ptr<float>();
   const float* sp = skip ? skip->ptr<float>() : nullptr;
@@ -87,11 +113,24 @@ FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::C
   float* yp = y->ptr<float>();
   float* sump = sum ? sum->ptr<float>() : nullptr;
 
-  parallel_for(M, 4, [&](int64_t begin, int64_t end) {
+  parallel_for(rows, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> z(static_cast<size_t>(K)), acc(static_cast<size_t>(N));
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = xp + r * K;
-      for (int64_t c = 0; c < K; ++c) z[c] = sp ? xr[c] + sp[r * K + c] : xr[c];
+      if (sp) {
+        // Offsets of this row's first element in X and skip (row index -> leading indices).
+        int64_t xo = 0, so = 0, rem = r;
+        for (size_t d = zshape.size() - 1; d-- > 0;) {
+          const int64_t idx = rem % zshape[d];
+          rem /= zshape[d];
+          xo += idx * xstride[d];
+          so += idx * sstride[d];
+        }
+        const int64_t xs = xstride.back(), ss = sstride.back();
+        for (int64_t c = 0; c < K; ++c) z[c] = xp[xo + c * xs] + sp[so + c * ss];
+      } else {
+        const float* xr = xp + r * K;
+        for (int64_t c = 0; c < K; ++c) z[c] = xr[c];
+      }
       if (sump)
         for (int64_t c = 0; c < K; ++c) sump[r * K + c] = z[c];
       float mean = 0.0f;

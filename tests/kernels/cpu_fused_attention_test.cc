@@ -271,3 +271,25 @@ TEST_CASE("LayerNormLinear kernel: a weight that does not match K is an error", 
   t.input("W", rand_tensor({5, 3}, 3));
   REQUIRE_THROWS_WITH(t.run(), Catch::Contains("LayerNormLinear") && Catch::Contains("does not match K"));
 }
+
+TEST_CASE("LayerNormLinear kernel: a broadcast skip (position table) equals the expanded skip",
+          "[kernels][LayerNormLinear]") {
+  Tensor x = rand_tensor({2, 3, 4}, 21, -2, 2), g = rand_tensor({4}, 22), w = rand_tensor({4, 5}, 23);
+  Tensor sk = rand_tensor({3, 4}, 24);
+  Tensor full(DType::Float, {2, 3, 4});
+  for (int64_t i = 0; i < full.numel(); ++i) full.data<float>()[i] = sk.data<float>()[i % 12];
+  auto run = [&](const Tensor& skip) {
+    OpTest t("LayerNormLinear", "fuseopt");
+    t.input("X", x).input("gamma", g).omitted_input().input("W", w).omitted_input().input("skip", skip).num_outputs(2);
+    t.attr(Attribute::make_float("epsilon", 1e-5f));
+    return t.run();
+  };
+  std::vector<Tensor> a = run(sk), b = run(full);
+  REQUIRE(shape_str(a[0].dims) == "[2,3,5]");
+  REQUIRE(shape_str(a[1].dims) == "[2,3,4]");
+  for (int o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < b[o].numel(); ++i) {
+      REQUIRE(!std::isnan(a[o].data<float>()[i]));
+      REQUIRE(a[o].data<float>()[i] == b[o].data<float>()[i]);
+    }
+}

@@ -1,0 +1,132 @@
+"""The attention-family fusions (QkvPack, Attention, LayerNormLinear) end to end: every
+transformer in models/real and models/exported through the full default pipeline.
+
+Per model:
+  - acceptance: one fuseopt.Attention per layer (layers = the original's Softmax nodes),
+    at most 4 GEMM nodes per layer (fused QKV, output projection, two FFN GEMMs),
+    no Softmax / ReduceMean / Tanh / standalone LayerNorm primitive / Erf left inside
+    the layers (a GELU after a Conv stem is outside them; one final norm is allowed);
+  - the optimized model passes onnx.checker (full_check), ONNX Runtime reproduces
+    test_data_set_0 through the function bodies, and `fuserun --backend cpu --check`
+    through fuseopt's own kernels (fp32, 1e-4 norm-wise);
+  - idempotence: fuseopt on its own output changes no op count.
+Prints one line per model with the fused-op counts (the report's per-model figures)."""
+import os
+import sys
+import tempfile
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+RTOL = ATOL = 1e-4
+GEMMS = {"MatMul", "Gemm", "FusedMatMul", "LayerNormLinear"}
+# GEMMs that are not part of any layer (the embedding projections of ALBERT and ELECTRA).
+EXTRA_GEMMS = {"albert": 1, "electra": 1}
+
+
+def is_layer_gemm(n, inits):
+    if n.op_type not in GEMMS:
+        return False
+    if n.op_type == "MatMul":  # a weight GEMM, not the rotary-frequency or attention MatMuls
+        w = inits.get(n.input[1])
+        return w is not None and len(w.dims) == 2
+    return True
+
+
+def structural(name, orig, model):
+    fails = []
+    layers = sum(1 for n in orig.graph.node if n.op_type == "Softmax")
+    ops = Counter(n.op_type for n in model.graph.node)
+    inits = {t.name: t for t in model.graph.initializer}
+    prod = {o: n for n in model.graph.node for o in n.output}
+    if ops["Attention"] != layers:
+        fails.append(f"{name}: {ops['Attention']} Attention nodes for {layers} layers")
+    gemms = sum(1 for n in model.graph.node if is_layer_gemm(n, inits))
+    extra = next((v for k, v in EXTRA_GEMMS.items() if k in name), 0)
+    if gemms > 4 * layers + extra:
+        fails.append(f"{name}: {gemms} GEMM nodes for {layers} layers (at most 4 per layer)")
+    for op in ("Softmax", "ReduceMean", "Tanh", "Pow"):
+        if ops[op]:
+            fails.append(f"{name}: {ops[op]} {op} left")
+    for n in model.graph.node:
+        if n.op_type == "Erf":
+            scaled = prod.get(n.input[0])
+            x = prod.get(scaled.input[0]) if scaled is not None and scaled.input else None
+            if x is None or x.op_type != "Conv":
+                fails.append(f"{name}: Erf '{n.name}' left inside a layer")
+    norms = ops["LayerNormalization"] + sum(1 for n in model.graph.node
+                                             if n.domain == "fuseopt" and n.op_type in ("LayerNorm", "RMSNorm"))
+    if norms > 1:
+        fails.append(f"{name}: {norms} standalone norms (only a final norm may stay alone)")
+    return fails, layers, gemms
+
+
+def check_one(args, model_dir, tmp):
+    import onnx
+    name = os.path.basename(model_dir)
+    src = os.path.join(model_dir, "model.onnx")
+    out = os.path.join(tmp, name + ".onnx")
+    r = lib.run_fuseopt(args.bin, src, out, "-q")
+    if r.returncode != 0:
+        return [f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}"]
+    model = onnx.load(out)
+    orig = onnx.load(src, load_external_data=False)
+    if not any(n.op_type == "Softmax" for n in orig.graph.node):
+        return []  # not a transformer (resnet_tiny)
+    failures, layers, gemms = structural(name, orig, model)
+    if not any(o.domain == "fuseopt" and o.version == 1 for o in model.opset_import):
+        failures.append(f"{name}: no opset import for domain fuseopt version 1")
+    try:
+        onnx.checker.check_model(out, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
+    inputs, refs = lib.load_test_data(model_dir)
+    try:
+        got = lib.run_ort(out, inputs)
+        for i, (g, w) in enumerate(zip(got, refs)):
+            why = lib.compare(g, w, ATOL, RTOL)
+            if why:
+                failures.append(f"{name}: onnxruntime output {i}: {why}")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"{name}: onnxruntime failed: {str(e).splitlines()[0]}")
+    import subprocess
+    fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
+                         os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
+    if fr.returncode != 0:
+        tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
+        failures.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+    out2 = os.path.join(tmp, name + ".again.onnx")
+    r2 = lib.run_fuseopt(args.bin, out, out2, "-q")
+    if r2.returncode != 0:
+        failures.append(f"{name}: fuseopt on its own output: exit {r2.returncode}: {r2.stderr.strip()}")
+    else:
+        c1 = Counter(n.op_type for n in model.graph.node)
+        c2 = Counter(n.op_type for n in onnx.load(out2).graph.node)
+        if c1 != c2:
+            failures.append(f"{name}: not idempotent: {dict(c1 - c2)} -> {dict(c2 - c1)}")
+    fused = Counter(n.op_type for n in model.graph.node if n.domain == "fuseopt")
+    status = "ok" if not failures else "FAIL"
+    print(f"{status} {name}: layers={layers} gemms={gemms} ({gemms / max(layers, 1):.1f}/layer) {dict(sorted(fused.items()))}")
+    return failures
+
+
+def main():
+    args = lib.parse_args()
+    lib.require("onnx", "onnxruntime", "numpy")
+    dirs = lib.model_dirs(args.src, args.k)
+    if not dirs:
+        print("SKIP: no models with test data")
+        return lib.SKIP
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dirs:
+            failures += check_one(args, d, tmp)
+    for f in failures:
+        print("FAIL", f)
+    print(f"{len(dirs)} models, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
