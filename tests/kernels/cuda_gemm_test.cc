@@ -143,6 +143,20 @@ TEST_CASE("cuda FusedMatMul batched B and 1-D A", "[cuda][gemm]") {
   }
 }
 
+TEST_CASE("cuda FusedMatMul erf-GELU vectorised pass (N multiple of 8)", "[cuda][gemm]") {
+  if (!cuda_check::gpu_ready()) return;
+  for (DType dt : kFloatTypes)
+    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+      OpCase c("fuseopt", "FusedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", "gelu"));
+      Tensor a = cuda_check::random_tensor({3, 33, 64}, -2.f, 2.f), b = cuda_check::random_tensor({64, 128});
+      Tensor bias = cuda_check::random_tensor({128});
+      c.inputs = {&a, &b, with_bias ? &bias : nullptr};
+      INFO("bias " << with_bias);
+      check_case(c, dt);
+    }
+}
+
 TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
   if (!cuda_check::gpu_ready()) return;
   const char* acts[] = {"none", "relu", "gelu", "gelu_tanh"};
