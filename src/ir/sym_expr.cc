@@ -154,6 +154,13 @@ std::optional<int> SymExpr::sign() const {
   return std::nullopt;
 }
 
+bool SymExpr::all_terms_negative() const {
+  if (terms_.empty()) return false;
+  for (const auto& [m, c] : terms_)
+    if (c >= 0) return false;
+  return true;
+}
+
 SymExpr SymExpr::operator+(const SymExpr& o) const {
   SymExpr r = *this;
   for (const auto& [m, c] : o.terms_) r.add_term(m, c);

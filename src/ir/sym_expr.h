@@ -46,6 +46,8 @@ class SymExpr {
   // Returns +1 when provably > 0, -1 when provably < 0, 0 when provably == 0,
   // and nullopt when the sign cannot be decided (e.g. "seq-1").
   std::optional<int> sign() const;
+  // Every coefficient is negative ("-seq", "-seq-1"): the value is <= 0.
+  bool all_terms_negative() const;
   bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
   bool operator!=(const SymExpr& o) const { return !(*this == o); }
 

@@ -402,6 +402,7 @@ TEST_CASE("shape inference: Slice (inputs and the opset-1 attributes)") {
   Value* strided = b.op("Slice", {x, ints(b, {0}), ints(b, {INT64_MAX}), ints(b, {-1}), ints(b, {2})});
   Value* rev = b.op("Slice", {in(b, "k", "10"), ints(b, {-1}), ints(b, {INT64_MIN}), ints(b, {0}), ints(b, {-3})});
   Value* clamp = b.op("Slice", {in(b, "cc", "5,6"), ints(b, {2, -100}), ints(b, {100, 3})});
+  Value* last_seq = b.op("Slice", {in(b, "past", "batch,total,64"), b.op("Neg", {seq}), ints(b, {INT64_MAX}), ints(b, {1})});
   infer_shapes(b.graph());
   CHECK(sh(pos_seq) == "[1,seq]");
   CHECK(sh(first) == "[batch,1,128]");
@@ -410,6 +411,7 @@ TEST_CASE("shape inference: Slice (inputs and the opset-1 attributes)") {
   CHECK(sh(strided) == "[batch,seq,64]");
   CHECK(sh(rev) == "[4]");  // 9, 6, 3, 0
   CHECK(sh(clamp) == "[3,3]");
+  CHECK(sh(last_seq) == "[batch,seq,64]");
 
   GraphBuilder b9(9);
   Value* old = b9.op("Slice", {in(b9, "x", "batch,seq,128")},

@@ -340,6 +340,8 @@ Dim slice_dim(const Dim& dim, const Elem& start, const Elem& end, int64_t step) 
   if (sc) {
     if (*sc >= 0) s = SymExpr::constant(dim.known() ? std::min(*sc, dim.value) : *sc);
     else if (d) s = *d + SymExpr::constant(*sc);
+  } else if (start->all_terms_negative()) {
+    if (d) s = *d + *start;  // x[:, -seq:] counts from the end
   } else {
     s = *start;
   }
@@ -347,6 +349,8 @@ Dim slice_dim(const Dim& dim, const Elem& start, const Elem& end, int64_t step) 
     if (*ec >= kToEnd) e = d;
     else if (*ec >= 0) e = SymExpr::constant(dim.known() ? std::min(*ec, dim.value) : *ec);
     else if (d) e = *d + SymExpr::constant(*ec);
+  } else if (end->all_terms_negative()) {
+    if (d) e = *d + *end;
   } else {
     e = *end;
   }
