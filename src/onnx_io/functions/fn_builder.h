@@ -109,10 +109,10 @@ class FnBuilder {
     if (elem_ == DType::Float || elem_ == DType::Undefined) return c;
     return node("Cast", {c}, "", {attr_int("to", static_cast<int64_t>(elem_))});
   }
-  DType elem_;
   std::string fresh(const std::string& op) { return "_" + op + "_" + std::to_string(counter_++); }
   onnx::FunctionProto f_;
   int64_t opset_;
+  DType elem_;
   int counter_ = 0;
 };
 
