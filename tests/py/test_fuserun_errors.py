@@ -83,6 +83,14 @@ def main():
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
             onnx.save(m, tmp / "bad_add.onnx")
             results.append(expect_error("broadcast mismatch", run(fuserun, "--backend", "cpu", "--shape", "x2=2x4", tmp / "bad_add.onnx"), "bad_add", "[2,3]", "[2,4]"))
+        # --shape before the model takes one value; symbolic dims bind by name.
+        r = run(fuserun, "--backend", "cpu", "--shape", "seq=16", "--shape", "batch=3", bert / "model.onnx", "--iters", "1")
+        ok = r.returncode == 0 and "[3,16,128]" in r.stdout
+        print(("ok   " if ok else "FAIL ") + "--shape before the model: rc=" + str(r.returncode) + " " + r.stderr.strip()[:200])
+        results.append(ok)
+        # Default batch 1 / seq 128 exceeds this model's 64 positions: the error names the defaults.
+        r = run(fuserun, "--backend", "cpu", bert / "model.onnx")
+        results.append(expect_error("defaulted dims named", r, "seq=128", "--shape"))
         # A check that fails: exit 1, not 2.
         d4 = tmp / "check_wrong"
         shutil.copytree(bert / "test_data_set_0", d4)

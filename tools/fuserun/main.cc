@@ -353,7 +353,8 @@ int main(int argc, char** argv) {
   app.add_option("model", o.model, "the .onnx model")->required();
   app.add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is usable, otherwise cpu)");
   app.add_option("--precision", o.precision, "fp32 (default), tf32, fp16 or bf16");
-  app.add_option("--shape", o.shapes, "NAME=DIMS, e.g. input_ids=8x128 or batch=8 (repeatable)");
+  app.add_option("--shape", o.shapes, "NAME=DIMS, e.g. input_ids=8x128 or batch=8 (repeatable)")
+      ->allow_extra_args(false);  // one value per --shape, so a following positional stays the model
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
   app.add_option("--atol", o.atol, "absolute tolerance on the max abs error (default 0 = off)");
   app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise)");
