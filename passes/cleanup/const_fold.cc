@@ -205,6 +205,9 @@ class ConstFold : public Pass {
     // Size guard before running anything: known output sizes, else input sizes.
     for (const Value* o : n.outputs) {
       if (!o) continue;
+      // Shape inference (run by the PassManager) understood this node; a node it
+      // could not type (unknown op, malformed arity) is not handed to a kernel.
+      if (o->dtype == DType::Undefined || !o->shape) return {};
       auto numel = static_numel(o);
       if (numel && *numel > kMaxFoldedElements) return {};
       if (!numel && may_grow(n)) return {};

@@ -26,9 +26,28 @@ using namespace fuseopt;
 
 namespace {
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
+// One printable line: control characters become spaces and bytes that are not
+// valid UTF-8 (names in a corrupted file) become '?'.
+std::string one_line(const std::string& in) {
+  std::string s;
+  for (size_t i = 0; i < in.size();) {
+    unsigned char c = static_cast<unsigned char>(in[i]);
+    if (c < 0x20 || c == 0x7f) {
+      s += ' ';
+      ++i;
+      continue;
+    }
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+    if (!ok) {
+      s += '?';
+      ++i;
+      continue;
+    }
+    s.append(in, i, len);
+    i += len;
+  }
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
