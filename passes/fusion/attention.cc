@@ -253,6 +253,8 @@ struct Plan {
   double fill = -std::numeric_limits<double>::infinity();
   int64_t num_heads = -1, kv_heads = -1;
   Node* split = nullptr;         // packed QKV source
+  Node* down_cast = nullptr;     // Cast after the Softmax (fp32 softmax back to fp16/bf16)
+  Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   std::string fail;              // legality failure (rule text)
 };
@@ -275,9 +277,15 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (int d = 0; d < 4 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
-    if (n->is("Cast") && !is_passthrough(n) && pl.fail.empty())
-      pl.fail = "rule 5: " + n->label() + " changes the precision of the attention probabilities";
-    else if (!is_passthrough(n)) break;
+    if (n->is("Cast") && !is_passthrough(n)) {
+      // Only the downcast of an fp32 softmax back to the model's type is fine
+      // (checked against the upcast below); the fused op's softmax is fp32.
+      if (pl.down_cast && pl.fail.empty())
+        pl.fail = "rule 5: " + n->label() + " changes the precision of the attention probabilities";
+      pl.down_cast = n;
+    } else if (!is_passthrough(n)) {
+      break;
+    }
     pl.core.push_back(n);
     pval = n->input(0);
   }
@@ -296,7 +304,14 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     if (n->is("MatMul")) { pl.qk = n; break; }
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
     if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
-      if (pl.fail.empty()) pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
+      const bool upcast_for_softmax = n->output(0) == sm->input(0) && pl.down_cast &&
+                                      n->attr_int("to", 0) == static_cast<int64_t>(DType::Float) &&
+                                      static_cast<int64_t>(dtype_of(n->input(0))) == pl.down_cast->attr_int("to", -1);
+      if (upcast_for_softmax) {
+        pl.up_cast = n;  // fp16/bf16 scores -> fp32 softmax -> back: what the fused op does inside
+      } else if (pl.fail.empty()) {
+        pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
+      }
       pl.core.push_back(n);
       s = n->input(0);
       continue;
@@ -346,6 +361,8 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     break;
   }
   if (!pl.qk) return "scores do not come from a MatMul";
+  if (pl.down_cast && !pl.up_cast && pl.fail.empty())
+    pl.fail = "rule 5: " + pl.down_cast->label() + " changes the precision of the attention probabilities";
   pl.core.push_back(pl.qk);
   if (pl.keep && !pl.add_bias.empty() && pl.fail.empty())
     pl.fail = "rule 7: the scores have both a boolean Where mask and an additive mask; one attn_bias cannot hold both";
@@ -426,7 +443,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     }
   }
   // Rule 5: one float dtype for Q, K, V, the scores and additive biases.
-  std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, sm->output(0)};
+  std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, pv->input(0)};
   for (Value* b : pl.add_bias) vals.push_back(b);
   DType dt = DType::Undefined;
   for (const Value* x : vals) {

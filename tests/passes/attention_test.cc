@@ -273,3 +273,35 @@ TEST_CASE("Attention rule 5: a precision-changing Cast inside the chain", "[pass
   s.cast_scores = true;
   expect_rejected(s, "rule 5");
 }
+
+TEST_CASE("Attention: fp16 model with an fp32 softmax (Cast up, Softmax, Cast down) fuses", "[passes][Attention]") {
+  // transformers' eager attention: softmax(scores, dtype=float32).to(query.dtype). The fused op's
+  // softmax is fp32 too, so the pair of Casts is what it does inside (rule 5 allows exactly this).
+  auto build16 = [](GraphBuilder& b, bool down) {
+    Value* x = b.input("x", DType::Float16, {B, S, D});
+    auto w16 = [&](const std::string& n, std::vector<int64_t> dims) { return b.constant(n, Tensor(DType::Float16, dims)); };
+    Value* q = b.op("MatMul", {x, w16("Wq", {D, D})});
+    Value* k = b.op("MatMul", {x, w16("Wk", {D, D})});
+    Value* v = b.op("MatMul", {x, w16("Wv", {D, D})});
+    Value* sc = b.op("MatMul", {heads(b, q, H, Dh, {0, 2, 1, 3}, "q"), heads(b, k, H, Dh, {0, 2, 3, 1}, "k")});
+    sc = b.op("Mul", {sc, b.constant("c16", Tensor(DType::Float16, {}))});
+    Value* p = b.op("Softmax", {b.op("Cast", {sc}, {Attribute::make_int("to", 1)}, "up")}, {Attribute::make_int("axis", -1)});
+    p = b.op("Cast", {p}, {Attribute::make_int("to", down ? 10 : 16)}, "down");
+    Value* o = b.op("MatMul", {p, heads(b, v, H, Dh, {0, 2, 1, 3}, "v")});
+    o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+    b.output(b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}));
+  };
+  GraphBuilder b(17);
+  build16(b, true);
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  CHECK(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  CHECK(count_op(b.graph(), "Cast") == 0);
+  // Casting the fp32 probabilities to another type (bf16) than the scores had is rule 5.
+  GraphBuilder c(17);
+  build16(c, false);
+  FusionReport rc = fuse(c.graph());
+  CHECK(matched(rc, "Attention") == 0);
+  CHECK_THAT(reasons(rc, "Attention"), Contains("rule 5"));
+}
