@@ -56,4 +56,31 @@ inline void check_same_dtype(const KernelContext& ctx, const RtTensor* t, DType 
                                                 << " but the op runs in " << dtype_name(dt));
 }
 
+// Numpy broadcast of two shapes; throws Error naming the node.
+inline std::vector<int64_t> broadcast2(const Node& n, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t r = a.size() > b.size() ? a.size() : b.size();
+  std::vector<int64_t> out(r, 1);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
+    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
+    FUSE_CHECK(da == db || da == 1 || db == 1,
+               n.label() << ": shapes " << shape_str(a) << " and " << shape_str(b) << " do not broadcast");
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// True when `s` without its leading 1s equals the trailing dims of `out`:
+// then its rows repeat with period numel(s)/D along the flattened rows of out
+// (what the norm kernel's skip_rows handles: [S, D] or [1, S, D] against [B, S, D]).
+inline bool is_suffix_of(const std::vector<int64_t>& s, const std::vector<int64_t>& out) {
+  size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1) ++lead;
+  const size_t len = s.size() - lead;
+  if (len > out.size()) return false;
+  for (size_t k = 0; k < len; ++k)
+    if (s[lead + k] != out[out.size() - len + k]) return false;
+  return true;
+}
+
 }  // namespace fuseopt::cuda_fused

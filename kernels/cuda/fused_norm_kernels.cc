@@ -12,31 +12,6 @@ namespace {
 
 const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
 
-std::vector<int64_t> broadcast2(const Node& n, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  const size_t r = std::max(a.size(), b.size());
-  std::vector<int64_t> out(r, 1);
-  for (size_t k = 0; k < r; ++k) {
-    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    FUSE_CHECK(da == db || da == 1 || db == 1,
-               n.label() << ": shapes " << shape_str(a) << " and " << shape_str(b) << " do not broadcast");
-    out[k] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// True when `s` without its leading 1s equals the trailing dims of `out`:
-// then its rows repeat with period numel(s)/D along the flattened rows of out.
-bool is_suffix_of(const std::vector<int64_t>& s, const std::vector<int64_t>& out) {
-  size_t lead = 0;
-  while (lead < s.size() && s[lead] == 1) ++lead;
-  const size_t len = s.size() - lead;
-  if (len > out.size()) return false;
-  for (size_t k = 0; k < len; ++k)
-    if (s[lead + k] != out[out.size() - len + k]) return false;
-  return true;
-}
-
 void run_norm(KernelContext& ctx, const RtTensor* x, const RtTensor* gamma, const RtTensor* beta, float eps,
               bool rms) {
   const Node& n = ctx.node();
@@ -89,7 +64,7 @@ FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA SkipLayerNorm supports float/float16/bfloat16");
   for (const RtTensor* t : {skip, gamma, beta, bias}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
   FUSE_CHECK(x->rank() >= 1 && skip->rank() >= 1, n.label() << ": SkipLayerNorm inputs need rank >= 1");
-  const std::vector<int64_t> shape = broadcast2(n, x->shape, skip->shape);
+  const std::vector<int64_t> shape = cuda_fused::broadcast2(n, x->shape, skip->shape);
   FUSE_CHECK(x->shape.back() == shape.back() && skip->shape.back() == shape.back(),
              n.label() << ": SkipLayerNorm X " << shape_str(x->shape) << " and skip " << shape_str(skip->shape)
                        << " must share the last dim");
@@ -102,7 +77,7 @@ FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA
   const RtTensor* full = x;
   const RtTensor* other = skip;
   if (x->shape != shape) std::swap(full, other);
-  FUSE_CHECK(full->shape == shape && is_suffix_of(other->shape, shape),
+  FUSE_CHECK(full->shape == shape && cuda_fused::is_suffix_of(other->shape, shape),
              n.label() << ": CUDA SkipLayerNorm cannot broadcast X " << shape_str(x->shape) << " with skip "
                        << shape_str(skip->shape));
   RtTensor* y = ctx.output(0, dt, shape);
@@ -133,7 +108,7 @@ FUSEOPT_KERNEL(CudaFusedAddRelu, "fuseopt", "AddRelu", Backend::CUDA, {DType::Fl
   const DType dt = a->dtype;
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA AddRelu supports float/float16/bfloat16");
   cuda_fused::check_same_dtype(ctx, b, dt, "B");
-  const std::vector<int64_t> shape = broadcast2(n, a->shape, b->shape);
+  const std::vector<int64_t> shape = cuda_fused::broadcast2(n, a->shape, b->shape);
   RtTensor* y = ctx.output(0, dt, shape);
   const int64_t total = y->numel();
   if (total == 0) return;

@@ -250,7 +250,6 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA LayerNormLinear supports float/float16/bfloat16");
   for (const RtTensor* t : {gamma, beta, w, bias, skip}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
   const int64_t K = x->shape.back();
-  const int64_t rows = K == 0 ? 0 : x->numel() / K;
   const bool trans_b = n.attr_int("transB", 0) != 0;
   const Act act = parse_act(n);
   FUSE_CHECK(w->rank() == 2, n.label() << ": W must be 2-D, got rank " << w->rank());
@@ -260,12 +259,25 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   cuda_fused::check_vector(ctx, gamma, K, "gamma");
   cuda_fused::check_vector(ctx, beta, K, "beta");
   cuda_fused::check_vector(ctx, bias, N, "bias");
-  FUSE_CHECK(!skip || skip->shape == x->shape,
-             n.label() << ": skip shape " << shape_str(skip->shape) << " != X shape " << shape_str(x->shape));
-  std::vector<int64_t> yshape = x->shape;
+  // Z = X + skip broadcasts like numpy (a [1, S, K] position table, a [S, K]
+  // skip); the sum is commutative, so the full-shape operand is read row by
+  // row and the other with a row period.
+  std::vector<int64_t> zshape = x->shape;
+  const RtTensor* full = x;
+  const RtTensor* other = skip;
+  if (skip) {
+    zshape = cuda_fused::broadcast2(n, x->shape, skip->shape);
+    FUSE_CHECK(zshape.back() == K && skip->shape.back() == K, n.label() << ": skip must have the last dim K=" << K);
+    if (x->shape != zshape) std::swap(full, other);
+    FUSE_CHECK(full->shape == zshape && cuda_fused::is_suffix_of(other->shape, zshape),
+               n.label() << ": CUDA LayerNormLinear cannot broadcast X " << shape_str(x->shape) << " with skip "
+                         << shape_str(skip->shape));
+  }
+  const int64_t rows = K == 0 ? 0 : shape_numel(zshape) / K;
+  std::vector<int64_t> yshape = zshape;
   yshape.back() = N;
   RtTensor* y = ctx.output(0, dt, yshape);
-  RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, x->shape) : nullptr;
+  RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, zshape) : nullptr;
   if (rows == 0 || N == 0) return;
   FUSE_CHECK(K > 0, n.label() << ": empty normalisation axis");
   cudaStream_t stream = cuda_fused::stream_of(ctx);
@@ -275,9 +287,9 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.dtype = dt;
   na.rows = rows;
   na.D = K;
-  na.x = x->data;
-  na.skip = skip ? skip->data : nullptr;
-  na.skip_rows = rows;
+  na.x = full->data;
+  na.skip = other ? other->data : nullptr;
+  na.skip_rows = other ? other->numel() / K : 0;
   na.gamma = gamma->data;
   na.beta = beta ? beta->data : nullptr;
   na.y = z;

@@ -162,11 +162,11 @@ TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
   const char* acts[] = {"none", "relu", "gelu", "gelu_tanh"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
-      for (int variant = 0; variant < 3; ++variant) {
+      for (int variant = 0; variant < 4; ++variant) {
         // variant 0: plain LayerNorm, beta, bias; 1: rms, transB, no beta/bias;
-        // 2: skip with Sum output, odd K.
+        // 2: skip with Sum output, odd K; 3: broadcast skip [S, K] (position table), Sum.
         const int64_t K = variant == 2 ? 75 : 96, N = 130;
-        const bool tb = variant == 1, rms = variant == 1, skip = variant == 2;
+        const bool tb = variant == 1, rms = variant == 1, skip = variant >= 2;
         OpCase c("fuseopt", "LayerNormLinear", 6, skip ? 2 : 1);
         c.attr(Attribute::make_string("activation", act));
         c.attr(Attribute::make_int("transB", tb));
@@ -176,7 +176,8 @@ TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
         Tensor gamma = cuda_check::random_tensor({K}, 0.5f, 1.5f), beta = cuda_check::random_tensor({K});
         Tensor w = cuda_check::random_tensor(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N});
         Tensor bias = cuda_check::random_tensor({N});
-        Tensor sk = cuda_check::random_tensor({2, 17, K});
+        Tensor sk = cuda_check::random_tensor(variant == 3 ? std::vector<int64_t>{17, K}
+                                                           : std::vector<int64_t>{2, 17, K});
         c.inputs = {&x, &gamma, rms ? nullptr : &beta, &w, rms ? nullptr : &bias, skip ? &sk : nullptr};
         INFO("activation " << act << " variant " << variant);
         check_case(c, dt, Precision::FP32, skip ? 2 : 1);
