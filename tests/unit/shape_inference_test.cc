@@ -592,7 +592,16 @@ TEST_CASE("shape inference: Resize, DepthToSpace, TopK, NonZero, OneHot") {
   Node* topk = b.node("TopK", {in(b, "t", "batch,100"), ints(b, {5})}, 2);
   Value* nz = b.op("NonZero", {in(b, "nzi", "3,4")});
   Value* oh = b.op("OneHot", {in(b, "oi", "batch,seq", DType::Int64), ints(b, {10}, true), ints(b, {0, 1})});
+  Value* band = b.op("BitwiseAnd", {in(b, "ba", "batch,4", DType::Int32), in(b, "bb", "4", DType::Int32)});
+  Value* eye = b.op("EyeLike", {in(b, "e", "5,5")}, {I("dtype", (int64_t)DType::Int64)});
+  Value* rnd = b.op("RandomNormal", {}, {Is("shape", {2, 3})});
   infer_shapes(b.graph());
+  CHECK(sh(band) == "[batch,4]");
+  CHECK(band->dtype == DType::Int32);
+  CHECK(sh(eye) == "[5,5]");
+  CHECK(eye->dtype == DType::Int64);
+  CHECK(sh(rnd) == "[2,3]");
+  CHECK(rnd->dtype == DType::Float);
   CHECK(sh(up) == "[n,3,h*2,w*2]");
   CHECK(sh(sized) == "[1,3,5,6]");
   CHECK(sh(half) == "[1,3,4,4]");

@@ -312,3 +312,33 @@ FUSEOPT_SHAPE_FN("", "Where", [](ShapeContext& c) {
 });
 
 }  // namespace fuseopt::shape_ops
+
+// --- bitwise ops and *Like generators ------------------------------------------------------------
+namespace fuseopt::shape_ops {
+namespace {
+void broadcast_same_dtype(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  if (auto s = broadcast_inputs(c, {0, 1})) c.set_output_shape(0, *s);
+}
+// Output like input 0, dtype from attribute `dtype` (default: the input's).
+void like_input(ShapeContext& c) { same_as_input(c, 0, 0, dtype_attr(c, "dtype", c.input_dtype(0))); }
+// Shape from the `shape` attribute, dtype from `dtype` (default float).
+void from_shape_attr(ShapeContext& c) {
+  Shape s;
+  for (int64_t d : c.node().attr_ints("shape")) s.push_back(d >= 0 ? Dim::of(d) : Dim::unknown());
+  c.set_output(0, dtype_attr(c, "dtype", DType::Float), s);
+}
+}  // namespace
+
+FUSEOPT_SHAPE_FN("", "BitwiseAnd", broadcast_same_dtype);
+FUSEOPT_SHAPE_FN("", "BitwiseOr", broadcast_same_dtype);
+FUSEOPT_SHAPE_FN("", "BitwiseXor", broadcast_same_dtype);
+FUSEOPT_SHAPE_FN("", "BitwiseNot", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "EyeLike", like_input);
+FUSEOPT_SHAPE_FN("", "RandomNormalLike", like_input);
+FUSEOPT_SHAPE_FN("", "RandomUniformLike", like_input);
+FUSEOPT_SHAPE_FN("", "Bernoulli", like_input);
+FUSEOPT_SHAPE_FN("", "RandomNormal", from_shape_attr);
+FUSEOPT_SHAPE_FN("", "RandomUniform", from_shape_attr);
+
+}  // namespace fuseopt::shape_ops
