@@ -104,11 +104,11 @@ def cases(np, helper, TP):
     add("eyelike", 9, "EyeLike", [("x", f32(3, 5))], [], {"k": 2})
     add("depth_to_space", 13, "DepthToSpace", [("x", f32(2, 8, 2, 3))], [], {"blocksize": 2, "mode": "CRD"})
     add("space_to_depth", 13, "SpaceToDepth", [("x", f32(1, 3, 4, 6))], [], {"blocksize": 2})
-    random_cases(np, rng, add, f32, i64)
+    random_cases(np, helper, rng, add, f32, i64)
     return c
 
 
-def random_cases(np, rng, add, f32, i64):
+def random_cases(np, helper, rng, add, f32, i64):
     """Seeded random shapes for the ops with the most index arithmetic."""
     big, small = 2**63 - 1, -2**63
 
@@ -187,6 +187,40 @@ def random_cases(np, rng, add, f32, i64):
         add(f"rand_unsqueeze_{k}", 13, "Unsqueeze", [("x", f32(*shape))], [("a", i64(uaxes))])
         add(f"rand_trilu_{k}", 14, "Trilu", [("x", f32(*dims(1, 3, 1), *dims(1, 6, 2)))],
             [("k", i64(int(rng.integers(-4, 5))))], {"upper": k % 2})
+    # Cast between every pair of numeric types and bool, values in range of both
+    # (out-of-range float->int is undefined in ONNX).
+    types = [np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+             np.int64, np.uint64, np.bool_]
+    # One model per source type with a Cast to every type ("to_all": one node per target).
+    to_all = [helper.np_dtype_to_tensor_dtype(np.dtype(t)) for t in types]
+    for src in types:
+        if src is np.bool_:
+            x = rng.random(7) > 0.5
+        elif np.issubdtype(src, np.floating):
+            x = np.concatenate([rng.uniform(0, 100, 5), [0.0, 99.75]]).astype(src)
+        else:
+            x = np.concatenate([rng.integers(0, 101, 5), [0, 100]]).astype(src)
+        add(f"cast_{np.dtype(src).name}_to_all", 13, "Cast", [("x", x)], [], {"to_all": to_all}, len(types))
+    signed = [np.float32, np.float64, np.float16, np.int8, np.int32, np.int64, np.bool_]
+    for src in signed[:-1]:  # negatives, into the signed types
+        x = (np.array([-100, -1.5, -0.5, 0, 3.25]) if np.issubdtype(src, np.floating) else
+             np.array([-100, -2, -1, 0, 3])).astype(src)
+        add(f"cast_neg_{np.dtype(src).name}_to_signed", 13, "Cast", [("x", x)], [],
+            {"to_all": [helper.np_dtype_to_tensor_dtype(np.dtype(t)) for t in signed]}, len(signed))
+    # Other dtypes exporters produce: the byte-moving ops must not care, the
+    # comparisons must compare values.
+    for t in (np.float64, np.float16, np.int32, np.int8, np.uint8, np.bool_):
+        n = np.dtype(t).name
+        a = (rng.random((2, 3)) > 0.5) if t is np.bool_ else (rng.standard_normal((2, 3)) * 4).astype(t)
+        b = (rng.random((3,)) > 0.5) if t is np.bool_ else (rng.standard_normal((3,)) * 4).astype(t)
+        add(f"dtype_where_{n}", 16, "Where", [("c", rng.random((2, 1)) > 0.5), ("x", a), ("y", b)])
+        add(f"dtype_gather_{n}", 13, "Gather", [("x", a)], [("i", i64([2, -3, 1]))], {"axis": 1})
+        add(f"dtype_concat_{n}", 13, "Concat", [("a", a), ("b", a)], [], {"axis": 0})
+        add(f"dtype_transpose_{n}", 13, "Transpose", [("x", a)])
+        add(f"dtype_equal_{n}", 13, "Equal", [("a", a), ("b", b)])
+        if t is not np.bool_:
+            add(f"dtype_less_{n}", 13, "Less", [("a", a), ("b", b)])
+            add(f"dtype_greater_or_equal_{n}", 16, "GreaterOrEqual", [("a", a), ("b", b)])
     for k in range(8):  # Range with float steps (length and rounding as ONNX Runtime computes them)
         start, delta = float(rng.uniform(-5, 5)), float(rng.choice([-1, 1]) * rng.uniform(0.1, 2))
         limit = start + delta * float(rng.uniform(0, 12))
@@ -208,8 +242,12 @@ def build(onnx, helper, numpy_helper, case):
         inits.append(numpy_helper.from_array(a, n))
         node_in.append(n)
     outs = [f"y{i}" for i in range(nout)]
-    node = helper.make_node(op, node_in, outs, name=name, **attrs)
-    graph = helper.make_graph([node], name, inputs, [], inits)
+    if "to_all" in attrs:  # one Cast per target type
+        nodes = [helper.make_node(op, node_in, [o], name=f"{name}_{i}", to=t)
+                 for i, (o, t) in enumerate(zip(outs, attrs["to_all"]))]
+    else:
+        nodes = [helper.make_node(op, node_in, outs, name=name, **attrs)]
+    graph = helper.make_graph(nodes, name, inputs, [], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     # Output types come from ONNX shape inference (the node's outputs are
@@ -227,6 +265,7 @@ def main():
     from onnx import helper, numpy_helper, TensorProto as TP
     fuserun = os.path.join(args.bin, "fuserun")
     failures = []
+    skipped = 0
     all_cases = [c for c in cases(np, helper, TP) if args.k in c[0]]
     with tempfile.TemporaryDirectory() as tmp:
         for case in all_cases:
@@ -236,7 +275,14 @@ def main():
             model = build(onnx, helper, numpy_helper, case)
             path = os.path.join(d, "model.onnx")
             onnx.save(model, path)
-            want = lib.run_ort(path, [a for _, a in data])
+            try:
+                want = lib.run_ort(path, [a for _, a in data])
+            except Exception as e:  # ONNX Runtime lacks a few dtype variants (Where on bool...)
+                if "NOT_IMPLEMENTED" not in str(e):
+                    raise
+                print(f"skip {name} (ONNX Runtime has no kernel)")
+                skipped += 1
+                continue
             for i, (n, a) in enumerate(data):
                 with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
                     f.write(numpy_helper.from_array(np.asarray(a), n).SerializeToString())
@@ -249,7 +295,8 @@ def main():
             print(f"{status:4} {name}")
             if r.returncode != 0:
                 failures.append(f"{name}: rc {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]}")
-    print(f"{len(all_cases) - len(failures)}/{len(all_cases)} cases match ONNX Runtime")
+    print(f"{len(all_cases) - len(failures) - skipped}/{len(all_cases) - skipped} cases match ONNX Runtime"
+          f" ({skipped} skipped: no ONNX Runtime kernel)")
     for f in failures:
         print(f)
     return 1 if failures else 0
