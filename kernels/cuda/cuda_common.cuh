@@ -132,10 +132,30 @@ template <class F> void dispatch_bytes(KernelContext& ctx, DType t, F&& f) {
 // Row-major shape and per-input strides, passed by value to kernels.
 template <int N> struct BcastIndex {
   int rank = 0;
+  // Every index and offset fits in 32 bits: 64-bit division costs several
+  // times more than the memory traffic of these kernels.
+  bool small = false;
   int64_t shape[kMaxDims];
   int64_t strides[N][kMaxDims];
 
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    if (small) {
+      uint32_t ii = static_cast<uint32_t>(i);
+      int32_t o[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k) o[k] = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        const uint32_t s = static_cast<uint32_t>(shape[d]);
+        const uint32_t q = ii / s;
+        const int32_t r = static_cast<int32_t>(ii - q * s);
+        ii = q;
+#pragma unroll
+        for (int k = 0; k < N; ++k) o[k] += r * static_cast<int32_t>(strides[k][d]);
+      }
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = o[k];
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = rank - 1; d >= 0; --d) {
@@ -204,10 +224,19 @@ BcastIndex<N> make_index(KernelContext& ctx, const std::vector<int64_t>& out,
                                 << kMaxDims);
   BcastIndex<N> ix;
   ix.rank = static_cast<int>(ms.size());
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  int64_t total = 1;
+  std::vector<int64_t> span(N, 0);  // largest |offset| per input
   for (int d = 0; d < ix.rank; ++d) {
     ix.shape[d] = ms[d];
-    for (int k = 0; k < N; ++k) ix.strides[k][d] = mst[k][d];
+    total *= ms[d];
+    for (int k = 0; k < N; ++k) {
+      ix.strides[k][d] = mst[k][d];
+      span[k] += (ms[d] - 1) * (mst[k][d] < 0 ? -mst[k][d] : mst[k][d]);
+    }
   }
+  ix.small = total < kLimit;
+  for (int k = 0; k < N; ++k) ix.small = ix.small && span[k] < kLimit;
   return ix;
 }
 

@@ -28,15 +28,17 @@ template <class F> void dispatch_index(KernelContext& ctx, DType t, F&& f) {
 }
 
 // ---- Gather -----------------------------------------------------------------
-template <class E, class I>
-__global__ void gather_kernel(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ y, int64_t total,
-                              int64_t n, int64_t inner, int64_t axis_dim) {
-  CUDA_GRID_STRIDE(i, total) {
-    const int64_t t = i % inner, row = i / inner;
-    const int64_t j = row % n, o = row / n;
+// U: the index arithmetic type (uint32_t when everything fits: embedding
+// lookups are in every transformer and 64-bit division dominates them).
+template <class E, class I, class U>
+__global__ void gather_kernel(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ y, U total, U n,
+                              U inner, int64_t axis_dim) {
+  for (U i = blockIdx.x * (U)blockDim.x + threadIdx.x; i < total; i += (U)blockDim.x * gridDim.x) {
+    const U t = i % inner, row = i / inner;
+    const U j = row % n, o = row / n;
     bool ok;
     const int64_t k = fix_index(idx[j], axis_dim, &ok);
-    y[i] = ok ? x[(o * axis_dim + k) * inner + t] : E(0);
+    y[i] = ok ? x[(static_cast<int64_t>(o) * axis_dim + k) * static_cast<int64_t>(inner) + t] : E(0);
   }
 }
 
@@ -56,8 +58,13 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
     using E = typename decltype(tag)::type;
     dispatch_index(ctx, idx.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
-      gather_kernel<E, I><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total,
-                                                                            idx.numel(), inner, x.shape[axis]);
+      if (total < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31))
+        gather_kernel<E, I, uint32_t><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
+            x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), static_cast<uint32_t>(total), static_cast<uint32_t>(idx.numel()),
+            static_cast<uint32_t>(inner), x.shape[axis]);
+      else
+        gather_kernel<E, I, int64_t><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
+            x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, idx.numel(), inner, x.shape[axis]);
     });
   });
   check_launch(ctx);
