@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "pass/op_arity.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -66,6 +67,8 @@ PassManager::PassManager(PassManagerOptions opts) : opts_(std::move(opts)) {
 
 std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& report) {
   report.begin(g);
+  // Passes (and the kernels const_fold runs) may read every required input.
+  if (!passes_.empty()) check_op_arity(g);
   Rewriter rw(g);
   PassContext ctx{opts_.pass_options, report};
   // Fusion checks read shapes and dtypes: keep them fresh for every pass.

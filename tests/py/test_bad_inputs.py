@@ -125,6 +125,12 @@ def main():
     ]))
     case("dangling node input", dangling, out, ["adder", "ghost"])
 
+    arity = write_model("arity", small_model(onnx, helper, TensorProto, [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Gather", ["r"], ["y"], name="lonely_gather"),
+    ]))
+    case("node lacking a required input", arity, out, ["lonely_gather", "Gather"])
+
     too_new = write_model("too_new", small_model(onnx, helper, TensorProto, opset=99))
     case("opset too new", too_new, out, ["opset 99"])
 

@@ -145,7 +145,12 @@ int main(int argc, char** argv) {
     auto g = load_model(in_path);
     FusionReport report;
     report.set_model(in_path, out_path);
-    auto origins = pm.run(*g, report);
+    std::map<std::string, FusedOrigin> origins;
+    try {
+      origins = pm.run(*g, report);
+    } catch (const Error& e) {
+      throw Error(in_path + ": " + e.what());
+    }
 
     // Everything is computed before anything is written.
     std::string json = report_path.empty() ? std::string() : report.to_json();
