@@ -199,12 +199,13 @@ FUSEOPT_KERNEL(CudaCumSum, "", "CumSum", Backend::CUDA, {DType::Float, DType::Fl
   const RtTensor* at = opt_host_input(ctx, 1);
   DM_CHECK(ctx, at && at->numel() == 1, "axis must be a scalar input");
   const int64_t rank = static_cast<int64_t>(x.rank());
-  DM_CHECK(ctx, rank >= 1, "input must have rank >= 1");
-  const int64_t axis = norm_axis(ctx, dm::int_at(ctx, *at, 0), rank);
+  // A scalar is a one-element axis (as the CPU reference).
+  const std::vector<int64_t> shape = rank == 0 ? std::vector<int64_t>{1} : x.shape;
+  const int64_t axis = rank == 0 ? 0 : norm_axis(ctx, dm::int_at(ctx, *at, 0), rank);
   const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0, reverse = ctx.node().attr_int("reverse", 0) != 0;
   RtTensor* y = ctx.output(0, x.dtype, x.shape);
   if (!x.numel()) return;
-  const int64_t outer = dm::prod(x.shape, 0, axis), L = x.shape[axis], inner = dm::prod(x.shape, axis + 1, rank);
+  const int64_t outer = dm::prod(shape, 0, axis), L = shape[axis], inner = dm::prod(shape, axis + 1, shape.size());
   dispatch_numeric(ctx, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cumsum_kernel<T><<<grid_for(outer * inner), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), outer, L, inner,

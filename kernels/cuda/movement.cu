@@ -33,6 +33,27 @@ void launch_strided(KernelContext& ctx, const RtTensor& x, int64_t base, RtTenso
   check_launch(ctx);
 }
 
+// out[b][j][i] = in[b][i][j] for [batch, R, C] -> [batch, C, R]: 32x32 tiles
+// through shared memory so both the reads and the writes are coalesced
+// (attention's K^T; the generic gather would read with stride C).
+template <class E>
+__global__ void transpose_last2_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t R, int64_t C) {
+  __shared__ E tile[32][33];
+  const int64_t b = blockIdx.z;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 32, c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const E* xb = x + b * R * C;
+  E* yb = y + b * R * C;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < R && c < C) tile[k][threadIdx.x] = xb[r * C + c];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t c = c0 + k, r = r0 + threadIdx.x;
+    if (r < R && c < C) yb[c * R + r] = tile[threadIdx.x][k];
+  }
+}
+
 FUSEOPT_KERNEL(CudaTranspose, "", "Transpose", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const int64_t rank = static_cast<int64_t>(x.rank());
@@ -54,6 +75,21 @@ FUSEOPT_KERNEL(CudaTranspose, "", "Transpose", Backend::CUDA, {}) {
     strides[d] = in_st[perm[d]];
   }
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
+  bool swap_last2 = rank >= 2 && perm[rank - 1] == rank - 2 && perm[rank - 2] == rank - 1;
+  for (int64_t d = 0; d + 2 < rank && swap_last2; ++d) swap_last2 = perm[d] == d;
+  const int64_t batch = swap_last2 ? dm::prod(x.shape, 0, rank - 2) : 0;
+  if (swap_last2 && batch <= 65535 && x.shape[rank - 2] > 1 && x.shape[rank - 1] > 1) {
+    const int64_t R = x.shape[rank - 2], C = x.shape[rank - 1];
+    if (!y->numel()) return;
+    const dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>((R + 31) / 32), static_cast<unsigned>(batch));
+    FUSE_CHECK(grid.y <= 65535, ctx.node().label() << ": matrix too tall for the tiled transpose");
+    dispatch_bytes(ctx, x.dtype, [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      transpose_last2_kernel<E><<<grid, dim3(32, 8), 0, stream_of(ctx)>>>(x.ptr<E>(), y->ptr<E>(), R, C);
+    });
+    check_launch(ctx);
+    return;
+  }
   launch_strided(ctx, x, 0, y, out_shape, strides);
 }
 

@@ -21,7 +21,7 @@ TEST_CASE("cuda Transpose", "[cuda][movement]") {
   if (!gpu_ready()) return;
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
       {{2, 16, 4, 33}, {0, 2, 1, 3}}, {{2, 4, 16, 33}, {0, 1, 3, 2}}, {{7, 129}, {}}, {{3, 1, 5, 2}, {3, 2, 1, 0}},
-      {{5}, {0}}};
+      {{5}, {0}}, {{2, 12, 64, 130}, {0, 1, 3, 2}}, {{33, 70}, {1, 0}}, {{3, 1, 31, 32}, {0, 1, 3, 2}}};
   for (const auto& [shape, perm] : cases)
     for (const Tensor& x : typed_inputs(shape)) {
       Case c("Transpose", 1);

@@ -93,4 +93,7 @@ TEST_CASE("cuda CumSum", "[cuda][cumsum]") {
         i.in(0, randint({2, 17}, 0, 1)).in(1, scalar_i64(axis == 0 ? 0 : 1));  // position ids from a mask
         i.check();
       }
+  Case scalar("CumSum", 2);
+  scalar.in(0, randn({})).in(1, scalar_i64(0));
+  scalar.check();
 }
