@@ -3,6 +3,7 @@
 // inputs on the host, and a row-major GEMM micro-kernel with fp32
 // accumulation used by MatMul, Gemm and Conv.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,19 +46,45 @@ inline int64_t prod(const std::vector<int64_t>& v, size_t b, size_t e) {
 }
 
 // C[M,N] (+)= A[M,K] * B[K,N], all row-major with leading dims lda/ldb/ldc.
-// `accumulate` false overwrites C. Loops i-k-j so the inner loop streams a
-// row of B and C (vectorisable); K is blocked to keep B rows in cache.
+// `accumulate` false overwrites C. Four rows of A share each streamed row of
+// B, and N is tiled so the B panel stays in cache; the inner j loop is a
+// plain multiply-add the compiler vectorises. Sums are in fp32, in k order.
 inline void gemm_rows(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                       float* C, int64_t ldc, bool accumulate) {
-  for (int64_t i = 0; i < M; ++i) {
-    float* c = C + i * ldc;
-    if (!accumulate)
-      for (int64_t j = 0; j < N; ++j) c[j] = 0.f;
-    const float* a = A + i * lda;
-    for (int64_t k = 0; k < K; ++k) {
-      const float av = a[k];
-      const float* b = B + k * ldb;
-      for (int64_t j = 0; j < N; ++j) c[j] += av * b[j];
+  constexpr int64_t kTileN = 512;
+  for (int64_t j0 = 0; j0 < N; j0 += kTileN) {
+    const int64_t nj = std::min(kTileN, N - j0);
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) {
+      float* __restrict c0 = C + i * ldc + j0;
+      float* __restrict c1 = c0 + ldc;
+      float* __restrict c2 = c1 + ldc;
+      float* __restrict c3 = c2 + ldc;
+      if (!accumulate)
+        for (int64_t j = 0; j < nj; ++j) c0[j] = c1[j] = c2[j] = c3[j] = 0.f;
+      const float* a0 = A + i * lda;
+      for (int64_t k = 0; k < K; ++k) {
+        const float v0 = a0[k], v1 = a0[lda + k], v2 = a0[2 * lda + k], v3 = a0[3 * lda + k];
+        const float* b = B + k * ldb + j0;
+        for (int64_t j = 0; j < nj; ++j) {
+          const float bj = b[j];
+          c0[j] += v0 * bj;
+          c1[j] += v1 * bj;
+          c2[j] += v2 * bj;
+          c3[j] += v3 * bj;
+        }
+      }
+    }
+    for (; i < M; ++i) {
+      float* c = C + i * ldc + j0;
+      if (!accumulate)
+        for (int64_t j = 0; j < nj; ++j) c[j] = 0.f;
+      const float* a = A + i * lda;
+      for (int64_t k = 0; k < K; ++k) {
+        const float av = a[k];
+        const float* b = B + k * ldb + j0;
+        for (int64_t j = 0; j < nj; ++j) c[j] += av * b[j];
+      }
     }
   }
 }
