@@ -238,6 +238,76 @@ bool reaches_qk(const Value* v, int depth) {
   return false;
 }
 
+// ---- key-padding mask proofs ---------------------------------------------------
+
+// Peels Casts to bool (Cast(x, BOOL) keeps exactly "x != 0", the mask input's meaning).
+Value* peel_bool_casts(Value* v) {
+  while (v && v->producer && v->producer->is("Cast") && v->producer->attr_int("to", 0) == int64_t(DType::Bool))
+    v = v->producer->input(0);
+  return v;
+}
+
+std::vector<int64_t> unsqueeze_axes(const Node* u) {
+  if (u->has_attr("axes")) return u->attr_ints("axes");
+  return attn::const_ints(u->input(1)).value_or(std::vector<int64_t>{});
+}
+
+// v = M[:, None, None, :] for a rank-2 M (Unsqueeze [1,2], or [1] then [2]); returns M.
+Value* from_rank2(Value* v) {
+  v = peel_bool_casts(v);
+  Node* u = v ? v->producer : nullptr;
+  if (!u || !u->is("Unsqueeze")) return nullptr;
+  std::vector<int64_t> ax = unsqueeze_axes(u);
+  Value* m = nullptr;
+  if (ax == std::vector<int64_t>{1, 2}) {
+    m = u->input(0);
+  } else if (ax == std::vector<int64_t>{2}) {
+    Node* u1 = peel_bool_casts(u->input(0))->producer;
+    if (u1 && u1->is("Unsqueeze") && unsqueeze_axes(u1) == std::vector<int64_t>{1}) m = u1->input(0);
+  }
+  if (!m) return nullptr;
+  m = peel_bool_casts(m);
+  return attn::rank_of(m) == 2 ? m : nullptr;
+}
+
+bool is_bool(const Value* v) { return dtype_of(v) == DType::Bool; }
+
+// The [B, S_kv] keep-mask an additive term provably encodes, with its fill:
+//   (1 - float(Mb[:, None, None, :])) * c   or   Where(Mb[:, None, None, :], 0, c)
+// with Mb boolean (values exactly 0/1) and c <= -1e30 (so s + c == c for any
+// finite score: adding it is the same as replacing the score by c).
+std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
+  Node* n = t ? t->producer : nullptr;
+  if (!n) return std::nullopt;
+  auto big_negative = [](std::optional<double> c) { return c && *c <= -1e30; };
+  if (n->is("Where")) {
+    auto zero = const_scalar(n->input(1));
+    auto c = const_scalar(n->input(2));
+    if (zero == 0.0 && big_negative(c) && is_bool(n->input(0)))
+      if (Value* m = from_rank2(n->input(0))) return std::make_pair(m, *c);
+    return std::nullopt;
+  }
+  if (!n->is("Mul")) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto c = const_scalar(n->input(1 - side));
+    Node* sub = n->input(side) ? n->input(side)->producer : nullptr;
+    if (!big_negative(c) || !sub || !sub->is("Sub") || const_scalar(sub->input(0)) != 1.0) continue;
+    Node* cast = sub->input(1) ? sub->input(1)->producer : nullptr;
+    if (!cast || !cast->is("Cast") || !is_bool(cast->input(0))) continue;
+    if (Value* m = from_rank2(cast->input(0))) return std::make_pair(m, *c);
+  }
+  return std::nullopt;
+}
+
+// The mask's dims are provably [B, S_kv] of the keys.
+bool mask_dims_match(const Value* m, const HeadPath& k) {
+  if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
+  const Shape& ks = *k.src->shape;
+  const size_t seq_axis = k.materialize ? 2 : 1;
+  if (ks.size() <= seq_axis) return false;
+  return attn::dims_same((*m->shape)[0], ks[0]) && attn::dims_same((*m->shape)[1], ks[seq_axis]);
+}
+
 struct Plan {
   Node* root = nullptr;      // output Reshape
   Node* out_transpose = nullptr;
@@ -254,6 +324,7 @@ struct Plan {
   int64_t num_heads = -1, kv_heads = -1;
   Node* split = nullptr;         // packed QKV source
   Node* down_cast = nullptr;     // Cast after the Softmax (fp32 softmax back to fp16/bf16)
+  Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   std::string fail;              // legality failure (rule text)
@@ -401,6 +472,23 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   if (pl.q.dim > 0 && pl.k.dim > 0 && pl.q.dim != pl.k.dim && pl.fail.empty())
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
+  // A single mask term that provably is a key-padding mask goes in as `mask`.
+  if (pl.fail.empty() && pl.add_bias.size() + (pl.keep ? 1 : 0) == 1) {
+    if (pl.keep && !pl.keep_inverted) {
+      Value* m = from_rank2(pl.keep);
+      if (m && mask_dims_match(m, pl.k)) {
+        pl.mask = m;
+        pl.keep = nullptr;
+      }
+    } else if (!pl.add_bias.empty()) {
+      auto kp = additive_key_padding(pl.add_bias[0]);
+      if (kp && mask_dims_match(kp->first, pl.k)) {
+        pl.mask = kp->first;
+        pl.fill = kp->second;
+        pl.add_bias.clear();
+      }
+    }
+  }
   pl.num_heads = H;
   pl.kv_heads = Hkv;
   // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
@@ -556,9 +644,10 @@ class AttentionFusion : public FusionPass {
     Value* ab = nullptr;
     for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
     if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
+    in[3] = pl.mask;
     in[4] = ab;
     while (!in.empty() && !in.back()) in.pop_back();
-    float fill = pl.keep ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
+    float fill = pl.keep || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
     std::vector<Attribute> attrs = {
         Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
         Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", 0),

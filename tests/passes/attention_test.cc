@@ -19,7 +19,8 @@ constexpr int64_t B = 2, S = 5, H = 4, Dh = 3, D = H * Dh;
 
 struct Spec {
   int scale = 0;           // 0 Mul on scores, 1 Div on scores, 2 sqrt-scale on Q and Kᵀ, 3 none, 4 scale is a graph input
-  int mask = 1;            // 0 none, 1 HF additive (1-m)*min, 2 bool Where(m, s, -inf), 3 T5 bias + additive mask
+  int mask = 1;            // 0 none, 1 HF additive (1-m)*min, 2 bool Where(m, s, -inf), 3 T5 bias + additive mask,
+                           // 4 HF additive over a bool mask (provably key padding)
   int64_t kv_heads = H;    // < H: GQA with repeat_kv
   bool rotary = false;     // Q and K multiplied by a [S, Dh] table after the head transpose
   bool packed = false;     // one GEMM + Split for Q, K, V
@@ -104,8 +105,9 @@ void build(GraphBuilder& b, const Spec& s) {
   };
   if (!s.mask_before_scale) sc = scale(sc);
   if (s.mask == 3) sc = b.op("Add", {sc, b.constant("pos_bias", rand_tensor({1, H, S, S}, 11, -2, 2))}, {}, "pos_bias_add");
-  if (s.mask == 1 || s.mask == 3) {
+  if (s.mask == 1 || s.mask == 3 || s.mask == 4) {
     Value* m4 = b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})});
+    if (s.mask == 4) m4 = b.op("Cast", {m4}, {Attribute::make_int("to", 9)});  // bool: values exactly 0/1
     Value* mf = b.op("Cast", {m4}, {Attribute::make_int("to", 1)});
     Value* inv = b.op("Sub", {b.scalar("one", 1.0f), mf});
     Value* add = b.op("Mul", {inv, b.scalar("min", -std::numeric_limits<float>::max())});
@@ -207,7 +209,7 @@ TEST_CASE("Attention: no scale and no mask", "[passes][Attention]") {
   require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
 }
 
-TEST_CASE("Attention: boolean Where mask goes to attn_bias with its fill", "[passes][Attention]") {
+TEST_CASE("Attention: a boolean Where key-padding mask is proven and passed as `mask`", "[passes][Attention]") {
   Spec s;
   s.mask = 2;
   GraphBuilder b(17);
@@ -215,10 +217,33 @@ TEST_CASE("Attention: boolean Where mask goes to attn_bias with its fill", "[pas
   auto before = clone_graph(b.graph());
   REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
   const Node* a = find(b.graph(), "Attention");
-  REQUIRE(a->input(4));
-  CHECK(a->input(4)->dtype == DType::Bool);
+  REQUIRE(a->input(3));
+  CHECK(a->input(3)->name == "mask");  // the [B, S] input itself
+  CHECK(a->input(4) == nullptr);
   CHECK(std::isinf(a->attr_float("mask_filter_value", 0)));
   require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+}
+
+TEST_CASE("Attention: HF (1 - mask) * min is `mask` only when the mask is provably 0/1", "[passes][Attention]") {
+  for (int mode : {1, 4}) {
+    Spec s;
+    s.mask = mode;
+    GraphBuilder b(17);
+    build(b, s);
+    auto before = clone_graph(b.graph());
+    REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
+    const Node* a = find(b.graph(), "Attention");
+    if (mode == 4) {  // bool-cast mask: key padding, fill = finfo.min
+      REQUIRE(a->input(3));
+      CHECK(a->input(3)->name == "mask");
+      CHECK(a->attr_float("mask_filter_value", 0) == -std::numeric_limits<float>::max());
+    } else {  // an int64 mask could hold 2: the additive tensor goes in unchanged
+      CHECK(a->input(3) == nullptr);
+      REQUIRE(a->input(4));
+      CHECK(a->input(4)->dtype == DType::Float);
+    }
+    require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+  }
 }
 
 TEST_CASE("Attention: T5 position bias plus mask are summed into attn_bias", "[passes][Attention]") {
@@ -304,4 +329,18 @@ TEST_CASE("Attention: fp16 model with an fp32 softmax (Cast up, Softmax, Cast do
   FusionReport rc = fuse(c.graph());
   CHECK(matched(rc, "Attention") == 0);
   CHECK_THAT(reasons(rc, "Attention"), Contains("rule 5"));
+}
+
+TEST_CASE("Attention: fully masked rows give the original's uniform rows (finfo.min)", "[passes][Attention]") {
+  for (int mode : {1, 3, 4}) {
+    Spec s;
+    s.mask = mode;
+    GraphBuilder b(17);
+    build(b, s);
+    auto before = clone_graph(b.graph());
+    REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
+    auto f = feeds(s);
+    f["mask"] = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 0, 0, 0}, {B, S});  // batch 0: every key masked
+    require_same_outputs(*before, b.graph(), f, 1e-4f);
+  }
 }
