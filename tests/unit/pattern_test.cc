@@ -319,6 +319,7 @@ TEST_CASE("pass manager: unknown names are errors; none runs nothing") {
 
 TEST_CASE("report: JSON escapes and counts ops") {
   CHECK(json_quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+  CHECK(json_quote(std::string("x\xff\xc3\xa9")) == "\"x?\xc3\xa9\"");  // bad byte -> '?', UTF-8 kept
 }
 
 TEST_CASE("rewriter: using a value erased by an earlier rewrite is a clear internal error") {
