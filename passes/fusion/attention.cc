@@ -453,6 +453,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // Heads: the total comes from any path that knows it; kv heads from K/V sources.
   auto total = [](const HeadPath& h) { return h.heads > 0 ? h.heads * h.repeat : -1; };
   int64_t H = total(pl.q);
+  // Multi-query attention written as a MatMul broadcast of one kv head (Falcon-style):
+  // the same as repeating that head H times.
+  if (H > 1 && pl.k.heads == 1 && pl.v.heads == 1 && pl.k.repeat == 1 && pl.v.repeat == 1)
+    pl.k.repeat = pl.v.repeat = H;
   if (H < 0) H = total(pl.v);
   if (H < 0) H = total(pl.k);
   int64_t Hkv = pl.v.heads > 0 ? pl.v.heads : (pl.k.heads > 0 ? pl.k.heads : -1);
