@@ -152,6 +152,12 @@ __global__ void pow_kernel(const T* __restrict__ a, const E* __restrict__ b, T* 
       ia = off[0];
       ib = off[1];
     }
+    if constexpr (std::is_integral_v<T>) {
+      // Integer base: the exponent is converted to the base type first, as the CPU reference does.
+      const double e = static_cast<double>(static_cast<T>(to_double(b[ib])));
+      y[i] = static_cast<T>(llround(pow(static_cast<double>(a[ia]), e)));
+      continue;
+    }
     const C x = load_c(a[ia]);
     const C e = static_cast<C>(to_double(b[ib]));
     C r;
@@ -165,7 +171,7 @@ __global__ void pow_kernel(const T* __restrict__ a, const E* __restrict__ b, T* 
   }
 }
 
-FUSEOPT_KERNEL(CudaPow, "", "Pow", Backend::CUDA, FLOATS) {
+FUSEOPT_KERNEL(CudaPow, "", "Pow", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
   const RtTensor& a = req_input(ctx, 0);
   const RtTensor& b = req_input(ctx, 1);
   const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {a.shape, b.shape});
@@ -175,7 +181,7 @@ FUSEOPT_KERNEL(CudaPow, "", "Pow", Backend::CUDA, FLOATS) {
   const bool linear = a.numel() == n && b.numel() == n;
   BcastIndex<2> ix{};
   if (!linear) ix = make_index<2>(ctx, out_shape, {bcast_strides(a.shape, out_shape), bcast_strides(b.shape, out_shape)});
-  dispatch_float(ctx, a.dtype, [&](auto tag) {
+  auto with_base = [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto with_e = [&](auto etag) {
       using E = typename decltype(etag)::type;
@@ -193,7 +199,12 @@ FUSEOPT_KERNEL(CudaPow, "", "Pow", Backend::CUDA, FLOATS) {
       case DType::Int32: with_e(Tag<int32_t>{}); break;
       default: throw Error(unsupported(ctx, b.dtype));
     }
-  });
+  };
+  switch (a.dtype) {
+    case DType::Int64: with_base(Tag<int64_t>{}); break;
+    case DType::Int32: with_base(Tag<int32_t>{}); break;
+    default: dispatch_float(ctx, a.dtype, with_base);
+  }
   check_launch(ctx);
 }
 

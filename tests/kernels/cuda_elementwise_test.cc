@@ -167,6 +167,9 @@ TEST_CASE("cuda Pow including a mixed-dtype exponent", "[cuda][elementwise]") {
   Case mixed("Pow", 2);
   mixed.in(0, randn({5, 9})).in(1, Tensor::from_ints({3}, {}));
   mixed.check();
+  Case ints_pow("Pow", 2);
+  ints_pow.in(0, randint({4, 7}, -6, 6)).in(1, randint({7}, 0, 4));
+  ints_pow.check();
 }
 
 TEST_CASE("cuda Clip with inputs, omitted bounds and attributes", "[cuda][elementwise]") {
