@@ -67,7 +67,20 @@ SymExpr SymExpr::symbol(const std::string& name) {
 }
 
 SymExpr SymExpr::parse(const std::string& raw) {
-  const std::string& text = raw;  // spaces are part of an opaque name
+  // Spaces around operators ("s0 + 1", as some exporters write) are dropped;
+  // other spaces are part of an opaque name ("sequence length").
+  std::string text;
+  auto is_op = [](char c) { return c == '+' || c == '-' || c == '*' || c == '(' || c == ')'; };
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != ' ') {
+      text += raw[i];
+      continue;
+    }
+    size_t next = raw.find_first_not_of(' ', i);
+    const bool before_op = next != std::string::npos && is_op(raw[next]);
+    const bool after_op = !text.empty() && is_op(text.back());
+    if (!before_op && !after_op && !text.empty() && next != std::string::npos) text += ' ';
+  }
   if (is_identifier(text) || text.empty()) return symbol(raw);
   if (is_integer(text)) return constant(std::stoll(text));
 

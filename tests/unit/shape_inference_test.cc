@@ -76,6 +76,10 @@ TEST_CASE("shape inference: symbolic expressions are canonical") {
   CHECK((seq + SymExpr::constant(2) - seq).constant_value() == 2);
   // A dim_param that is not an expression stays one atom, intact.
   CHECK(SymExpr::parse("sequence length").str() == "sequence length");
+  CHECK(SymExpr::parse("s0 + 1") == SymExpr::symbol("s0") + SymExpr::constant(1));
+  CHECK(SymExpr::parse("2 * s1") == SymExpr::symbol("s1") * SymExpr::constant(2));
+  CHECK(SymExpr::parse("-1").constant_value() == -1);
+  CHECK(SymExpr::parse("a--b").str() == "a--b");  // not an expression: one atom
   CHECK((SymExpr::parse("sequence length") * SymExpr::constant(2)) == SymExpr::parse("(sequence length)*2"));
   CHECK(SymExpr::constant(-1).to_dim().known() == false);
   CHECK(dims_equal(Dim::sym("seq*batch"), Dim::sym("batch*seq")));
