@@ -329,6 +329,15 @@ std::string serialize_model(const Graph& g) {
   return serialize_deterministic(m);
 }
 
+bool use_external_data(SaveOptions::External mode, bool had_external_data, size_t weight_bytes) {
+  switch (mode) {
+    case SaveOptions::External::Always: return true;
+    case SaveOptions::External::Never: return false;
+    case SaveOptions::External::Auto: break;
+  }
+  return had_external_data || weight_bytes > kAutoExternalDataBytes;
+}
+
 void save_model(const Graph& g, const std::string& path, const SaveOptions& opts) {
   fs::path out(path);
   std::error_code ec;
@@ -340,9 +349,7 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opts
 
   size_t total = 0;
   for (const Value* v : g.initializers) total += v->const_data->bytes.size();
-  bool external = opts.external == SaveOptions::External::Always ||
-                  (opts.external == SaveOptions::External::Auto &&
-                   (g.had_external_data || total > (size_t(18) << 27)));
+  const bool external = use_external_data(opts.external, g.had_external_data, total);
 
   std::string data_name = out.filename().string() + ".data";
   AtomicFile data_file(external ? (dir / data_name).string() : std::string());

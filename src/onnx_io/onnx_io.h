@@ -28,6 +28,15 @@ struct SaveOptions {
   std::string input_path;                  // refuse to overwrite this file
 };
 
+// Weights above this many bytes cannot share one protobuf with the graph (the
+// 2 GiB message limit, with room left for the graph), so Auto saves them as
+// external data.
+constexpr size_t kAutoExternalDataBytes = (size_t(18) << 30) / 10;  // 1.8 GiB
+
+// Whether save_model writes a side file: Always / Never as asked; Auto when the
+// loaded model had external data or the weights exceed kAutoExternalDataBytes.
+bool use_external_data(SaveOptions::External mode, bool had_external_data, size_t weight_bytes);
+
 // Writes atomically: a temporary file in the target folder, then rename. The
 // side file for external data is `<output file name>.data` next to it.
 void save_model(const Graph& g, const std::string& path, const SaveOptions& opts = {});

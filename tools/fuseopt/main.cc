@@ -90,7 +90,7 @@ void list_passes() {
 int main(int argc, char** argv) {
   CLI::App app{"fuseopt: rewrite an ONNX model so that chains of small operators become fused operators"};
   std::string in_path, out_path, report_path, dot_path, passes, disable;
-  bool list = false, quiet = false, approximate_gelu = false;
+  bool list = false, quiet = false, approximate_gelu = false, external_data = false;
   int verbose = 0, max_iterations = 10;
   app.add_option("input", in_path, "input .onnx model");
   app.add_option("output", out_path, "output .onnx model (never the input)");
@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "more detail (-vv: every match attempt)");
   app.add_flag("-q,--quiet", quiet, "print nothing but errors");
   app.add_flag("--approximate-gelu", approximate_gelu, "allow erf GELU to become the tanh approximation");
+  app.add_flag("--external-data", external_data,
+               "write weights of 1 KiB or more to the side file OUT.onnx.data (default: only when the input had "
+               "external data or the weights exceed 1.8 GiB)");
   app.add_option("--max-iterations", max_iterations, "cap on cleanup+fusion iterations (default 10)");
   try {
     app.parse(argc, argv);
@@ -157,6 +160,7 @@ int main(int argc, char** argv) {
     std::string dot = dot_path.empty() ? std::string() : graph_to_dot(*g, origins);
     SaveOptions so;
     so.input_path = in_path;
+    if (external_data) so.external = SaveOptions::External::Always;
     save_model(*g, out_path, so);
     if (!report_path.empty()) {
       AtomicFile f(report_path);
