@@ -947,3 +947,22 @@ TEST_CASE("shape inference: optimized models are fully shaped, fused ops include
   }
   for (const auto& [op, n] : fused_seen) std::cout << "[shape inference] fused " << op << ": " << n << " nodes shaped\n";
 }
+
+// Machine-readable dump for tests/py/test_shape_inference_ort.py (hidden):
+// one line per node output: "SHAPE\t<value>\t<dtype enum>\t<dim,dim,...>" ("-" = rank unknown).
+TEST_CASE("shape inference: tab-separated shapes of a model", "[.shape_tsv]") {
+  const char* path = std::getenv("FUSEOPT_DUMP_MODEL");
+  if (!path) return;
+  auto g = load_model(path);
+  ShapeInferenceOptions o;
+  o.reset = true;
+  infer_shapes(*g, o);
+  for (const auto& n : g->nodes())
+    for (const Value* v : n->outputs) {
+      if (!v) continue;
+      std::cout << "SHAPE\t" << v->name << "\t" << static_cast<int>(v->dtype) << "\t";
+      if (!v->shape) std::cout << "-";
+      for (size_t i = 0; v->shape && i < v->shape->size(); ++i) std::cout << (i ? "," : "") << (*v->shape)[i].str();
+      std::cout << "\n";
+    }
+}
