@@ -238,6 +238,15 @@ bool reaches_qk(const Value* v, int depth) {
   return false;
 }
 
+// One operation of the scores chain that masks: Add(s, v), or Where(v, s, fill) /
+// Where(v, fill, s) (inverted).
+struct MaskTerm {
+  Value* v;
+  bool where;
+  bool inverted;
+  double fill;
+};
+
 // ---- key-padding mask proofs ---------------------------------------------------
 
 // Peels Casts to bool (Cast(x, BOOL) keeps exactly "x != 0", the mask input's meaning).
@@ -318,6 +327,8 @@ struct Plan {
   HeadPath q, k, v;
   double scale = 1.0;
   std::vector<Value*> add_bias;  // additive terms, forward order
+  std::vector<MaskTerm> terms;   // every mask term, forward order
+  bool combined = false;         // several terms incl. a Where: one float bias built outside
   Value* keep = nullptr;         // bool Where condition (true = keep)
   bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
   double fill = -std::numeric_limits<double>::infinity();
@@ -411,6 +422,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       if (seen_scale && pl.fail.empty())
         pl.fail = "rule 7: " + n->label() + " adds a mask term before the scores are scaled; the fused op scales only Q·Kᵀ";
       pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
+      pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0});
       pl.core.push_back(n);
       s = n->input(side);
       continue;
@@ -419,10 +431,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
       int scores_slot = f2 && !f1 ? 1 : (f1 && !f2 ? 2 : -1);
       if (scores_slot < 0) return "Where without a scalar fill";
-      if (pl.keep && pl.fail.empty()) pl.fail = "rule 7: more than one boolean mask Where on the scores";
       pl.keep = n->input(0);
       pl.keep_inverted = scores_slot == 2;
       pl.fill = scores_slot == 1 ? *f2 : *f1;
+      pl.terms.insert(pl.terms.begin(), MaskTerm{pl.keep, true, pl.keep_inverted, pl.fill});
       if (seen_scale && pl.fail.empty())
         pl.fail = "rule 7: " + n->label() + " masks the scores before they are scaled; the fused op scales only Q·Kᵀ";
       pl.core.push_back(n);
@@ -435,10 +447,19 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   if (pl.down_cast && !pl.up_cast && pl.fail.empty())
     pl.fail = "rule 5: " + pl.down_cast->label() + " changes the precision of the attention probabilities";
   pl.core.push_back(pl.qk);
-  if (pl.keep && !pl.add_bias.empty() && pl.fail.empty())
-    pl.fail = "rule 7: the scores have both a boolean Where mask and an additive mask; one attn_bias cannot hold both";
-  if (pl.keep && dtype_of(pl.keep) != DType::Bool && dtype_of(pl.keep) != DType::Undefined && pl.fail.empty())
-    pl.fail = "rule 7: Where condition '" + pl.keep->name + "' is not bool";
+  for (const MaskTerm& t : pl.terms)
+    if (t.where && dtype_of(t.v) != DType::Bool && dtype_of(t.v) != DType::Undefined && pl.fail.empty())
+      pl.fail = "rule 7: Where condition '" + t.v->name + "' is not bool";
+  if (pl.terms.size() > 1 && pl.keep) {
+    // Several terms with a Where among them (GPT-2 of transformers 4: Where(causal, s, min) + mask):
+    // one additive float attn_bias built outside: Where(keep, b, fill) + ... It equals the
+    // original because s + fill == fill for any finite score when fill <= -1e30 (or -inf).
+    pl.combined = true;
+    for (const MaskTerm& t : pl.terms)
+      if (t.where && !(t.fill <= -1e30) && pl.fail.empty())
+        pl.fail = "rule 7: the Where mask fill " + std::to_string(t.fill) +
+                  " is not large enough to combine it with the other mask terms into one attn_bias";
+  }
 
   pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3});
   pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1});
@@ -477,7 +498,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   // A single mask term that provably is a key-padding mask goes in as `mask`.
-  if (pl.fail.empty() && pl.add_bias.size() + (pl.keep ? 1 : 0) == 1) {
+  if (pl.fail.empty() && pl.terms.size() == 1) {
     if (pl.keep && !pl.keep_inverted) {
       Value* m = from_rank2(pl.keep);
       if (m && mask_dims_match(m, pl.k)) {
@@ -646,12 +667,26 @@ class AttentionFusion : public FusionPass {
       if (!zero) bias.push_back(b);
     }
     Value* ab = nullptr;
-    for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
-    if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
+    if (pl.combined) {
+      const DType dt = dtype_of(in[0]) == DType::Undefined ? DType::Float : dtype_of(in[0]);
+      for (const MaskTerm& t : pl.terms) {
+        if (!t.where) {
+          ab = ab ? rw.create_node("", "Add", {ab, t.v}, {}, 1, "attn_bias_sum")->output(0) : t.v;
+          continue;
+        }
+        Value* base = ab ? ab : rw.add_scalar("attn_zero", dt, 0.0);
+        Value* fillv = rw.add_scalar("attn_fill", dt, t.fill);
+        std::vector<Value*> w = t.inverted ? std::vector<Value*>{t.v, fillv, base} : std::vector<Value*>{t.v, base, fillv};
+        ab = rw.create_node("", "Where", w, {}, 1, "attn_bias_where")->output(0);
+      }
+    } else {
+      for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
+      if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
+    }
     in[3] = pl.mask;
     in[4] = ab;
     while (!in.empty() && !in.back()) in.pop_back();
-    float fill = pl.keep || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
+    float fill = (pl.keep && !pl.combined) || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
     std::vector<Attribute> attrs = {
         Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
         Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", 0),

@@ -117,6 +117,12 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* mb = b.op("Cast", {m4}, {Attribute::make_int("to", 9)});
     sc = b.op("Where", {mb, sc, b.scalar("neg_inf", -std::numeric_limits<float>::infinity())}, {}, "mask_where");
   }
+  if (s.mask == 5) {  // Where(m, s, -10000) then + (1 - m) * -10000: fills too small to combine exactly
+    Value* m4 = b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})});
+    sc = b.op("Where", {b.op("Cast", {m4}, {Attribute::make_int("to", 9)}), sc, b.scalar("small_fill", -1e4f)});
+    Value* inv = b.op("Sub", {b.scalar("one", 1.0f), b.op("Cast", {m4}, {Attribute::make_int("to", 1)})});
+    sc = b.op("Add", {sc, b.op("Mul", {inv, b.scalar("small", -1e4f)})}, {}, "mask_add");
+  }
   if (s.mask_before_scale) sc = scale(sc);
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   if (s.probs_output) b.output(p);
@@ -343,4 +349,10 @@ TEST_CASE("Attention: fully masked rows give the original's uniform rows (finfo.
     f["mask"] = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 0, 0, 0}, {B, S});  // batch 0: every key masked
     require_same_outputs(*before, b.graph(), f, 1e-4f);
   }
+}
+
+TEST_CASE("Attention rule 7: a Where mask with a small fill cannot be combined with another term", "[passes][Attention]") {
+  Spec s;
+  s.mask = 5;
+  expect_rejected(s, "not large enough");
 }

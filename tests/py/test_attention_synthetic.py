@@ -165,8 +165,32 @@ def multi_query(opset):
     return g.model(), {"x": g.rng.standard_normal((2, 6, D)).astype("float32")}
 
 
+def gpt2_legacy(opset):
+    """transformers 4 GPT-2: Where(causal slice of a constant tril, s, finfo.min), then + (1 - m) * min."""
+    import onnx
+    g = G(opset)
+    x = g.input("x", onnx.TensorProto.FLOAT, ["batch", "seq", D])
+    m = g.input("attention_mask", onnx.TensorProto.INT64, ["batch", "seq"])
+    qkv = g.linear(x, D, 3 * D)
+    q, k, v = g.op("Split", [qkv, g.ints([D, D, D])], n_out=3, axis=2)
+    q, k, v = g.heads(q, H), g.heads(k, H), g.heads(v, H)
+    s = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                     g.const(g.np.array(DH ** 0.5, dtype="float32"))])
+    tril = g.const(g.np.tril(g.np.ones((16, 16), dtype=bool))[None, None], "bias_buffer")
+    seq = g.op("Gather", [g.op("Shape", [x]), g.const(g.np.array([1], dtype="int64"))], axis=0)
+    causal = g.op("Slice", [g.op("Slice", [tril, g.ints([0]), seq, g.ints([2])]), g.ints([0]), seq, g.ints([3])])
+    minv = g.const(g.np.array(g.np.finfo("float32").min, dtype="float32"))
+    s = g.op("Where", [causal, s, minv])
+    m4 = g.op("Cast", [g.op("Unsqueeze", [m, g.ints([1, 2])])], to=1)
+    s = g.op("Add", [s, g.op("Mul", [g.op("Sub", [g.const(g.np.array(1.0, dtype="float32")), m4]), minv])])
+    g.output(g.linear(g.merge(g.softmax_v(s, v)), D, D))
+    mask = g.np.ones((2, 6), dtype="int64")
+    mask[1, -2:] = 0
+    return g.model(), {"x": g.rng.standard_normal((2, 6, D)).astype("float32"), "attention_mask": mask}
+
+
 CASES = [("sdpa_dynamo", sdpa_dynamo, 1), ("kv_cache", kv_cache, 1), ("cross_attention", cross_attention, 2),
-         ("multi_query", multi_query, 1)]
+         ("multi_query", multi_query, 1), ("gpt2_legacy", gpt2_legacy, 1)]
 
 
 def main():
