@@ -37,9 +37,9 @@ def run_fuseopt(bin_dir, *args, timeout=600):
 
 
 def model_dirs(src, name_filter=""):
-    """Every models/*/<name>/ folder with model.onnx and test_data_set_0/."""
+    """Every models/{real,exported,synthetic}/<name>/ folder with model.onnx and test_data_set_0/."""
     found = []
-    for pattern in ("models/real/*/model.onnx", "models/exported/*/model.onnx"):
+    for pattern in ("models/real/*/model.onnx", "models/exported/*/model.onnx", "models/synthetic/*/model.onnx"):
         for path in sorted(glob.glob(os.path.join(src, pattern))):
             d = os.path.dirname(path)
             if os.path.isdir(os.path.join(d, "test_data_set_0")) and name_filter in os.path.basename(d):

@@ -30,8 +30,10 @@ def main():
             src = os.path.join(d, "model.onnx")
             outs = []
             for run in ("a", "b"):
-                out = os.path.join(tmp, f"{name}.{run}.onnx")
-                dot = os.path.join(tmp, f"{name}.{run}.dot")
+                # Same file name in two folders: an external-data side file is named after it.
+                os.makedirs(os.path.join(tmp, run), exist_ok=True)
+                out = os.path.join(tmp, run, f"{name}.onnx")
+                dot = os.path.join(tmp, run, f"{name}.dot")
                 r = lib.run_fuseopt(args.bin, src, out, "-q", "--dot", dot)
                 if r.returncode != 0:
                     failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
@@ -41,6 +43,10 @@ def main():
                 continue
             if read(outs[0][0]) != read(outs[1][0]):
                 failures.append(f"{name}: two runs wrote different models")
+            side = [o + ".data" for o, _ in outs]
+            if os.path.exists(side[0]) != os.path.exists(side[1]) or (
+                    os.path.exists(side[0]) and read(side[0]) != read(side[1])):
+                failures.append(f"{name}: two runs wrote different external-data files")
             if read(outs[0][1]) != read(outs[1][1]):
                 failures.append(f"{name}: two runs wrote different DOT files")
             again = os.path.join(tmp, f"{name}.again.onnx")
