@@ -54,7 +54,7 @@ def structural(name, orig, model):
             scaled = prod.get(n.input[0])
             x = prod.get(scaled.input[0]) if scaled is not None and scaled.input else None
             if x is None or x.op_type != "Conv":
-                fails.append(f"{name}: Erf '{n.name}' left inside a layer")
+                fails.append(f"{name}: Erf '{n.name}' left inside a layer (GELU not folded into its GEMM)")
     norms = ops["LayerNormalization"] + sum(1 for n in model.graph.node
                                              if n.domain == "fuseopt" and n.op_type in ("LayerNorm", "RMSNorm"))
     if norms > 1:
@@ -91,9 +91,11 @@ def check_one(args, model_dir, tmp):
     except Exception as e:  # noqa: BLE001
         failures.append(f"{name}: onnxruntime failed: {str(e).splitlines()[0]}")
     import subprocess
-    fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
+    half = any(t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
+    fr = None if half else subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
                          os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
-    if fr.returncode != 0:
+    # (fp16/bf16 models: the CPU backend computes fp32 only; ONNX Runtime checked them above.)
+    if fr is not None and fr.returncode != 0:
         tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
         failures.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
     out2 = os.path.join(tmp, name + ".again.onnx")
