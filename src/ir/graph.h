@@ -94,6 +94,10 @@ struct Node {
   // count as uses so that DCE and fusion never remove them.
   std::vector<Value*> implicit_inputs;
   std::string doc_string;
+  // NodeProto fields this build's ONNX classes do not know (IR 10: overload,
+  // metadata_props, as the dynamo exporter writes), serialized as read so that
+  // save writes them back.
+  std::string unknown_fields;
 
   bool is(const char* op) const { return op_type == op && (domain.empty() || domain == "ai.onnx"); }
   Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }

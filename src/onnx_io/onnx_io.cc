@@ -186,6 +186,8 @@ std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std
     // Node names are preserved exactly where the model had unique ones.
     if (!np.name().empty()) n->name = n->name;  // add_node already uniquified
     n->doc_string = np.doc_string();
+    if (const auto& unknown = np.GetReflection()->GetUnknownFields(np); !unknown.empty())
+      unknown.SerializeToString(&n->unknown_fields);
     for (const auto& a : np.attribute()) n->attrs.push_back(read_attribute(a));
     nodes.push_back(n);
   }
@@ -283,7 +285,16 @@ onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*,
     for (const Value* v : n->outputs) p->add_output(v ? v->name : "");
     while (p->output_size() > 0 && p->output(p->output_size() - 1).empty()) p->mutable_output()->RemoveLast();
     for (const Attribute& a : n->attrs) write_attribute(a, p->add_attribute());
-    if (find_function_body(n->domain, n->op_type)) fused[n->domain + "\x1f" + n->op_type].push_back(n);
+    const bool has_builder = find_function_body(n->domain, n->op_type) != nullptr;
+    if (has_builder) fused[n->domain + "\x1f" + n->op_type].push_back(n);
+    if (!n->unknown_fields.empty()) {
+      google::protobuf::UnknownFieldSet kept;
+      FUSE_CHECK(kept.ParseFromString(n->unknown_fields), "node " << n->label() << ": cannot restore unknown fields");
+      auto* dst = p->GetReflection()->MutableUnknownFields(p);
+      // A fuseopt op's overload (field 8) is recomputed below; never write it twice.
+      for (int i = 0; i < kept.field_count(); ++i)
+        if (!(has_builder && kept.field(i).number() == 8)) dst->AddField(kept.field(i));
+    }
     // IR-10 NodeProto.overload (field 8): libonnx's generated classes predate it.
     if (std::string ov = function_overload(g, *n); !ov.empty()) {
       p->GetReflection()->MutableUnknownFields(p)->AddLengthDelimited(8, ov);
