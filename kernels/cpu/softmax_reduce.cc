@@ -1,5 +1,6 @@
 // Softmax / LogSoftmax (opset 13 semantics: along one axis, max subtracted
-// for stability) and the reductions ReduceMean/Sum/Max/Min/Prod/SumSquare/L2
+// for stability; opset < 13 flattening when the Session marks the node)
+// and the reductions ReduceMean/Sum/Max/Min/Prod/SumSquare/L2
 // (axes as attribute or, opset 13+/18+, as input; keepdims;
 // noop_with_empty_axes). Accumulation is in double for float sums so long
 // rows do not drift.
@@ -28,6 +29,10 @@ void softmax_impl(KernelContext& ctx, bool log_form) {
   int64_t axis = x->rank() == 0 ? 0 : norm_axis(ctx, ctx.node().attr_int("axis", -1), x->rank());
   RtTensor* y = ctx.output(0, x->dtype, x->shape);
   AxisView v = x->rank() == 0 ? AxisView{1, 1, 1} : around(x->shape, axis);
+  // Opset < 13 (the Session marks such nodes): the input is seen as 2-D
+  // [prod(dims before axis), prod(dims from axis)], normalised per row.
+  if (ctx.node().attr_int("__fuseopt_softmax_2d", 0) != 0 && x->rank() > 0)
+    v = AxisView{prod(x->shape, 0, axis), prod(x->shape, axis, x->rank()), 1};
   const float* in = x->ptr<float>();
   float* out = y->ptr<float>();
   parallel_for(v.outer * v.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, v.n)), [&](int64_t b, int64_t e) {

@@ -22,6 +22,8 @@ namespace fuseopt {
 namespace {
 
 constexpr size_t kMaxPlans = 8;
+// Marks a Softmax/LogSoftmax of opset < 13 (see kernels/cpu/softmax_reduce.cc).
+constexpr const char* kLegacySoftmaxAttr = "__fuseopt_softmax_2d";
 
 bool is_metadata_only(const Node& n) { return n.is("Shape") || n.is("Size"); }
 
@@ -399,6 +401,13 @@ void Session::Impl::setup() {
       if (!st.on_host)
         for (int id : st.ins)
           if (id >= 0) slots[id].used_on_device = true;
+    }
+    // Softmax before opset 13 flattens to 2-D at `axis` (default 1); the
+    // kernel reads the marker attribute this override adds.
+    if ((n->is("Softmax") || n->is("LogSoftmax")) && s.graph_.opset("") > 0 && s.graph_.opset("") < 13) {
+      st.override_node = std::make_unique<Node>(*n);
+      st.override_node->set_attr(Attribute::make_int("axis", n->attr_int("axis", 1)));
+      st.override_node->set_attr(Attribute::make_int(kLegacySoftmaxAttr, 1));
     }
     // Precision: float constants produced by nodes become the compute dtype.
     if (compute_float != DType::Float) {

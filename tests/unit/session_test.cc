@@ -148,3 +148,20 @@ TEST_CASE("eval_node_cpu throws for an op without a kernel", "[session]") {
   REQUIRE_THROWS_WITH(eval_node_cpu(*n, {&t}), Catch::Contains("NoSuchOp"));
   CHECK(!has_cpu_kernel(*n, {&t}));
 }
+
+TEST_CASE("Softmax in an opset-11 model flattens to 2-D at axis 1", "[session]") {
+  GraphBuilder b(11);
+  Value* x = b.input("x", DType::Float, {1, 2, 2});
+  b.output(b.op("Softmax", {x}));
+  Session s(b.graph());
+  // One row of 4: softmax over all of [1,2,3,4] (opset 13 would do rows of 2).
+  std::vector<Tensor> out = s.run({{"x", Tensor::from_floats({1, 2, 3, 4}, {1, 2, 2})}});
+  const float want[] = {0.0320586f, 0.0871443f, 0.2368828f, 0.6439142f};
+  for (int i = 0; i < 4; ++i) CHECK(out[0].data<float>()[i] == Approx(want[i]).epsilon(1e-5));
+  GraphBuilder b13(13);
+  Value* x13 = b13.input("x", DType::Float, {1, 2, 2});
+  b13.output(b13.op("Softmax", {x13}));
+  Session s13(b13.graph());
+  out = s13.run({{"x", Tensor::from_floats({1, 2, 3, 4}, {1, 2, 2})}});
+  CHECK(out[0].data<float>()[0] == Approx(0.2689414f).epsilon(1e-5));
+}
