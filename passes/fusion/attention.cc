@@ -86,6 +86,7 @@ std::optional<std::pair<double, Value*>> scalar_factor(const Node* n) {
 
 // (heads, dim) a head-split Reshape produces, from its inferred output shape or target.
 std::optional<std::pair<int64_t, int64_t>> reshape_heads(const Node* r, int h_axis, int d_axis) {
+  if (r->inputs.size() < 2 || !r->input(1) || !r->output(0)) return std::nullopt;
   auto out = attn::known_dims(r->output(0));
   if (out && out->size() == 4 && (*out)[h_axis] > 0 && (*out)[d_axis] > 0) return std::make_pair((*out)[h_axis], (*out)[d_axis]);
   auto t = symbolic_value(r->input(1));
@@ -135,7 +136,7 @@ HeadPath trace_head(Value* v, const Perm& want) {
   Perm p = {0, 1, 2, 3};
   for (int depth = 0; depth < 24 && v; ++depth) {
     Node* n = v->producer;
-    if (!n) break;
+    if (!n || n->inputs.empty() || !n->input(0)) break;
     if (n->is("Transpose")) {
       Perm q = n->attr_ints("perm");
       if (q.size() != 4) break;
@@ -158,8 +159,8 @@ HeadPath trace_head(Value* v, const Perm& want) {
     if (n->is("Reshape")) {
       Value* x = n->input(0);
       Node* ex = x ? x->producer : nullptr;
-      Node* un = ex && ex->is("Expand") ? ex->input(0)->producer : nullptr;
-      if (un && un->is("Unsqueeze")) {
+      Node* un = ex && ex->is("Expand") && ex->input(0) ? ex->input(0)->producer : nullptr;
+      if (un && un->is("Unsqueeze") && un->input(0)) {
         // GQA repeat_kv on [B, Hkv, S, D]: Unsqueeze(2) -> Expand [B, Hkv, rep, S, D] -> Reshape [B, H, S, D].
         std::vector<int64_t> axes = un->has_attr("axes") ? un->attr_ints("axes")
                                                          : attn::const_ints(un->input(1)).value_or(std::vector<int64_t>{});
@@ -345,11 +346,11 @@ struct Plan {
 std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl = Plan{};
   pl.root = root;
-  if (!root->is("Reshape")) return "not a Reshape";
+  if (!root->is("Reshape") || root->inputs.size() < 2 || !root->input(0) || !root->input(1)) return "not a Reshape";
   Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
   if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
-  Node* pv = tr->input(0)->producer;
-  if (!pv || !pv->is("MatMul")) return "no P·V MatMul";
+  Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  if (!pv || !pv->is("MatMul") || pv->inputs.size() != 2 || !pv->input(0) || !pv->input(1)) return "no P·V MatMul";
   pl.out_transpose = tr;
   pl.pv = pv;
   pl.core = {root, tr, pv};
@@ -383,7 +384,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
   for (int d = 0; d < 12 && s && s->producer; ++d) {
     Node* n = s->producer;
-    if (n->is("MatMul")) { pl.qk = n; break; }
+    if (n->is("MatMul")) {
+      if (n->inputs.size() != 2 || !n->input(0) || !n->input(1)) return "malformed MatMul";
+      pl.qk = n;
+      break;
+    }
+    if (n->inputs.empty() || !n->input(0)) break;
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
     if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
       const bool upcast_for_softmax = n->output(0) == sm->input(0) && pl.down_cast &&
@@ -413,7 +419,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       s = a;
       continue;
     }
-    if (n->is("Add") && n->inputs.size() == 2) {
+    if (n->is("Add") && n->inputs.size() == 2 && n->input(1)) {
       // The scores side is the one that leads back to the QK MatMul.
       int side = -1;
       for (int i = 0; i < 2 && side < 0; ++i)
@@ -428,6 +434,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       continue;
     }
     if (n->is("Where")) {
+      if (n->inputs.size() != 3 || !n->input(1) || !n->input(2)) return "malformed Where";
       auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
       int scores_slot = f2 && !f1 ? 1 : (f1 && !f2 ? 2 : -1);
       if (scores_slot < 0) return "Where without a scalar fill";
