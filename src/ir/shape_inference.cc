@@ -369,7 +369,9 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
   }
 
   for (Node* n : order) {
-    const ShapeFn* fn = n->has_subgraph() ? nullptr : find_shape_fn(n->domain, n->op_type);
+    // Ops with subgraphs (If, Loop) have shape functions that read the body's
+    // declared output types; any other op with a subgraph stays unknown.
+    const ShapeFn* fn = find_shape_fn(n->domain, n->op_type);
     if (!fn) {
       unknown.insert((n->domain.empty() ? std::string() : n->domain + ".") + n->op_type);
       continue;

@@ -10,8 +10,10 @@
 // - Node outputs are visited in topological order. An output keeps what it
 //   already has (value_info, earlier inference) where inference cannot do
 //   better; a known dim beats a symbol, a named symbol beats an anonymous dim.
-// - Unknown ops (no shape function), nodes with subgraphs, and ops whose result
-//   depends on data inference cannot see leave their outputs as they were.
+// - Unknown ops (no shape function) and ops whose result depends on data
+//   inference cannot see leave their outputs as they were. If and Loop take
+//   the types their bodies declare (src/onnx_io/subgraph_shapes.cc); nothing
+//   is inferred inside subgraphs.
 // - When shapes provably contradict (MatMul inner dims known and different,
 //   broadcasting 3 against 5, an inferred dim != a declared one) infer_shapes
 //   throws fuseopt::Error naming the node, unless options.strict is false (then

@@ -778,7 +778,7 @@ namespace {
 std::vector<std::filesystem::path> model_files() {
   std::vector<std::filesystem::path> files;
   const std::filesystem::path root = FUSEOPT_SOURCE_DIR;
-  for (const char* dir : {"models/real", "models/exported"}) {
+  for (const char* dir : {"models/real", "models/exported", "models/synthetic"}) {
     if (!std::filesystem::exists(root / dir)) continue;
     for (const auto& e : std::filesystem::directory_iterator(root / dir))
       if (std::filesystem::exists(e.path() / "model.onnx")) files.push_back(e.path() / "model.onnx");
