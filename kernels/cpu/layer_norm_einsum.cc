@@ -3,6 +3,7 @@
 // equation, ellipsis, repeated letters; summed by a direct index walk, with
 // the summed combinations' offsets precomputed once per call).
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -117,16 +118,25 @@ EinsumSpec parse_einsum(KernelContext& ctx, const std::string& eq_raw, const std
   }
   auto ell_letters = [&](size_t r) {
     std::string e;
-    for (size_t i = ell_rank - r; i < ell_rank; ++i) e += static_cast<char>('A' + i);
+    // Non-letter bytes, so ellipsis dims never collide with the equation's letters.
+    for (size_t i = ell_rank - r; i < ell_rank; ++i) e += static_cast<char>(0x80 + i);
     return e;
   };
   for (size_t t = 0; t < terms.size(); ++t) {
     std::string s = terms[t];
     if (auto p = s.find("..."); p != std::string::npos) s = s.substr(0, p) + ell_letters(ell_of[t]) + s.substr(p + 3);
+    for (char c : s)
+      MATH_CHECK(ctx, std::isalpha(static_cast<unsigned char>(c)) || static_cast<unsigned char>(c) >= 0x80,
+                 "bad term '" << terms[t] << "' in equation '" << eq_raw << "'");
+    MATH_CHECK(ctx, s.size() == ops[t]->rank(), "operand " << t << " " << shape_str(ops[t]->shape)
+                                                           << " does not match '" << terms[t] << "'");
     spec.inputs.push_back(s);
   }
   if (explicit_out) {
     if (auto p = rhs.find("..."); p != std::string::npos) rhs = rhs.substr(0, p) + ell_letters(ell_rank) + rhs.substr(p + 3);
+    for (char c : rhs)
+      MATH_CHECK(ctx, std::isalpha(static_cast<unsigned char>(c)) || static_cast<unsigned char>(c) >= 0x80,
+                 "bad output term '" << rhs << "' in equation '" << eq_raw << "'");
     spec.output = rhs;
   } else {
     // Implicit: ellipsis dims, then letters that appear once, alphabetically.
@@ -135,7 +145,7 @@ EinsumSpec parse_einsum(KernelContext& ctx, const std::string& eq_raw, const std
       for (char c : s) count[c]++;
     spec.output = ell_letters(ell_rank);
     for (auto [c, k] : count)
-      if (k == 1 && std::islower(static_cast<unsigned char>(c))) spec.output += c;
+      if (k == 1 && std::isalpha(static_cast<unsigned char>(c))) spec.output += c;
   }
   return spec;
 }

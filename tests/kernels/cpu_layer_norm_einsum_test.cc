@@ -61,3 +61,16 @@ TEST_CASE("Einsum operand rank mismatch is an Error", "[cpu][einsum]") {
   t.input("a", pat({3, 4})).input("b", pat2({4, 2})).attr(Attribute::make_string("equation", "bij,jk->bik"));
   REQUIRE_THROWS_WITH(t.run(), Catch::Contains("Einsum_node"));
 }
+
+TEST_CASE("malformed Einsum equations are Errors, not crashes", "[cpu][einsum]") {
+  for (const char* eq : {"a...b...,bc->ac", "ab,bc->ad", "a-b,bc->ac", "ab,bc,cd->ad", "abc,bc->ac"}) {
+    OpTest t("Einsum");
+    t.input("a", pat({3, 4})).input("b", pat2({4, 2})).attr(Attribute::make_string("equation", eq));
+    INFO(eq);
+    REQUIRE_THROWS_AS(t.run(), Error);
+  }
+  // Upper-case letters count in implicit mode too: "iJ,Jk" sums J, keeps i and k.
+  OpTest u("Einsum");
+  u.input("a", pat({3, 4})).input("b", pat2({4, 2})).attr(Attribute::make_string("equation", "iJ,Jk"));
+  expect_near(u.run()[0], k_ein_implicit, {3, 2});
+}
