@@ -177,16 +177,10 @@ void Rewriter::rename_pending() {
 
 void Rewriter::erase_node(Node* n) {
   FUSE_CHECK(alive(n), "internal: erasing a node that is not in the graph");
-  if (n == insert_before_) {
-    // Keep the insertion point valid: the node after the erased one.
-    Node* next = nullptr;
-    bool found = false;
-    for (const auto& p : g_.nodes()) {
-      if (found) { next = p.get(); break; }
-      found = p.get() == n;
-    }
-    insert_before_ = next;
-  }
+  // Erasing the insertion point (the usual end of a fusion): later nodes of this
+  // rewrite go to the end; the PassManager topo-sorts after the pass, and
+  // infer_shapes() sorts first. (Finding the successor would cost O(nodes).)
+  if (n == insert_before_) insert_before_ = nullptr;
   for (const Value* o : n->outputs)
     if (o) erased_values_.insert(o);
   g_.erase_node(n);
@@ -266,6 +260,7 @@ ShapeInferenceResult Rewriter::infer_shapes() {
   ShapeInferenceOptions o;
   o.strict = false;
   try {
+    g_.topo_sort();  // inference walks nodes in list order; rewrites may have appended
     return fuseopt::infer_shapes(g_, o);
   } catch (const Error&) {
     // Shape inference is advisory for the optimizer: passes check what they need.

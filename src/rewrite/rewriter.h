@@ -54,7 +54,9 @@ class Rewriter {
   // ---- creating ------------------------------------------------------------------
   // Where new nodes go: before this node (nullptr = at the end). Fusion drivers set
   // it to the match root, which is always a topologically valid place for a node
-  // reading the match's inputs. The PassManager topo-sorts after every pass anyway.
+  // reading the match's inputs; erasing that node resets it to the end. Node
+  // order inside a pass is not relied on: the PassManager topo-sorts after
+  // every pass and infer_shapes() sorts before inferring.
   void set_insertion_point(Node* before) { insert_before_ = before; }
   Node* insertion_point() const { return insert_before_; }
 
