@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -203,6 +204,7 @@ struct Session::Impl {
   std::map<std::string, std::unique_ptr<Plan>> plans;
   uint64_t clock = 0;
   Plan* last_plan = nullptr;
+  std::mutex run_mutex;  // run() calls from several threads take turns
   // per-run
   std::deque<Buffer> run_buffers;
   std::deque<Tensor> run_tensors;
@@ -975,6 +977,7 @@ static void check_inputs(const Graph& g, const std::vector<int>& input_slots, co
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.run_mutex);
   check_inputs(graph_, im.input_slots, im.slots, inputs);
   Plan& p = im.plan_for(im.signature(inputs));
   im.last_plan = &p;

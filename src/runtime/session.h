@@ -26,7 +26,8 @@
 //   runs only copy inputs in, replay, and copy outputs out. Capture is off
 //   when profiling, when the backend cannot capture, or when a CPU node reads
 //   device data (the profile says why).
-// The Graph must outlive the Session.
+// The Graph must outlive the Session. run() may be called from several
+// threads; calls take turns.
 #pragma once
 #include <map>
 #include <memory>
