@@ -87,6 +87,9 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
         rewrites = pass.run(rw, ctx);
       } catch (const Error& e) {
         throw Error("pass " + pass.name() + ": " + e.what());
+      } catch (const std::exception& e) {
+        // A bug in a pass (std::out_of_range, bad_alloc...): still one line naming it.
+        throw Error("pass " + pass.name() + ": internal error: " + e.what());
       }
       ChangeCounts c = rw.counts();
       if (rewrites > 0 || c.total() > 0) {
