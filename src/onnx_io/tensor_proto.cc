@@ -2,6 +2,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -16,21 +18,45 @@ namespace {
 template <class Src, class Dst>
 void copy_field(const Src& src, Tensor& t) {
   FUSE_CHECK(static_cast<int64_t>(src.size()) == t.numel(), "tensor has " << src.size() << " values, shape needs " << t.numel());
+  t.bytes.resize(static_cast<size_t>(t.numel()) * sizeof(Dst));  // only once the values are known to be there
   Dst* d = t.data<Dst>();
   int64_t i = 0;
   for (auto v : src) d[i++] = static_cast<Dst>(v);
 }
 
-void read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label, Tensor& t) {
+// A decimal byte count of external_data (offset, length); anything else is an
+// error naming the tensor (std::stoull would throw a bare "stoull", or wrap "-5").
+uint64_t byte_count(const std::string& s, const std::string& who, const std::string& key) {
+  const bool digits = !s.empty() && s.size() <= 18 &&
+                      std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  FUSE_CHECK(digits, who << ": external data " << key << " '" << s << "' is not a byte count");
+  return std::stoull(s);
+}
+
+// Elements and bytes of a shape, refusing products that overflow (a corrupted
+// or hostile file must not wrap around to a small allocation).
+uint64_t checked_bytes(const std::vector<int64_t>& dims, size_t elem_size, const std::string& who) {
+  constexpr uint64_t kLimit = uint64_t(1) << 62;
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    FUSE_CHECK(d == 0 || n <= kLimit / static_cast<uint64_t>(d), who << " has shape " << shape_str(dims) << ": too many elements");
+    n *= static_cast<uint64_t>(d);
+  }
+  FUSE_CHECK(n <= kLimit / std::max<size_t>(elem_size, 1), who << " has shape " << shape_str(dims) << ": too many bytes");
+  return n * elem_size;
+}
+
+void read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label, Tensor& t,
+                   uint64_t need) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
+  std::string who = label + ": initializer '" + p.name() + "'";
   for (const auto& e : p.external_data()) {
     if (e.key() == "location") location = e.value();
-    else if (e.key() == "offset") offset = std::stoull(e.value());
-    else if (e.key() == "length") length = std::stoll(e.value());
+    else if (e.key() == "offset") offset = byte_count(e.value(), who, "offset");
+    else if (e.key() == "length") length = static_cast<int64_t>(byte_count(e.value(), who, "length"));
   }
-  std::string who = label + ": initializer '" + p.name() + "'";
   FUSE_CHECK(!location.empty(), who << " has external data without a location");
   fs::path loc(location);
   FUSE_CHECK(!loc.is_absolute(), who << ": external data location '" << location << "' is absolute; only paths inside the model's folder are allowed");
@@ -38,13 +64,16 @@ void read_external(const onnx::TensorProto& p, const std::string& base_dir, cons
     FUSE_CHECK(part != "..", who << ": external data location '" << location << "' escapes the model's folder");
   fs::path full = fs::path(base_dir) / loc;
   std::ifstream f(full, std::ios::binary);
+  std::error_code ec;
+  FUSE_CHECK(fs::is_regular_file(full, ec), who << ": external data file '" << full.string() << "' is missing or not a regular file");
   FUSE_CHECK(f, who << ": cannot open external data file '" << full.string() << "'");
-  size_t need = t.bytes.size();
-  FUSE_CHECK(length < 0 || static_cast<size_t>(length) == need,
+  FUSE_CHECK(length < 0 || static_cast<uint64_t>(length) == need,
              who << ": external data length " << length << " does not match its shape (" << need << " bytes)");
   f.seekg(0, std::ios::end);
   uint64_t size = static_cast<uint64_t>(f.tellg());
-  FUSE_CHECK(offset + need <= size, who << ": external data file '" << full.string() << "' is too short (truncated?)");
+  FUSE_CHECK(offset <= size && need <= size - offset,
+             who << ": external data file '" << full.string() << "' is too short (truncated?)");
+  t.bytes.resize(need);  // only once the file is known to hold it
   f.seekg(static_cast<std::streamoff>(offset));
   f.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(need));
   FUSE_CHECK(f, who << ": reading external data from '" << full.string() << "' failed");
@@ -65,12 +94,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     return t;
   }
   FUSE_CHECK(dtype_size(dt) > 0, label << ": tensor '" << p.name() << "' has unsupported data type " << p.data_type());
-  t.bytes.resize(static_cast<size_t>(t.numel()) * dtype_size(dt));
+  const uint64_t need = checked_bytes(dims, dtype_size(dt), label + ": tensor '" + p.name() + "'");
   try {
     if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-      read_external(p, base_dir, label, t);
+      read_external(p, base_dir, label, t, need);
     } else if (p.has_raw_data()) {
-      FUSE_CHECK(p.raw_data().size() == t.bytes.size(), "raw data is " << p.raw_data().size() << " bytes, shape needs " << t.bytes.size());
+      FUSE_CHECK(p.raw_data().size() == need, "raw data is " << p.raw_data().size() << " bytes, shape needs " << need);
+      t.bytes.resize(need);
       std::memcpy(t.bytes.data(), p.raw_data().data(), t.bytes.size());
     } else {
       switch (dt) {

@@ -1,10 +1,13 @@
-// External data on save (issue 2 item 3): when save_model writes a side file,
+// External data (issue 2 item 3). Save: when save_model writes a side file,
 // where, with which location, and the decision logic that keeps models over
 // 2 GiB loadable (tested on the decision function: no 2 GiB file is built).
+// Load: malformed external-data entries and shapes whose byte size overflows
+// or exceeds the data are one-line errors, never a crash or a huge allocation.
 #include <onnx/onnx_pb.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <unistd.h>
 
@@ -208,4 +211,126 @@ TEST_CASE("onnx_io: external data in a subfolder of the model's folder loads; ba
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("w.bin") != std::string::npos);
   }
+}
+
+namespace {
+
+// y = x + w, with `w` described by the caller (external data, odd shapes...).
+std::string model_with_weight(const std::function<void(onnx::TensorProto*)>& describe_w) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  describe_w(w);
+  for (const char* io : {"x", "y"}) {
+    auto* v = std::string(io) == "x" ? g->add_input() : g->add_output();
+    v->set_name(io);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  return m.SerializeAsString();
+}
+
+void external(onnx::TensorProto* w, const std::string& location, const std::string& offset,
+              const std::string& length = "") {
+  w->add_dims(2);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  if (!offset.empty()) add("offset", offset);
+  if (!length.empty()) add("length", length);
+}
+
+// The one-line message of loading these bytes (empty when it loads).
+std::string load_error(const std::string& bytes, const std::string& dir) {
+  try {
+    load_model_from_bytes(bytes, dir, "bad.onnx");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("onnx_io: malformed external-data entries are one-line errors naming the file and tensor") {
+  TempDir tmp;
+  {
+    std::ofstream f(tmp.path / "w.bin", std::ios::binary);
+    f << std::string(8, '\0');
+  }
+  fs::create_directories(tmp.path / "folder");
+  const std::string dir = tmp.path.string();
+  CHECK(load_error(model_with_weight([](auto* w) { external(w, "w.bin", "0", "8"); }), dir).empty());
+  struct Case {
+    const char* what;
+    std::string offset, length, location, must_say;
+  };
+  const std::vector<Case> cases = {
+      {"offset not a number", "abc", "", "w.bin", "offset 'abc' is not a byte count"},
+      {"negative offset", "-5", "", "w.bin", "offset '-5' is not a byte count"},
+      {"offset past 2^64", "18446744073709551612", "", "w.bin", "not a byte count"},
+      {"offset past the end", "999999999999999999", "", "w.bin", "too short"},
+      {"offset + length past the end", "4", "", "w.bin", "too short"},
+      {"negative length", "0", "-8", "w.bin", "length '-8' is not a byte count"},
+      {"length not matching the shape", "0", "4", "w.bin", "does not match its shape"},
+      {"location is a folder", "0", "", "folder", "not a regular file"},
+      {"location missing", "0", "", "nowhere.bin", "nowhere.bin"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    const std::string msg =
+        load_error(model_with_weight([&](auto* w) { external(w, c.location, c.offset, c.length); }), dir);
+    CHECK(msg.find(c.must_say) != std::string::npos);
+    CHECK(msg.rfind("bad.onnx", 0) == 0);  // names the file first
+    CHECK(msg.find("'w'") != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("onnx_io: shapes whose size overflows or exceeds the data are refused before allocating") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string();
+  // 2^40 x 2^40 elements: the product overflows int64 (it used to wrap and load as an empty tensor).
+  std::string msg = load_error(model_with_weight([](auto* w) {
+                                 w->add_dims(int64_t(1) << 40);
+                                 w->add_dims(int64_t(1) << 40);
+                               }), dir);
+  CHECK(msg.find("too many") != std::string::npos);
+  CHECK(msg.find("'w'") != std::string::npos);
+  // 4 TiB of floats declared, 8 bytes given: an error, not a 4 TiB allocation (std::bad_alloc).
+  msg = load_error(model_with_weight([](auto* w) {
+                     w->add_dims(int64_t(1) << 20);
+                     w->add_dims(int64_t(1) << 20);
+                     w->set_raw_data(std::string(8, '\0'));
+                   }), dir);
+  CHECK(msg.find("raw data is 8 bytes") != std::string::npos);
+  msg = load_error(model_with_weight([](auto* w) {
+                     w->add_dims(int64_t(1) << 20);
+                     w->add_dims(int64_t(1) << 20);
+                     w->add_float_data(1.0f);
+                   }), dir);
+  CHECK(msg.find("1 values") != std::string::npos);
+  {
+    std::ofstream f(tmp.path / "w.bin", std::ios::binary);
+    f << std::string(8, '\0');
+  }
+  msg = load_error(model_with_weight([](auto* w) {
+                     external(w, "w.bin", "0");
+                     w->set_dims(0, int64_t(1) << 40);
+                   }), dir);
+  CHECK(msg.find("too short") != std::string::npos);
 }
