@@ -8,6 +8,8 @@ rtol 1e-5 (norm-wise). Covers attribute and opset spellings: Softmax before
 and after opset 13, reductions with axes as attribute/input, Conv/pool
 padding modes, Gemm transposes, MatMul broadcasting, Einsum forms...
 Invoked by ctest as: test_cpu_math_ops_ort.py --bin <build>/bin --src <repo>.
+FUSERUN_BACKEND=cuda (and FUSERUN_RTOL, default 1e-5) runs the same cases on
+another backend, e.g. on the GPU machine.
 """
 import os
 import subprocess
@@ -140,7 +142,9 @@ def main():
             for i, o in enumerate(outs):
                 with open(os.path.join(data, f"output_{i}.pb"), "wb") as f:
                     f.write(numpy_helper.from_array(np.asarray(o), f"y{i}").SerializeToString())
-            p = subprocess.run([fuserun, "--backend", "cpu", "-q", "--rtol", "1e-5", "--check", data, path],
+            backend = os.environ.get("FUSERUN_BACKEND", "cpu")
+            rtol = os.environ.get("FUSERUN_RTOL", "1e-5")
+            p = subprocess.run([fuserun, "--backend", backend, "-q", "--rtol", rtol, "--check", data, path],
                                capture_output=True, text=True, timeout=120)
             ok = p.returncode == 0 and "check: PASS" in p.stdout
             print(("ok   " if ok else "FAIL ") + c["name"])
