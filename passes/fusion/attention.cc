@@ -318,6 +318,91 @@ bool mask_dims_match(const Value* m, const HeadPath& k) {
   return attn::dims_same((*m->shape)[0], ks[0]) && attn::dims_same((*m->shape)[1], ks[seq_axis]);
 }
 
+// ---- causal mask proofs ------------------------------------------------------------
+// Both forms below equal "key j visible to query i iff j <= i" on a square [S, S]
+// score matrix, which is causal=1 (bottom-right aligned: the same when S == S_kv; the
+// original graph only broadcasts the [S, S] term when S_kv == S). Masked scores get
+// a fill <= -1e30, so they end with probability 0 exactly like causal exclusions.
+
+// Entry i of a shape tensor is the query sequence length.
+bool entry_is_seq(const Value* t, int i, const HeadPath& q) {
+  if (!q.src) return false;
+  const int dim = q.materialize ? 2 : 1;
+  std::vector<const Value*> same = q.materialize ? std::vector<const Value*>{q.src} : attn::same_leading_dims(q.src);
+  return attn::shape_entry_is_dim(t, i, q.src, same, dim);
+}
+
+bool entry_is(const Value* t, int i, int64_t v) {
+  auto sv = t ? symbolic_value(t) : std::nullopt;
+  return sv && static_cast<int>(sv->size()) > i && (*sv)[i].known() && (*sv)[i].value == v;
+}
+
+// Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1): finfo.min above the diagonal.
+bool is_causal_trilu(const MaskTerm& t, const HeadPath& q) {
+  if (t.where) return false;
+  const Node* tr = t.v->producer;
+  if (!tr || !tr->is("Trilu") || tr->attr_int("upper", 1) != 1 || !tr->input(0)) return false;
+  auto k = tr->input(1) ? const_scalar(tr->input(1)) : std::optional<double>(0.0);
+  if (!k || *k != 1.0) return false;
+  const Node* cs = tr->input(0)->producer;
+  if (!cs || !cs->is("ConstantOfShape") || !cs->input(0)) return false;
+  const Attribute* a = cs->attr("value");
+  if (!a || !a->t || a->t->numel() != 1 || !(a->t->as_double(0) <= -1e30)) return false;
+  const Value* shp = cs->input(0);
+  auto sv = symbolic_value(shp);
+  if (!sv) return false;
+  if (sv->size() == 2) return entry_is_seq(shp, 0, q) && entry_is_seq(shp, 1, q);
+  if (sv->size() == 4)
+    return entry_is(shp, 0, 1) && entry_is(shp, 1, 1) && entry_is_seq(shp, 2, q) && entry_is_seq(shp, 3, q);
+  return false;
+}
+
+// Where(buffer[..., :S, :S] (as bool), s, fill) or Where(buffer[..., :S, :S] == 0, fill, s)
+// (nanoGPT / transformers-4 GPT-2) with `buffer` a constant lower-triangular [1, 1, N, N].
+bool is_causal_buffer(const MaskTerm& t, const HeadPath& q) {
+  if (!t.where || !(t.fill <= -1e30)) return false;
+  Value* c = t.v;
+  if (t.inverted) {
+    const Node* eq = c->producer;
+    if (!eq || !eq->is("Equal") || eq->inputs.size() != 2) return false;
+    int side = const_scalar(eq->input(1)) == 0.0 ? 0 : (const_scalar(eq->input(0)) == 0.0 ? 1 : -1);
+    if (side < 0) return false;
+    c = eq->input(side);
+  }
+  c = peel_bool_casts(c);
+  std::set<int64_t> sliced;
+  while (c && c->producer && c->producer->is("Slice")) {
+    const Node* sl = c->producer;
+    if (sl->inputs.size() < 4 || !sl->input(3)) return false;
+    auto axes = attn::const_ints(sl->input(3));
+    if (!axes) return false;
+    if (sl->input(4)) {
+      auto steps = attn::const_ints(sl->input(4));
+      if (!steps) return false;
+      for (int64_t st : *steps)
+        if (st != 1) return false;
+    }
+    for (size_t i = 0; i < axes->size(); ++i) {
+      const int64_t ax = (*axes)[i] < 0 ? (*axes)[i] + 4 : (*axes)[i];
+      if ((ax != 2 && ax != 3) || !entry_is(sl->input(1), static_cast<int>(i), 0) ||
+          !entry_is_seq(sl->input(2), static_cast<int>(i), q))
+        return false;
+      sliced.insert(ax);
+    }
+    c = sl->input(0);
+  }
+  if (sliced != std::set<int64_t>{2, 3}) return false;
+  const Tensor* buf = const_of(c);
+  if (!buf || buf->dims.size() != 4 || buf->dims[0] != 1 || buf->dims[1] != 1 || buf->dims[2] != buf->dims[3] ||
+      buf->dtype == DType::String)
+    return false;
+  const int64_t n = buf->dims[2];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if ((buf->as_double(i * n + j) != 0.0) != (j <= i)) return false;
+  return true;
+}
+
 struct Plan {
   Node* root = nullptr;      // output Reshape
   Node* out_transpose = nullptr;
@@ -330,6 +415,7 @@ struct Plan {
   std::vector<Value*> add_bias;  // additive terms, forward order
   std::vector<MaskTerm> terms;   // every mask term, forward order
   bool combined = false;         // several terms incl. a Where: one float bias built outside
+  bool causal = false;           // a causal mask term was proven (and removed from `terms`)
   Value* keep = nullptr;         // bool Where condition (true = keep)
   bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
   double fill = -std::numeric_limits<double>::infinity();
@@ -457,6 +543,35 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (const MaskTerm& t : pl.terms)
     if (t.where && dtype_of(t.v) != DType::Bool && dtype_of(t.v) != DType::Undefined && pl.fail.empty())
       pl.fail = "rule 7: Where condition '" + t.v->name + "' is not bool";
+  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3});
+  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1});
+  pl.v = trace_head(pv->input(1), {0, 2, 1, 3});
+  for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
+    if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
+  if (!pl.fail.empty()) return "";
+  pl.scale *= pl.q.scale * pl.k.scale;
+  // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
+  for (auto it = pl.terms.begin(); it != pl.terms.end();) {
+    if (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q)) {
+      pl.causal = true;
+      it = pl.terms.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (pl.causal) {  // re-derive the remaining terms
+    pl.add_bias.clear();
+    pl.keep = nullptr;
+    for (const MaskTerm& t : pl.terms) {
+      if (!t.where) {
+        pl.add_bias.push_back(t.v);
+      } else {
+        pl.keep = t.v;
+        pl.keep_inverted = t.inverted;
+        pl.fill = t.fill;
+      }
+    }
+  }
   if (pl.terms.size() > 1 && pl.keep) {
     // Several terms with a Where among them (GPT-2 of transformers 4: Where(causal, s, min) + mask):
     // one additive float attn_bias built outside: Where(keep, b, fill) + ... It equals the
@@ -467,14 +582,6 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
         pl.fail = "rule 7: the Where mask fill " + std::to_string(t.fill) +
                   " is not large enough to combine it with the other mask terms into one attn_bias";
   }
-
-  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3});
-  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1});
-  pl.v = trace_head(pv->input(1), {0, 2, 1, 3});
-  for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
-    if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
-  if (!pl.fail.empty()) return "";
-  pl.scale *= pl.q.scale * pl.k.scale;
   if (pl.v.scale != 1.0) pl.fail = "rule 7: V is scaled on its way to the P·V MatMul";
   if (pl.q.repeat != 1) pl.fail = "rule 7: the query heads are repeated";
 
@@ -696,7 +803,7 @@ class AttentionFusion : public FusionPass {
     float fill = (pl.keep && !pl.combined) || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
     std::vector<Attribute> attrs = {
         Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
-        Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", 0),
+        Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", pl.causal ? 1 : 0),
         Attribute::make_float("mask_filter_value", fill)};
     Node* f = rw.create_node("fuseopt", "Attention", in, attrs, 1, "Attention");
     Value* out = f->output(0);

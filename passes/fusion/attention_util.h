@@ -158,41 +158,56 @@ inline std::vector<const Value*> same_leading_dims(const Value* x, size_t limit 
   return out;
 }
 
-// Element i (0 or 1) of the 1-D shape tensor `t` is provably dim i of x.
-inline bool shape_entry_is_dim(const Value* t, int i, const Value* x, const std::vector<const Value*>& same) {
+// Element i of the 1-D shape tensor `t` is provably dim `dim` of x (dim < 0:
+// dim i), x's leading dims being shared by the values in `same`.
+inline bool shape_entry_is_dim(const Value* t, int i, const Value* x, const std::vector<const Value*>& same,
+                               int dim = -1) {
+  if (!t || !x) return false;
+  const int want = dim < 0 ? i : dim;
   auto sv = symbolic_value(t);
-  if (sv && static_cast<int>(sv->size()) > i && x->shape && static_cast<int>(x->shape->size()) > i) {
+  if (sv && static_cast<int>(sv->size()) > i && x->shape && static_cast<int>(x->shape->size()) > want) {
     const Dim& d = (*sv)[i];
-    const Dim& xd = (*x->shape)[i];
+    const Dim& xd = (*x->shape)[want];
     if (d.known() && xd.known() && d.value == xd.value) return true;
     if (!d.symbol.empty() && d.symbol != "-1" && d.symbol == xd.symbol) return true;
   }
   // Structure: Concat(piece, ...) where the piece holding element i is
   // Unsqueeze(Gather(Shape(y), i)) or Shape(y, start=i, end=i+1), y in `same`.
+  // Structure: the piece holding element i (t itself, or one input of a Concat) is
+  // Unsqueeze(Gather(Shape(y), want)), Gather(Shape(y), [want]) or
+  // Shape(y, start=want, end=want+1), with y in `same`.
+  const Value* piece = nullptr;
   const Node* c = t->producer;
-  if (!c || !c->is("Concat")) return false;
-  int64_t pos = 0;
-  for (const Value* piece : c->inputs) {
-    int64_t len = 1;
-    if (const Tensor* ct = const_of(piece)) len = ct->numel();
-    else if (piece->shape && piece->shape->size() == 1 && (*piece->shape)[0].known()) len = (*piece->shape)[0].value;
-    if (pos + len <= i) { pos += len; continue; }
-    if (len != 1 || pos != i) return false;
-    const Node* n = piece->producer;
-    const Value* y = nullptr;
-    if (n && n->is("Unsqueeze")) {
-      const Node* gth = n->input(0) ? n->input(0)->producer : nullptr;
-      if (gth && gth->is("Gather") && gth->attr_int("axis", 0) == 0 && gth->input(0)->producer &&
-          gth->input(0)->producer->is("Shape") && !gth->input(0)->producer->has_attr("start")) {
-        auto j = const_of(gth->input(1));
-        if (j && j->numel() == 1 && j->as_int(0) == i) y = gth->input(0)->producer->input(0);
-      }
-    } else if (n && n->is("Shape") && n->attr_int("start", 0) == i && n->attr_int("end", i + 1) == i + 1) {
-      y = n->input(0);
+  if (c && c->is("Concat")) {
+    int64_t pos = 0;
+    for (const Value* p : c->inputs) {
+      int64_t len = 1;
+      if (const Tensor* ct = const_of(p)) len = ct->numel();
+      else if (p && p->shape && p->shape->size() == 1 && (*p->shape)[0].known()) len = (*p->shape)[0].value;
+      if (pos + len <= i) { pos += len; continue; }
+      if (len == 1 && pos == i) piece = p;
+      break;
     }
-    return y && std::find(same.begin(), same.end(), y) != same.end();
+  } else if (i == 0) {
+    piece = t;
   }
-  return false;
+  const Node* n = piece ? piece->producer : nullptr;
+  const Value* y = nullptr;
+  auto shape_of_gather = [&](const Node* gth) -> const Value* {
+    if (!gth || !gth->is("Gather") || gth->attr_int("axis", 0) != 0 || !gth->input(0) || !gth->input(0)->producer) return nullptr;
+    const Node* sh = gth->input(0)->producer;
+    if (!sh->is("Shape") || sh->attr_int("start", 0) != 0 || sh->has_attr("end")) return nullptr;
+    auto j = const_of(gth->input(1));
+    return j && j->numel() == 1 && j->as_int(0) == want ? sh->input(0) : nullptr;
+  };
+  if (n && n->is("Unsqueeze")) {
+    y = shape_of_gather(n->input(0) ? n->input(0)->producer : nullptr);
+  } else if (n && n->is("Gather")) {
+    y = shape_of_gather(n);
+  } else if (n && n->is("Shape") && n->attr_int("start", 0) == want && n->attr_int("end", want + 1) == want + 1) {
+    y = n->input(0);
+  }
+  return y && std::find(same.begin(), same.end(), y) != same.end();
 }
 
 }  // namespace fuseopt::attn

@@ -51,7 +51,7 @@ Value* repeat_kv(GraphBuilder& b, Value* x, int64_t hkv, const std::string& n) {
 void build(GraphBuilder& b, const Spec& s) {
   const int64_t hkv = s.kv_heads;
   Value* x = b.input("x", DType::Float, {B, S, D});
-  Value* mask = s.mask ? b.input("mask", DType::Int64, {B, S}) : nullptr;
+  Value* mask = s.mask && s.mask < 6 ? b.input("mask", DType::Int64, {B, S}) : nullptr;
   Value *q, *k, *v;
   if (s.packed) {
     Value* w = b.constant("Wqkv", rand_tensor({D, (H + 2 * hkv) * Dh}, 1));
@@ -123,6 +123,24 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* inv = b.op("Sub", {b.scalar("one", 1.0f), b.op("Cast", {m4}, {Attribute::make_int("to", 1)})});
     sc = b.op("Add", {sc, b.op("Mul", {inv, b.scalar("small", -1e4f)})}, {}, "mask_add");
   }
+  if (s.mask == 6) {  // Trilu(ConstantOfShape([S, S], min), k=1): causal, S from Shape(x)
+    Value* seq = b.op("Gather", {b.op("Shape", {x}), ints(b, "seq_idx", {1})}, {Attribute::make_int("axis", 0)});
+    Value* sq = b.op("Concat", {seq, seq}, {Attribute::make_int("axis", 0)});
+    Value* full = b.op("ConstantOfShape", {sq},
+                       {Attribute::make_tensor("value", Tensor::from_floats({-std::numeric_limits<float>::max()}, {1}))});
+    sc = b.op("Add", {sc, b.op("Trilu", {full, b.constant("one_k", Tensor::from_ints({1}, {}))},
+                                  {Attribute::make_int("upper", 1)})}, {}, "causal_add");
+  }
+  if (s.mask == 7 || s.mask == 8) {  // nanoGPT: masked_fill(bias[:, :, :S, :S] == 0, -inf) on a tril buffer
+    Tensor buf(DType::Float, {1, 1, 8, 8});
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j) buf.data<float>()[i * 8 + j] = s.mask == 8 ? (j <= i + 1) : (j <= i);  // 8: not causal
+    Value* seq = b.op("Gather", {b.op("Shape", {x}), ints(b, "seq_idx", {1})}, {Attribute::make_int("axis", 0)});
+    Value* sl = b.op("Slice", {b.constant("tril", buf), ints(b, "zero2", {0, 0}), b.op("Concat", {seq, seq}, {Attribute::make_int("axis", 0)}),
+                               ints(b, "axes23", {2, 3})});
+    Value* masked = b.op("Equal", {sl, b.scalar("zero_f", 0.0f)});
+    sc = b.op("Where", {masked, b.scalar("ninf", -std::numeric_limits<float>::infinity()), sc}, {}, "causal_where");
+  }
   if (s.mask_before_scale) sc = scale(sc);
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   if (s.probs_output) b.output(p);
@@ -134,7 +152,7 @@ void build(GraphBuilder& b, const Spec& s) {
 
 std::map<std::string, Tensor> feeds(const Spec& s) {
   std::map<std::string, Tensor> f{{"x", rand_tensor({B, S, D}, 41, -2, 2)}};
-  if (s.mask) f["mask"] = Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S});
+  if (s.mask && s.mask < 6) f["mask"] = Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S});
   if (s.scale == 4) f["c_in"] = Tensor::scalar_float(0.5f);
   return f;
 }
@@ -355,4 +373,27 @@ TEST_CASE("Attention rule 7: a Where mask with a small fill cannot be combined w
   Spec s;
   s.mask = 5;
   expect_rejected(s, "not large enough");
+}
+
+TEST_CASE("Attention: causal masks are proven and become causal=1", "[passes][Attention]") {
+  for (int mode : {6, 7, 8}) {
+    INFO("mask mode " << mode);
+    Spec s;
+    s.mask = mode;
+    GraphBuilder b(17);
+    build(b, s);
+    auto before = clone_graph(b.graph());
+    FusionReport r = fuse(b.graph());
+    INFO(reasons(r, "Attention"));
+    REQUIRE(matched(r, "Attention") == 1);
+    const Node* a = find(b.graph(), "Attention");
+    if (mode == 8) {  // the buffer is not lower-triangular: it stays a mask tensor
+      CHECK(a->attr_int("causal", -1) == 0);
+      CHECK(a->input(4) != nullptr);
+    } else {
+      CHECK(a->attr_int("causal", -1) == 1);
+      CHECK(a->inputs.size() == 1);  // no mask tensor left
+    }
+    require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+  }
 }
