@@ -9,9 +9,9 @@
 namespace fuseopt {
 namespace {
 
-bool dropout_is_inference(const Node& n) {
-  // Opset < 7 Dropout had is_test; training only when is_test == 0 was asked for explicitly.
-  if (n.has_attr("is_test") && n.attr_int("is_test", 0) == 0) return false;
+bool dropout_is_inference(const Node& n, int64_t opset) {
+  // Before opset 7 Dropout had is_test, default 0: training unless is_test=1.
+  if (opset < 7 && n.attr_int("is_test", 0) == 0) return false;
   const Value* training = n.input(2);
   if (training) {
     if (!training->is_const() || training->const_data->numel() != 1) return false;
@@ -21,10 +21,10 @@ bool dropout_is_inference(const Node& n) {
   return !mask || (mask->uses.empty() && !mask->is_graph_output);
 }
 
-bool is_passthrough(const Node& n) {
+bool is_passthrough(const Node& n, int64_t opset) {
   if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.empty() || !n.input(0) || !n.outputs[0]) return false;
   if (n.op_type == "Identity") return n.inputs.size() == 1;
-  if (n.op_type == "Dropout") return dropout_is_inference(n);
+  if (n.op_type == "Dropout") return dropout_is_inference(n, opset);
   if (n.op_type == "Cast") {
     const Value* in = n.input(0);
     return in->dtype != DType::Undefined && n.attr_int("to", 0) == static_cast<int64_t>(in->dtype) &&
@@ -45,7 +45,7 @@ class IdentityElimination : public Pass {
     for (const auto& n : rw.graph().nodes()) order.push_back(n.get());
     int removed = 0;
     for (Node* n : order) {
-      if (!rw.alive(n) || !is_passthrough(*n)) continue;
+      if (!rw.alive(n) || !is_passthrough(*n, rw.opset())) continue;
       Value* in = n->inputs[0];
       Value* out = n->outputs[0];
       // Keeps model outputs' names and subgraphs' references by name intact.
