@@ -21,12 +21,13 @@ import traceback
 import numpy as np
 
 BATCH, SEQ, PAD = 2, 16, 5
+ATTN = "eager"  # --attn sdpa exports through torch SDPA instead (name suffix _sdpa)
 SMALL = dict(hidden=64, layers=2, heads=4, ffn=128, vocab=500)
 
 
-def text_inputs(torch, with_type_ids=False, with_mask=True):
+def text_inputs(torch, with_type_ids=False, with_mask=True, vocab=None):
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(1, SMALL["vocab"], (BATCH, SEQ), generator=g)
+    ids = torch.randint(1, vocab or SMALL["vocab"], (BATCH, SEQ), generator=g)
     inputs = {"input_ids": ids}
     if with_mask:
         mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
@@ -40,7 +41,7 @@ def text_inputs(torch, with_type_ids=False, with_mask=True):
 def build(name, torch, tf):
     """Returns (module returning one tensor, example inputs dict, dynamic axes names)."""
     h, L, H, F, V = SMALL["hidden"], SMALL["layers"], SMALL["heads"], SMALL["ffn"], SMALL["vocab"]
-    common = dict(attn_implementation="eager")
+    common = dict(attn_implementation=ATTN)
 
     class Wrap(torch.nn.Module):
         def __init__(self, m, key="last_hidden_state"):
@@ -95,10 +96,69 @@ def build(name, torch, tf):
         enc = tf.WhisperModel(cfg).get_encoder()
         g = torch.Generator().manual_seed(0)
         return Wrap(enc), {"input_features": torch.randn(BATCH, 16, 32, generator=g)}, "audio"
+    # ---- more architectures (tiny: hidden 32, 2 heads) for generality checks ----
+    t = dict(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_position_embeddings=64, **common)
+    if name == "bart":
+        cfg = tf.BartConfig(vocab_size=200, d_model=32, encoder_layers=1, decoder_layers=1,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                            decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
+                            eos_token_id=2, decoder_start_token_id=2, **common)
+
+        class BartWrap(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, input_ids, attention_mask):
+                return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                              decoder_input_ids=input_ids).last_hidden_state
+        return BartWrap(tf.BartModel(cfg)), text_inputs(torch, vocab=200), "text"
+    if name == "mistral":
+        return Wrap(tf.MistralModel(tf.MistralConfig(num_key_value_heads=1, **t))), text_inputs(torch, vocab=200), "text"
+    if name == "qwen2":
+        return Wrap(tf.Qwen2Model(tf.Qwen2Config(num_key_value_heads=1, **t))), text_inputs(torch, vocab=200), "text"
+    if name == "phi3":
+        return Wrap(tf.Phi3Model(tf.Phi3Config(num_key_value_heads=2, pad_token_id=0, **t))), \
+            text_inputs(torch, vocab=200), "text"
+    if name == "gemma":
+        return Wrap(tf.GemmaModel(tf.GemmaConfig(num_key_value_heads=1, head_dim=16, **t))), \
+            text_inputs(torch, vocab=200), "text"
+    if name == "opt":
+        cfg = tf.OPTConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           ffn_dim=64, word_embed_proj_dim=32, max_position_embeddings=64, pad_token_id=1, **common)
+        return Wrap(tf.OPTModel(cfg)), text_inputs(torch, vocab=200), "text"
+    if name == "gptneox":
+        return Wrap(tf.GPTNeoXModel(tf.GPTNeoXConfig(rotary_pct=0.5, **t))), text_inputs(torch, vocab=200), "text"
+    if name == "bloom":
+        cfg = tf.BloomConfig(vocab_size=200, hidden_size=32, n_layer=2, n_head=2, **common)
+        return Wrap(tf.BloomModel(cfg)), text_inputs(torch, vocab=200), "text"
+    if name == "mpnet":
+        cfg = tf.MPNetConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_position_embeddings=64, **common)
+        return Wrap(tf.MPNetModel(cfg, add_pooling_layer=False)), text_inputs(torch, vocab=200), "text"
+    if name == "cliptext":
+        cfg = tf.CLIPTextConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=64, max_position_embeddings=64, **common)
+        return Wrap(tf.CLIPTextModel(cfg)), text_inputs(torch, vocab=200), "text"
+    if name == "swin":
+        cfg = tf.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                            window_size=4, **common)
+        g = torch.Generator().manual_seed(0)
+        return Wrap(tf.SwinModel(cfg, add_pooling_layer=False)), {
+            "pixel_values": torch.randn(BATCH, 3, 32, 32, generator=g)}, "image"
+    if name == "debertav2":
+        cfg = tf.DebertaV2Config(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                                 position_buckets=8, pos_att_type=["p2c", "c2p"], **common)
+        return Wrap(tf.DebertaV2Model(cfg)), text_inputs(torch, vocab=200), "text"
     raise KeyError(name)
 
 
 ARCHS = ["bert", "distilbert", "roberta", "albert", "electra", "gpt2", "llama", "t5enc", "vit", "whisperenc"]
+# Tiny extra architectures for generality checks: `--only` them explicitly or use `--more`.
+MORE_ARCHS = ["bart", "mistral", "qwen2", "phi3", "gemma", "opt", "gptneox", "bloom", "mpnet", "cliptext", "swin",
+              "debertav2"]
 # (opset, exporter) variants per model; TorchScript at 14 and 17, dynamo at 18.
 VARIANTS = [(14, "ts"), (17, "ts"), (18, "dynamo")]
 
@@ -115,7 +175,7 @@ def export_one(arch, opset, exporter, out_root, torch, tf):
     import onnxruntime as ort
     model, inputs, kind = build(arch, torch, tf)
     model.eval()
-    name = f"{arch}_op{opset}_{exporter}"
+    name = f"{arch}_op{opset}_{exporter}" + ("" if ATTN == "eager" else "_" + ATTN)
     d = os.path.join(out_root, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -166,15 +226,19 @@ def main():
     ap.add_argument("--out", default="models/real")
     ap.add_argument("--only", default="", help="comma-separated architectures (default: all)")
     ap.add_argument("--variants", default="", help="comma-separated like 14ts,17ts,18dynamo (default: all)")
+    ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
+    ap.add_argument("--more", action="store_true", help="export MORE_ARCHS (tiny configs) instead")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(ARCHS))
+        print("\n".join(ARCHS + MORE_ARCHS))
         return 0
+    global ATTN
+    ATTN = a.attn
     import torch
     import transformers as tf
     torch.manual_seed(0)
-    archs = a.only.split(",") if a.only else ARCHS
+    archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else ARCHS)
     variants = VARIANTS
     if a.variants:
         want = set(a.variants.split(","))
