@@ -129,6 +129,29 @@ std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   return "";
 }
 
+// Reshape(Transpose(Reshape(y [B,H,S,D], [B·H, S, D]), perm 0,2,1), [B, H, D, S]): returns y
+// when the inferred shapes prove both reshapes only merge / split the leading dims.
+Value* flattened_kt(const Node* outer) {
+  if (!outer->is("Reshape")) return nullptr;
+  const Node* t = outer->input(0) ? outer->input(0)->producer : nullptr;
+  if (!t || !t->is("Transpose") || t->attr_ints("perm") != Perm{0, 2, 1} || !t->input(0)) return nullptr;
+  const Node* inner = t->input(0)->producer;
+  if (!inner || !inner->is("Reshape") || !inner->input(0)) return nullptr;
+  Value* y = inner->input(0);
+  const auto& ys = y->shape;
+  const auto& is = inner->output(0)->shape;
+  const auto& os = outer->output(0)->shape;
+  if (!ys || !is || !os || ys->size() != 4 || is->size() != 3 || os->size() != 4) return nullptr;
+  const Shape& a = *ys;
+  const Shape& b = *is;
+  const Shape& c = *os;
+  if (!attn::dims_same(b[1], a[2]) || !attn::dims_same(b[2], a[3])) return nullptr;
+  if (!attn::dims_same(c[0], a[0]) || !attn::dims_same(c[1], a[1]) || !attn::dims_same(c[2], a[3]) ||
+      !attn::dims_same(c[3], a[2]))
+    return nullptr;
+  return y;
+}
+
 // Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
 // operand must be (Q, V: 0,2,1,3; Kᵀ: 0,2,3,1).
 HeadPath trace_head(Value* v, const Perm& want) {
@@ -154,6 +177,14 @@ HeadPath trace_head(Value* v, const Perm& want) {
       hp.scale *= f->first;
       hp.nodes.push_back(n);
       v = f->second;
+      continue;
+    }
+    if (Value* y = flattened_kt(n)) {
+      // torch's SDPA decomposition transposes K as Reshape([B·H, S, D]) -> Transpose(0,2,1)
+      // -> Reshape([B, H, D, S]): the same as Transpose(0,1,3,2) of the rank-4 K.
+      p = compose({0, 1, 3, 2}, p);
+      hp.nodes.insert(hp.nodes.end(), {n, n->input(0)->producer, n->input(0)->producer->input(0)->producer});
+      v = y;
       continue;
     }
     if (n->is("Reshape")) {
@@ -416,6 +447,7 @@ struct Plan {
   std::vector<MaskTerm> terms;   // every mask term, forward order
   bool combined = false;         // several terms incl. a Where: one float bias built outside
   bool causal = false;           // a causal mask term was proven (and removed from `terms`)
+  bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax
   Value* keep = nullptr;         // bool Where condition (true = keep)
   bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
   double fill = -std::numeric_limits<double>::infinity();
@@ -446,6 +478,17 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (int d = 0; d < 4 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
+    if (n->is("Where") && n->inputs.size() == 3 && n->input(0) && n->input(0)->producer &&
+        n->input(0)->producer->is("IsNaN") && n->input(0)->producer->input(0) == n->input(2) &&
+        const_scalar(n->input(1)) == 0.0) {
+      // torch SDPA: Where(IsNaN(P), 0, P) turns fully masked (NaN) rows into zeros; the
+      // fused output gets the same Where(IsNaN(Y), 0, Y) (a NaN row of P is a zero row of Y).
+      pl.nan_to_zero = true;
+      pl.core.push_back(n);
+      pl.core.push_back(n->input(0)->producer);
+      pval = n->input(2);
+      continue;
+    }
     if (n->is("Cast") && !is_passthrough(n)) {
       // Only the downcast of an fp32 softmax back to the model's type is fine
       // (checked against the upcast below); the fused op's softmax is fp32.
@@ -807,6 +850,11 @@ class AttentionFusion : public FusionPass {
         Attribute::make_float("mask_filter_value", fill)};
     Node* f = rw.create_node("fuseopt", "Attention", in, attrs, 1, "Attention");
     Value* out = f->output(0);
+    if (pl.nan_to_zero) {
+      Value* nan = rw.create_node("", "IsNaN", {out}, {}, 1, "attn_isnan")->output(0);
+      Value* zero = rw.add_scalar("attn_zero", dtype_of(in[0]) == DType::Undefined ? DType::Float : dtype_of(in[0]), 0.0);
+      out = rw.create_node("", "Where", {nan, zero, out}, {}, 1, "attn_nan_to_zero")->output(0);
+    }
     if (pl.flat_output)
       out = rw.create_node("", "Reshape", {out, m.root->input(1)}, {}, 1, "attn_flat")->output(0);
     // Shape-only readers of the transposed output (TorchScript computes the
