@@ -173,7 +173,7 @@ TEST_CASE("onnx_io: External::Never and the default write one self-contained fil
   CHECK(load_model(out2.string())->find("w")->const_data->bytes == g->find("w")->const_data->bytes);
 }
 
-TEST_CASE("onnx_io: external data in a subfolder of the model's folder loads; bad side files are one-line errors") {
+TEST_CASE("onnx_io: external data in a subfolder of the model's folder loads, bad side files are one-line errors") {
   TempDir tmp;
   auto g = small_model();
   SaveOptions so;
