@@ -679,7 +679,8 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // with the query's leading dims, or the one -1), the last be -1 or H·Dv.
   {
     auto t = symbolic_value(root->input(1));
-    std::vector<const Value*> refs;
+    // The transposed input itself: a target entry naming its own dim i keeps dim i.
+    std::vector<const Value*> refs = {root->input(0)};
     if (!pl.q.materialize && pl.q.src) refs.push_back(pl.q.src);
     if (!pl.v.materialize && pl.v.src) refs.push_back(pl.v.src);
     bool ok = t && (t->size() == 3 || t->size() == 2);
