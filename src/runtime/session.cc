@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "onnx_io/subgraph_load.h"
 #include "runtime/eval_node.h"
 #include "runtime/memory_plan.h"
 #include "runtime/parallel.h"
@@ -60,6 +61,7 @@ DType infer_output_dtype(const Node& n, size_t i, const std::vector<DType>& in) 
     }
     return DType::Undefined;
   }
+  if (op == "If" || op == "Loop" || op == "Scan") return DType::Undefined;  // the body decides
   if ((op == "MaxPool" || op == "TopK") && i == 1) return DType::Int64;
   if (op == "Dropout" && i == 1) return DType::Bool;
   if (op == "LayerNormalization" && i > 0) return DType::Float;
@@ -163,6 +165,12 @@ struct Step {
   int profile_index = 0;
   DType cached_dtype = DType::Undefined;
   const KernelInfo* cached_kernel = nullptr;
+  // If: both branches as nested Sessions over their own Graphs; `implicit`
+  // are the outer values the branches read (kept alive until this step).
+  bool is_if = false;
+  std::vector<int> implicit;
+  std::unique_ptr<Graph> branch_graph[2];
+  std::unique_ptr<Session> branch[2];
   const Node& n() const { return override_node ? *override_node : *node; }
 };
 
@@ -234,6 +242,8 @@ struct Session::Impl {
   void bind_inputs(Plan& p, const std::map<std::string, Tensor>& inputs);
   void execute_steps(Plan& p);
   void run_step(Plan& p, Step& st);
+  void run_if(Plan& p, Step& st);
+  Tensor host_copy(Plan& p, int slot, const Node& reader);
   std::vector<Tensor> collect_outputs(Plan& p, bool record);
   std::vector<Tensor> replay(Plan& p, const std::map<std::string, Tensor>& inputs);
   void finish_run();
@@ -383,7 +393,30 @@ void Session::Impl::setup() {
     st.node = n;
     for (Value* v : n->inputs) st.ins.push_back(v ? slot_of.at(v) : -1);
     for (Value* v : n->outputs) st.outs.push_back(v ? slot_of.at(v) : -1);
-    for (Value* v : n->implicit_inputs) (void)v;  // subgraph ops are not supported by the kernels
+    for (Value* v : n->implicit_inputs)
+      if (v) st.implicit.push_back(slot_of.at(v));
+    if (n->is("If")) {
+      // Branches run as nested Sessions on the same backend; the If step
+      // itself reads the condition on the host and picks one.
+      st.is_if = true;
+      const char* names[2] = {"then_branch", "else_branch"};
+      for (int b = 0; b < 2; ++b) {
+        const Attribute* a = n->attr(names[b]);
+        FUSE_CHECK(a, n->label() << ": missing attribute " << names[b]);
+        LoadedSubgraph sub = load_subgraph(*a, g, n->label() + " " + names[b]);
+        st.branch_graph[b] = std::move(sub.graph);
+        SessionOptions bo = s.opts_;
+        bo.profile = false;
+        try {
+          st.branch[b] = std::make_unique<Session>(*st.branch_graph[b], bo);
+        } catch (const Error& e) {
+          throw Error(n->label() + " " + names[b] + ": " + e.what());
+        }
+        FUSE_CHECK(st.branch_graph[b]->outputs.size() == n->outputs.size(),
+                   n->label() << ": " << names[b] << " has " << st.branch_graph[b]->outputs.size()
+                              << " outputs, the node " << n->outputs.size());
+      }
+    }
     // Placement: in a device session, shape math stays on the host.
     if (device) {
       bool all_host = true;
@@ -397,7 +430,8 @@ void Session::Impl::setup() {
         if (!intish) small_int_outputs = false;
       }
       bool host_kernel = any_kernel(*n, Backend::CPU);
-      st.on_host = host_kernel && (is_metadata_only(*n) || (all_host && small_int_outputs && !st.ins.empty()));
+      st.on_host = !st.is_if && host_kernel &&
+                   (is_metadata_only(*n) || (all_host && small_int_outputs && !st.ins.empty()));
       for (int id : st.outs)
         if (id >= 0 && st.on_host) slots[id].host_produced = true;
       if (!st.on_host)
@@ -431,6 +465,7 @@ void Session::Impl::setup() {
   for (size_t i = 0; i < steps.size(); ++i) {
     for (int id : steps[i].ins)
       if (id >= 0) slots[id].last_use = static_cast<int>(i);
+    for (int id : steps[i].implicit) slots[id].last_use = static_cast<int>(i);
     for (int id : steps[i].outs)
       if (id >= 0 && slots[id].last_use < static_cast<int>(i)) slots[id].last_use = static_cast<int>(i);
   }
@@ -487,6 +522,7 @@ void Session::Impl::setup() {
 void Session::Impl::check_kernels() {
   std::map<std::string, std::vector<std::string>> missing;  // "op (domain 'd', dtype)" -> node names
   for (Step& st : steps) {
+    if (st.is_if) continue;  // its branches' Sessions checked their own kernels
     const Node& n = st.n();
     Backend b = st.on_host ? Backend::CPU : be.kind();
     auto static_dtype = [&](int i) -> DType {
@@ -773,7 +809,80 @@ RtTensor* StepContext::alias_output(size_t i, size_t j, const std::vector<int64_
 
 }  // namespace
 
+Tensor Session::Impl::host_copy(Plan& p, int id, const Node& reader) {
+  Slot& sl = slots[id];
+  FUSE_CHECK(sl.has_dev || sl.has_host, "internal: value '" << sl.v->name << "' read before it was computed");
+  const RtTensor& v = sl.has_host ? sl.host : sl.dev;
+  Tensor t(v.dtype, v.shape);
+  if (v.where == Backend::CPU) {
+    if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
+  } else {
+    be.synchronize();
+    be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
+    SessionProfile& pr = prof();
+    pr.device_to_host_copies++;
+    pr.device_to_host_bytes += static_cast<int64_t>(v.nbytes());
+    if (std::find(pr.device_to_host_nodes.begin(), pr.device_to_host_nodes.end(), reader.label()) ==
+        pr.device_to_host_nodes.end())
+      pr.device_to_host_nodes.push_back(reader.label());
+  }
+  return t;
+}
+
+void Session::Impl::run_if(Plan& p, Step& st) {
+  const Node& n = st.n();
+  // The branch is chosen at run time: a captured graph could not follow it.
+  p.reads_device_data = true;
+  if (p.no_capture_reason.empty()) p.no_capture_reason = n.label() + " picks a branch at run time";
+  FUSE_CHECK(!st.ins.empty() && st.ins[0] >= 0, n.label() << ": missing condition");
+  Tensor cond = host_copy(p, st.ins[0], n);
+  FUSE_CHECK(cond.numel() == 1, n.label() << ": the condition must have one element, got " << shape_str(cond.dims));
+  const int b = cond.as_double(0) != 0 ? 0 : 1;
+  Session& branch = *st.branch[b];
+  std::map<std::string, Tensor> feeds;
+  for (const std::string& name : branch.input_names()) {
+    const Value* v = s.graph_.find(name);
+    FUSE_CHECK(v && slot_of.count(v), n.label() << ": branch reads '" << name << "', which the graph does not define");
+    feeds[name] = host_copy(p, slot_of.at(v), n);
+  }
+  std::vector<Tensor> outs;
+  try {
+    outs = branch.run(feeds);
+  } catch (const Error& e) {
+    throw Error(n.label() + (b == 0 ? " then_branch: " : " else_branch: ") + e.what());
+  }
+  for (size_t i = 0; i < st.outs.size() && i < outs.size(); ++i) {
+    if (st.outs[i] < 0) continue;
+    Tensor t = std::move(outs[i]);
+    if (t.dtype == DType::Float && compute_float != DType::Float) t = convert_float(t, compute_float);
+    Slot& sl = slots[st.outs[i]];
+    void* mem = p.dev_pool->acquire(t.bytes.size());
+    if (device) be.copy_from_host(mem, t.bytes.data(), t.bytes.size());
+    else if (!t.bytes.empty()) std::memcpy(mem, t.bytes.data(), t.bytes.size());
+    sl.dev = RtTensor{t.dtype, t.dims, mem, be.kind()};
+    sl.has_dev = true;
+    sl.dev_buf = new_buffer(mem, p.dev_pool);
+    if (!device) {
+      sl.host = sl.dev;
+      sl.has_host = true;
+    }
+  }
+  if (device) be.synchronize();  // the host copies above must outlive the uploads
+}
+
 void Session::Impl::run_step(Plan& p, Step& st) {
+  if (st.is_if) {
+    auto call = [&] { run_if(p, st); };
+    if (s.opts_.profile) {
+      NodeProfile& np = s.profile_.nodes[st.profile_index];
+      np.total_ms += be.elapsed_ms(call);
+      np.calls++;
+    } else {
+      call();
+    }
+    for (int id : st.release) release_slot(slots[id]);
+    return;
+  }
   const Node& n = st.n();
   std::vector<const RtTensor*> views(st.ins.size(), nullptr);
   std::vector<Buffer*> bufs(st.ins.size(), nullptr);

@@ -1,0 +1,22 @@
+// Control-flow bodies (If branches) as runnable Graphs. The IR keeps a body as
+// a serialized AttributeProto (Attribute::opaque); this turns it into a Graph
+// whose inputs are the body's own inputs followed by every outer-scope name
+// the body reads, so a nested Session can run it with those values as feeds.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fuseopt {
+
+struct LoadedSubgraph {
+  std::unique_ptr<Graph> graph;
+  std::vector<std::string> outer_refs;  // graph inputs that name outer-scope values
+};
+
+// `attr` must be a graph attribute; throws Error naming `label` otherwise.
+LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const std::string& label);
+
+}  // namespace fuseopt
