@@ -29,6 +29,7 @@ struct Spec {
   bool cast_scores = false;    // Cast(scores, fp16) -> Cast back (rule 5)
   bool bad_heads = false;      // K is reshaped into a different head count than Q (rule 7)
   bool k_two_transposes = false;  // Kᵀ as Transpose(0,1,3,2)(Transpose(0,2,1,3)) (GPT-2)
+  bool sdpa = false;       // torch SDPA decomposition: Kᵀ through a [B·H, S, Dh] view, Where(IsNaN(P), 0, P)
 };
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
@@ -73,6 +74,11 @@ void build(GraphBuilder& b, const Spec& s) {
   Value *kt, *v4 = heads(b, v, hkv, Dh, {0, 2, 1, 3}, "v");
   if (s.bad_heads) {
     kt = heads(b, k, hkv * Dh, 1, {0, 2, 3, 1}, "k");
+  } else if (s.sdpa) {
+    Value* k4 = heads(b, k, hkv, Dh, {0, 2, 1, 3}, "k");
+    Value* flat = b.op("Reshape", {k4, ints(b, "k_flat", {B * H, S, Dh})});
+    Value* ft = b.op("Transpose", {flat}, {Attribute::make_ints("perm", {0, 2, 1})});
+    kt = b.op("Reshape", {ft, ints(b, "k_unflat", {B, H, Dh, S})}, {}, "k_view");
   } else if (s.k_two_transposes || s.rotary || hkv != H) {
     kt = heads(b, k, hkv, Dh, {0, 2, 1, 3}, "k");  // [B, Hkv, S, Dh]
   } else {
@@ -144,6 +150,7 @@ void build(GraphBuilder& b, const Spec& s) {
   if (s.mask_before_scale) sc = scale(sc);
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   if (s.probs_output) b.output(p);
+  if (s.sdpa) p = b.op("Where", {b.op("IsNaN", {p}), b.scalar("p_zero", 0.0f), p}, {}, "nan_guard");
   Value* o = b.op("MatMul", {p, v4}, {}, "pv");
   o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
   o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
@@ -396,4 +403,22 @@ TEST_CASE("Attention: causal masks are proven and become causal=1", "[passes][At
     }
     require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
   }
+}
+
+TEST_CASE("Attention: torch SDPA decomposition (flattened Kᵀ, NaN rows to zero)", "[passes][Attention]") {
+  Spec s;
+  s.sdpa = true;
+  s.scale = 2;
+  s.mask = 2;  // Where(mask, s, -inf): a fully masked row is NaN after Softmax, zero after the guard
+  GraphBuilder b(18);
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  CHECK(count_op(b.graph(), "IsNaN") == 1);  // the guard now acts on the fused output
+  auto f = feeds(s);
+  f["mask"] = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 1, 0, 0}, {B, S});  // batch 0 fully masked
+  require_same_outputs(*before, b.graph(), f, 1e-4f);
 }
