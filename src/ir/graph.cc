@@ -101,7 +101,8 @@ Value* Graph::create_value(const std::string& name) {
   v->name = name;
   Value* raw = v.get();
   values_[name] = std::move(v);
-  value_order_.push_back(name);
+  value_seq_[raw] = next_value_seq_;
+  value_order_[next_value_seq_++] = raw;
   return raw;
 }
 
@@ -132,14 +133,16 @@ void Graph::erase_value(Value* v) {
              "internal: erasing value '" << v->name << "' that is still in use");
   if (v->const_data) initializers.erase(std::remove(initializers.begin(), initializers.end(), v), initializers.end());
   if (v->is_graph_input) inputs.erase(std::remove(inputs.begin(), inputs.end(), v), inputs.end());
-  value_order_.erase(std::remove(value_order_.begin(), value_order_.end(), v->name), value_order_.end());
+  auto seq = value_seq_.find(v);
+  value_order_.erase(seq->second);
+  value_seq_.erase(seq);
   values_.erase(v->name);
 }
 
 std::vector<Value*> Graph::all_values() const {
   std::vector<Value*> r;
   r.reserve(value_order_.size());
-  for (const auto& n : value_order_) r.push_back(values_.at(n).get());
+  for (const auto& [seq, v] : value_order_) r.push_back(v);
   return r;
 }
 
@@ -176,12 +179,13 @@ Node* Graph::insert_node_before(Node* pos, const std::string& op_type, const std
     v->producer_output = static_cast<int>(i);
     raw->outputs.push_back(v);
   }
-  if (pos == nullptr) {
-    nodes_.push_back(std::move(n));
-  } else {
-    auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == pos; });
-    nodes_.insert(it, std::move(n));
+  auto at = nodes_.end();
+  if (pos != nullptr) {
+    auto found = node_pos_.find(pos);
+    FUSE_CHECK(found != node_pos_.end(), "internal: insertion point " << pos->label() << " is not in the graph");
+    at = found->second;
   }
+  node_pos_[raw] = nodes_.insert(at, std::move(n));
   return raw;
 }
 
@@ -222,7 +226,10 @@ void Graph::erase_node(Node* n) {
     o->producer = nullptr;
     erase_value(o);
   }
-  nodes_.remove_if([&](const auto& p) { return p.get() == n; });
+  auto at = node_pos_.find(n);
+  FUSE_CHECK(at != node_pos_.end(), "internal: erasing a node that is not in the graph");
+  nodes_.erase(at->second);
+  node_pos_.erase(at);
 }
 
 void Graph::replace_all_uses(Value* from, Value* to) {
@@ -258,7 +265,6 @@ void Graph::rename_value(Value* v, const std::string& new_name) {
   FUSE_CHECK(!values_.count(new_name), "internal: rename to existing value '" << new_name << "'");
   auto owned = std::move(values_[v->name]);
   values_.erase(v->name);
-  std::replace(value_order_.begin(), value_order_.end(), v->name, new_name);
   v->name = new_name;
   values_[new_name] = std::move(owned);
 }
@@ -312,7 +318,11 @@ void Graph::topo_sort() {
   std::unordered_map<Node*, std::unique_ptr<Node>> owned;
   for (auto& n : nodes_) owned[n.get()] = std::move(n);
   nodes_.clear();
-  for (Node* n : order) nodes_.push_back(std::move(owned[n]));
+  node_pos_.clear();
+  for (Node* n : order) {
+    nodes_.push_back(std::move(owned[n]));
+    node_pos_[n] = std::prev(nodes_.end());
+  }
 }
 
 void Graph::verify() const {

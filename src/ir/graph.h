@@ -130,6 +130,8 @@ class Graph {
   std::vector<std::string> functions;  // serialized FunctionProtos kept as-is
   std::string source_path;             // file it came from ("" if built in code)
   bool had_external_data = false;
+  std::vector<std::string> external_files;  // side files the weights were read from
+
 
   // --- values ----------------------------------------------------------------
   Value* find(const std::string& name) const;
@@ -178,10 +180,17 @@ class Graph {
 
  private:
   std::string unique_node_name(const std::string& hint);
-  std::list<std::unique_ptr<Node>> nodes_;
+  using NodeList = std::list<std::unique_ptr<Node>>;
+  NodeList nodes_;
+  // Where each node sits in nodes_, so inserting before and erasing a node are
+  // O(1) (exports of large models have tens of thousands of nodes).
+  std::unordered_map<const Node*, NodeList::iterator> node_pos_;
   std::unordered_map<std::string, std::unique_ptr<Value>> values_;
   std::unordered_map<std::string, int> node_names_;
-  std::vector<std::string> value_order_;  // creation order for determinism
+  // Creation order for determinism: sequence number -> value (O(log n) erase).
+  std::map<uint64_t, Value*> value_order_;
+  std::unordered_map<const Value*, uint64_t> value_seq_;
+  uint64_t next_value_seq_ = 0;
 };
 
 }  // namespace fuseopt

@@ -153,7 +153,15 @@ std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std
   for (const auto& init : gp.initializer()) {
     Value* v = g->create_value(init.name());
     Tensor t = tensor_from_proto(init, base_dir, label);
-    if (init.data_location() == onnx::TensorProto::EXTERNAL) g->had_external_data = true;
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      g->had_external_data = true;
+      for (const auto& e : init.external_data())
+        if (e.key() == "location") {
+          std::string f = (fs::path(base_dir) / e.value()).lexically_normal().string();
+          if (std::find(g->external_files.begin(), g->external_files.end(), f) == g->external_files.end())
+            g->external_files.push_back(f);
+        }
+    }
     v->dtype = t.dtype;
     Shape s;
     for (int64_t d : t.dims) s.push_back(Dim::of(d));
@@ -363,6 +371,13 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opts
   const bool external = use_external_data(opts.external, g.had_external_data, total);
 
   std::string data_name = out.filename().string() + ".data";
+  if (external) {
+    // The input's own side file must survive: its model still points into it.
+    for (const auto& f : g.external_files)
+      if (fs::exists(dir / data_name, ec) && fs::equivalent(f, dir / data_name, ec))
+        throw Error(path + ": its external-data file '" + (dir / data_name).string() +
+                    "' is the input model's weight file; choose another output name");
+  }
   AtomicFile data_file(external ? (dir / data_name).string() : std::string());
   uint64_t offset = 0;
   auto write_init = [&](const Value* v, onnx::TensorProto* t) {
