@@ -774,7 +774,6 @@ class AttentionFusion : public FusionPass {
     if (!root->is("Reshape")) { r.reason = "not a Reshape"; return r; }
     Plan pl;
     std::string why = analyze(g, root, pl);
-    if (getenv("ATTN_DEBUG")) fprintf(stderr, "attn match %s: %s | %s\n", root->name.c_str(), why.c_str(), pl.fail.c_str());
     if (!why.empty()) { r.reason = why; return r; }
     Match m;
     m.root = root;
