@@ -147,6 +147,21 @@ def main():
     alias = os.path.join(tmp, "good", ".", "model.onnx")
     case("output path is the input (spelled differently)", good, alias, ["input"])
 
+    # The output's side file would be the input's own weight file: refused, and
+    # the input's weights survive (its model still points into that file).
+    shared_dir = os.path.join(tmp, "shared_side")
+    os.makedirs(shared_dir)
+    side_in = os.path.join(shared_dir, "in.onnx")
+    with open(side_in, "wb") as f:
+        f.write(external_weight_model(onnx, helper, TensorProto, "next.onnx.data").SerializeToString())
+    with open(os.path.join(shared_dir, "next.onnx.data"), "wb") as f:
+        f.write(bytes(range(24)))
+    side_before = sha(os.path.join(shared_dir, "next.onnx.data"))
+    case("output side file is the input's weight file", side_in, os.path.join(shared_dir, "next.onnx"),
+         ["next.onnx.data", "weight file"], extra=["--external-data"])
+    if sha(os.path.join(shared_dir, "next.onnx.data")) != side_before:
+        failures.append("output side file is the input's weight file: the input's weights were overwritten")
+
     case("output folder does not exist", good, os.path.join(tmp, "nowhere", "out.onnx"), ["nowhere"])
 
     # Unwritable output folder: a read-only folder for a normal user; root
