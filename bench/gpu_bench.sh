@@ -8,7 +8,7 @@
 # Writes $OUT/bench_*.json and prints one line per figure.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="${OUT:-/tmp/fuseopt-bench}"
+OUT="${OUT:-/tmp/fuseopt-bench}/bench"
 mkdir -p "$OUT"
 SHAPES="${1:-1x128 32x128 8x512}"
 G="$ROOT/.gpu"

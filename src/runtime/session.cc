@@ -5,6 +5,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -95,7 +96,12 @@ Tensor convert_float(const Tensor& t, DType to) {
     float v = read(i);
     switch (to) {
       case DType::Float: r.data<float>()[i] = v; break;
-      case DType::Float16: r.data<uint16_t>()[i] = float_to_half(v); break;
+      case DType::Float16:
+        // Finite values stay finite: exporters use finfo(float32).min as a mask
+        // fill; as -inf it would turn 0 * fill into NaN and masked rows into NaN.
+        if (std::isfinite(v)) v = std::min(65504.0f, std::max(-65504.0f, v));
+        r.data<uint16_t>()[i] = float_to_half(v);
+        break;
       case DType::BFloat16: r.data<uint16_t>()[i] = float_to_bf16(v); break;
       default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
     }
@@ -1127,6 +1133,14 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   if (profile_.capture_possible && p.reads_device_data && profile_.capture_disabled_reason.empty())
     profile_.capture_disabled_reason = p.no_capture_reason;
   return outs;
+}
+
+double Session::device_replay_ms() {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.run_mutex);
+  if (im.last_plan == nullptr || !im.last_plan->graph) return -1;
+  Plan& p = *im.last_plan;
+  return backend_->elapsed_ms([&] { backend_->replay(p.graph); });
 }
 
 std::vector<std::string> Session::input_names() const {

@@ -88,6 +88,12 @@ class Session {
   // host Tensor per graph output, in graph order, with the declared dtypes.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
 
+  // Device time (ms) of one more execution of the last run's captured graph,
+  // with inputs and outputs left where they are on the device: what a
+  // framework keeping its tensors on the GPU measures. -1 when the last run
+  // has no captured graph (CPU backend, capture off or impossible).
+  double device_replay_ms();
+
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
   const SessionOptions& options() const { return opts_; }
