@@ -115,8 +115,10 @@ std::string merge_shape(std::optional<Shape>& have, const std::optional<Shape>& 
 }
 
 void run_node(const Node& n, EvalState& st, const ShapeFn& fn, ShapeContext::Result& out, int64_t opset,
-              std::unordered_map<const Value*, std::pair<DType, std::optional<Shape>>>* local = nullptr) {
+              std::unordered_map<const Value*, std::pair<DType, std::optional<Shape>>>* local = nullptr,
+              const Graph* graph = nullptr) {
   ShapeContext::Sources src;
+  src.graph = graph;
   src.contents = [&st](const Value* v) { return st.lookup(v); };
   src.constant = [&st](const Value* v) { return st.const_of(v); };
   if (local) {
@@ -359,6 +361,8 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
   EvalState st;
   st.max_elems = opts.max_tracked_elements;
   st.contents = &res.contents;
+  for (const auto& [v, c] : opts.seed_contents)
+    if (static_cast<int64_t>(c.size()) <= opts.max_tracked_elements) res.contents[v] = c;
   std::set<std::string> unknown;
 
   const std::vector<Node*> order = topological_order(g);
@@ -378,7 +382,7 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
     }
     ShapeContext::Result out;
     try {
-      run_node(*n, st, *fn, out, node_opset(&g, *n));
+      run_node(*n, st, *fn, out, node_opset(&g, *n), nullptr, &g);
     } catch (const Error& e) {
       if (opts.strict) throw;
       res.conflicts.push_back(e.what());

@@ -11,9 +11,10 @@
 //   already has (value_info, earlier inference) where inference cannot do
 //   better; a known dim beats a symbol, a named symbol beats an anonymous dim.
 // - Unknown ops (no shape function) and ops whose result depends on data
-//   inference cannot see leave their outputs as they were. If and Loop take
-//   the types their bodies declare (src/onnx_io/subgraph_shapes.cc); nothing
-//   is inferred inside subgraphs.
+//   inference cannot see leave their outputs as they were. If infers its
+//   branch bodies (the taken one when the condition is known, else what both
+//   agree on) with the outer values' shapes bound; Loop takes the types its
+//   body declares (src/onnx_io/subgraph_shapes.cc).
 // - When shapes provably contradict (MatMul inner dims known and different,
 //   broadcasting 3 against 5, an inferred dim != a declared one) infer_shapes
 //   throws fuseopt::Error naming the node, unless options.strict is false (then
@@ -45,6 +46,10 @@
 
 namespace fuseopt {
 
+// Symbolic contents of one value: one entry per element (row-major), nullopt
+// for an element whose value is not known even symbolically.
+using SymbolicContents = std::vector<std::optional<SymExpr>>;
+
 struct ShapeInferenceOptions {
   // Forget the dtype/shape of every node output first (graph inputs and
   // initializers keep theirs) and infer from scratch. Use after rewrites that
@@ -55,11 +60,11 @@ struct ShapeInferenceOptions {
   bool strict = true;
   // Track symbolic contents of integer tensors with at most this many elements.
   int64_t max_tracked_elements = 64;
+  // Known symbolic contents of values of this graph before inference starts
+  // (an If branch's outer-scope inputs carry the outer values' contents).
+  std::unordered_map<const Value*, SymbolicContents> seed_contents;
 };
 
-// Symbolic contents of one value: one entry per element (row-major), nullopt
-// for an element whose value is not known even symbolically.
-using SymbolicContents = std::vector<std::optional<SymExpr>>;
 
 struct ShapeInferenceResult {
   // Side table: values whose contents are tracked (only values of the graph
@@ -107,6 +112,11 @@ class ShapeContext {
   std::optional<std::vector<int64_t>> input_ints(size_t i) const;
   // Symbolic contents, when tracked (constants included).
   const SymbolicContents* input_contents(size_t i) const;
+  // The same for any value of the graph (an If's implicit outer-scope inputs).
+  const SymbolicContents* value_contents(const Value* v) const { return v ? src_.contents(v) : nullptr; }
+  const Tensor* value_const(const Value* v) const { return v ? src_.constant(v) : nullptr; }
+  // The graph being inferred (nullptr in the stand-alone symbolic_value()).
+  const Graph* graph() const { return src_.graph; }
 
   size_t num_outputs() const { return node_->outputs.size(); }
   bool has_output(size_t i) const { return node_->output(i) != nullptr; }
@@ -134,6 +144,7 @@ class ShapeContext {
     // (nullptr = read the Value).
     std::function<const std::optional<Shape>*(const Value*)> shape;
     std::function<DType(const Value*)> dtype;
+    const Graph* graph = nullptr;
   };
   ShapeContext(const Node* n, int64_t opset, const Sources& sources);
   Result& result() { return result_; }

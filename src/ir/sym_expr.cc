@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 
 namespace fuseopt {
 namespace {
@@ -20,30 +21,98 @@ bool is_integer(const std::string& s) {
   return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// Splits at top-level (parenthesis depth 0) separators; keeps the separator
-// that precedes each piece (for + / -). Returns false on unbalanced parens.
-bool split_top(const std::string& s, const std::string& seps, std::vector<std::pair<char, std::string>>& out) {
-  int depth = 0;
-  char sep = 0;
-  std::string cur;
-  for (char c : s) {
-    if (c == '(') ++depth;
-    if (c == ')' && --depth < 0) return false;
-    if (depth == 0 && seps.find(c) != std::string::npos) {
-      out.emplace_back(sep, cur);
-      cur.clear();
-      sep = c;
-      continue;
-    }
-    cur += c;
-  }
-  if (depth != 0) return false;
-  out.emplace_back(sep, cur);
-  return true;
-}
-
 // Atom text as it appears inside a compound expression.
 std::string atom_text(const std::string& a) { return is_identifier(a) ? a : "(" + a + ")"; }
+
+// Recursive descent over the space-normalized text; every failure is nullopt.
+struct ExprParser {
+  const std::string& s;
+  size_t pos = 0;
+
+  bool at(const char* tok) const { return s.compare(pos, std::char_traits<char>::length(tok), tok) == 0; }
+
+  std::optional<SymExpr> parse_all() {
+    auto e = expr();
+    if (!e || pos != s.size()) return std::nullopt;
+    return e;
+  }
+  // expr := ['-'|'+'] term (('+'|'-') term)*
+  std::optional<SymExpr> expr() {
+    bool negate = false;
+    if (pos < s.size() && (s[pos] == '-' || s[pos] == '+')) negate = s[pos++] == '-';
+    auto first = term();
+    if (!first) return std::nullopt;
+    SymExpr r = negate ? SymExpr() - *first : *first;
+    while (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+      const char op = s[pos++];
+      auto t = term();
+      if (!t) return std::nullopt;
+      r = op == '+' ? r + *t : r - *t;
+    }
+    return r;
+  }
+  // term := power (('*' | '//') power)*
+  std::optional<SymExpr> term() {
+    auto r = power();
+    if (!r) return std::nullopt;
+    while (pos < s.size()) {
+      if (at("//")) {
+        pos += 2;
+        auto d = power();
+        if (!d) return std::nullopt;
+        auto q = r->exact_div(*d);
+        if (!q) return std::nullopt;
+        r = q;
+      } else if (s[pos] == '*' && !at("**")) {
+        ++pos;
+        auto f = power();
+        if (!f) return std::nullopt;
+        r = *r * *f;
+      } else {
+        break;
+      }
+    }
+    return r;
+  }
+  // power := primary ['**' integer], exponent 0..16
+  std::optional<SymExpr> power() {
+    auto b = primary();
+    if (!b) return std::nullopt;
+    if (!at("**")) return b;
+    pos += 2;
+    size_t start = pos;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) ++pos;
+    const std::string digits = s.substr(start, pos - start);
+    if (!is_integer(digits) || std::stoll(digits) > 16) return std::nullopt;
+    SymExpr r = SymExpr::constant(1);
+    for (int64_t i = 0; i < std::stoll(digits); ++i) r = r * *b;
+    return r;
+  }
+  // primary := integer | identifier | '(' text ')'
+  std::optional<SymExpr> primary() {
+    if (pos >= s.size()) return std::nullopt;
+    if (s[pos] == '(') {
+      int depth = 0, deepest = 0;
+      size_t i = pos;
+      for (; i < s.size(); ++i) {
+        if (s[i] == '(') deepest = std::max(deepest, ++depth);
+        if (s[i] == ')' && --depth == 0) break;
+      }
+      // Deep nesting (a hostile dim_param) stays an atom instead of recursing.
+      if (i >= s.size() || deepest > 32) return std::nullopt;
+      const std::string inner = s.substr(pos + 1, i - pos - 1);
+      pos = i + 1;
+      if (inner.empty()) return std::nullopt;
+      return SymExpr::parse(inner);
+    }
+    size_t start = pos;
+    while (pos < s.size() && is_ident_char(s[pos])) ++pos;
+    const std::string tok = s.substr(start, pos - start);
+    if (is_integer(tok)) return SymExpr::constant(std::stoll(tok));
+    if (is_identifier(tok)) return SymExpr::symbol(tok);
+    return std::nullopt;
+  }
+};
 
 }  // namespace
 
@@ -70,7 +139,7 @@ SymExpr SymExpr::parse(const std::string& raw) {
   // Spaces around operators ("s0 + 1", as some exporters write) are dropped;
   // other spaces are part of an opaque name ("sequence length").
   std::string text;
-  auto is_op = [](char c) { return c == '+' || c == '-' || c == '*' || c == '(' || c == ')'; };
+  auto is_op = [](char c) { return c == '+' || c == '-' || c == '*' || c == '/' || c == '(' || c == ')'; };
   for (size_t i = 0; i < raw.size(); ++i) {
     if (raw[i] != ' ') {
       text += raw[i];
@@ -83,29 +152,15 @@ SymExpr SymExpr::parse(const std::string& raw) {
   }
   if (is_identifier(text) || text.empty()) return symbol(raw);
   if (is_integer(text)) return constant(std::stoll(text));
-
-  std::vector<std::pair<char, std::string>> terms;
-  if (!split_top(text, "+-", terms)) return symbol(raw);
-  SymExpr result;
-  for (size_t ti = 0; ti < terms.size(); ++ti) {
-    const auto& [sign, body] = terms[ti];
-    if (body.empty()) {
-      if (ti == 0 && terms.size() > 1) continue;  // leading "-x"
-      return symbol(raw);
-    }
-    std::vector<std::pair<char, std::string>> factors;
-    if (!split_top(body, "*", factors)) return symbol(raw);
-    SymExpr term = constant(sign == '-' ? -1 : 1);
-    for (const auto& f : factors) {
-      const std::string& t = f.second;
-      if (is_integer(t)) term = term * constant(std::stoll(t));
-      else if (is_identifier(t)) term = term * symbol(t);
-      else if (t.size() >= 2 && t.front() == '(' && t.back() == ')') term = term * symbol(t.substr(1, t.size() - 2));
-      else return symbol(raw);
-    }
-    result = result + term;
-  }
-  return result;
+  // Python/sympy syntax, as torch.export writes dims ("2*batch", "s0 + 1",
+  // "((seq**2)//seq)"): + - * with the usual precedence, "**" with a small
+  // constant exponent, "//" when the division is exact as polynomials (then
+  // floor division and exact division agree), a unary minus only at the start
+  // of an expression. Anything else is one opaque atom (the whole text), and
+  // a parenthesised part that does not parse is an atom of its inner text.
+  ExprParser p{text};
+  if (auto e = p.parse_all()) return *e;
+  return symbol(raw);
 }
 
 std::optional<SymExpr> SymExpr::from_dim(const Dim& d) {

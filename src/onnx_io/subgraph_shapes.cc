@@ -4,11 +4,14 @@
 // onnx_io, registered like every other shape function.
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/shape_inference.h"
+#include "onnx_io/subgraph_load.h"
+#include "util/error.h"
 
 namespace fuseopt {
 namespace {
@@ -59,6 +62,86 @@ DeclaredType join(const DeclaredType& a, const DeclaredType& b) {
   return r;
 }
 
+// An If branch inferred as a graph of its own: its outer-scope reads become
+// inputs carrying the outer values' dtype, shape, constant data and symbolic
+// contents. Declared body types are not enough: TorchScript declares fresh
+// names ("Identity525_dim_2") for what is the outer value's [seq, seq], and
+// those names break everything downstream. nullopt when the body cannot be
+// loaded (then only the declared types are used).
+struct BranchType {
+  DType dtype = DType::Undefined;
+  std::optional<Shape> shape;
+  std::optional<SymbolicContents> contents;
+};
+
+std::optional<std::vector<BranchType>> infer_branch(const ShapeContext& c, const char* name) {
+  const Graph* outer = c.graph();
+  const Attribute* a = c.node().attr(name);
+  if (!outer || !a) return std::nullopt;
+  LoadedSubgraph sub;
+  try {
+    sub = load_subgraph(*a, *outer, c.node().label() + " " + name);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  Graph& body = *sub.graph;
+  ShapeInferenceOptions opts;
+  opts.reset = true;    // the body's own value_info holds the exporter's fresh names
+  opts.strict = false;  // a body we cannot follow is left unknown, not an error of the outer graph
+  for (const std::string& ref : sub.outer_refs) {
+    Value* in = body.find(ref);
+    const Value* ov = nullptr;
+    for (const Value* v : c.node().implicit_inputs)
+      if (v && v->name == ref) ov = v;
+    if (!in || !ov) continue;
+    in->dtype = ov->dtype;
+    in->shape = ov->shape;
+    if (ov->const_data) {
+      in->const_data = ov->const_data;
+    } else if (const Tensor* t = c.value_const(ov); t && t->numel() <= 4096) {
+      in->const_data = std::make_shared<Tensor>(*t);
+    }
+    if (const SymbolicContents* sc = c.value_contents(ov)) opts.seed_contents[in] = *sc;
+  }
+  ShapeInferenceResult r;
+  try {
+    r = infer_shapes(body, opts);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::vector<BranchType> out;
+  for (const Value* o : body.outputs) {
+    BranchType t;
+    if (o) {
+      t.dtype = o->dtype;
+      t.shape = o->shape;
+      if (auto it = r.contents.find(o); it != r.contents.end()) t.contents = it->second;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Inferred beats declared; a dim inference leaves anonymous takes the declared
+// one. A rank disagreement means one of them is wrong: the shape stays unknown.
+DeclaredType combine(const std::optional<std::vector<BranchType>>& inferred, size_t i, const DeclaredType& declared) {
+  if (!inferred || i >= inferred->size()) return declared;
+  const BranchType& b = (*inferred)[i];
+  DeclaredType r;
+  r.dtype = b.dtype != DType::Undefined ? b.dtype : declared.dtype;
+  if (b.shape && declared.shape && b.shape->size() != declared.shape->size()) return r;
+  if (!b.shape) {
+    r.shape = declared.shape;
+    return r;
+  }
+  Shape s = *b.shape;
+  if (declared.shape)
+    for (size_t k = 0; k < s.size(); ++k)
+      if (!s[k].known() && s[k].symbol.empty()) s[k] = (*declared.shape)[k];
+  r.shape = s;
+  return r;
+}
+
 void if_fn(ShapeContext& c) {
   auto then_out = body_outputs(c.node(), "then_branch");
   auto else_out = body_outputs(c.node(), "else_branch");
@@ -66,13 +149,22 @@ void if_fn(ShapeContext& c) {
   if (then_out->size() != else_out->size())
     c.fail("then_branch has " + std::to_string(then_out->size()) + " outputs, else_branch " +
            std::to_string(else_out->size()));
-  // A constant condition picks its branch.
+  // A constant condition picks its branch; only that one is inferred.
   std::optional<bool> cond;
   if (auto v = c.input_ints(0); v && v->size() == 1) cond = (*v)[0] != 0;
+  std::optional<std::vector<BranchType>> then_inf, else_inf;
+  if (!cond || *cond) then_inf = infer_branch(c, "then_branch");
+  if (!cond || !*cond) else_inf = infer_branch(c, "else_branch");
   for (size_t i = 0; i < c.num_outputs() && i < then_out->size(); ++i) {
-    const DeclaredType t = cond ? (*cond ? (*then_out)[i] : (*else_out)[i]) : join((*then_out)[i], (*else_out)[i]);
-    c.set_output_dtype(i, t.dtype);
-    if (t.shape) c.set_output_shape(i, *t.shape);
+    const DeclaredType t = combine(then_inf, i, (*then_out)[i]);
+    const DeclaredType e = combine(else_inf, i, (*else_out)[i]);
+    const DeclaredType r = cond ? (*cond ? t : e) : join(t, e);
+    c.set_output_dtype(i, r.dtype);
+    if (r.shape) c.set_output_shape(i, *r.shape);
+    // Symbolic contents pass through a branch the condition has chosen.
+    const std::optional<std::vector<BranchType>>* taken = cond ? (*cond ? &then_inf : &else_inf) : nullptr;
+    if (taken && *taken && i < (*taken)->size() && (**taken)[i].contents)
+      c.set_output_contents(i, *(**taken)[i].contents);
   }
 }
 

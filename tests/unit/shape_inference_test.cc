@@ -85,6 +85,29 @@ TEST_CASE("shape inference: symbolic expressions are canonical") {
   CHECK(dims_equal(Dim::sym("seq*batch"), Dim::sym("batch*seq")));
 }
 
+// torch.export writes dims as unsimplified sympy text (bloom's alibi view:
+// "((seq**2)//seq)"); they must compare equal to what inference computes.
+TEST_CASE("shape inference: sympy-style dims from torch.export parse") {
+  SymExpr seq = SymExpr::symbol("seq"), batch = SymExpr::symbol("batch");
+  CHECK(SymExpr::parse("((seq**2)//seq)") == seq);
+  CHECK(dims_equal(Dim::sym("((seq**2)//seq)"), Dim::sym("seq")));
+  CHECK(dims_equal(Dim::sym("2*batch"), Dim::sym("batch*2")));
+  CHECK(SymExpr::parse("seq**2") == seq * seq);
+  CHECK(SymExpr::parse("(batch + 1)*2") == batch * SymExpr::constant(2) + SymExpr::constant(2));
+  CHECK(SymExpr::parse("batch*seq // seq") == batch);
+  CHECK(SymExpr::parse("-seq + 3") == SymExpr::constant(3) - seq);
+  // Not exact, or not an expression we model: one opaque atom, never a guess.
+  CHECK(SymExpr::parse("seq//2").str() == "seq//2");
+  CHECK(SymExpr::parse("seq/2").str() == "seq/2");
+  CHECK(SymExpr::parse("seq**100").str() == "seq**100");
+  CHECK(SymExpr::parse("Max(1, seq)").str() == "Max(1, seq)");
+  CHECK_FALSE(dims_equal(Dim::sym("seq//2"), Dim::sym("seq")));
+  CHECK(SymExpr::parse("(seq").str() == "(seq");
+  CHECK(SymExpr::parse("seq)").str() == "seq)");
+  const std::string deep = std::string(200, '(') + "seq" + std::string(200, ')');
+  CHECK(SymExpr::parse(deep).str() == deep);
+}
+
 TEST_CASE("shape inference: every op of the supported set has a shape function") {
   const char* ops[] = {
       "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Erf", "Tanh", "Exp", "Log", "Neg", "Abs", "Floor",
