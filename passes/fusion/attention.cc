@@ -25,6 +25,7 @@
 // are additive float tensors of rank <= 4 or one bool Where with a scalar fill;
 // all of Q, K, V, scores are the same float dtype; interior values private.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <set>
@@ -52,6 +53,7 @@ Perm compose(const Perm& base, const Perm& p) {  // Transpose(Transpose(x, base)
 struct HeadPath {
   Value* src = nullptr;     // [B, S, heads·D] (found head reshape) or [B, heads, S, D] (materialize)
   bool materialize = false;
+  bool bshd = false;        // materialize from [B, S, heads, D] (a Reshape only) instead of [B, heads, S, D]
   int64_t heads = -1;       // heads of src (kv heads for K/V)
   int64_t dim = -1;         // head dim
   int64_t repeat = 1;       // GQA: each src head used `repeat` times
@@ -129,6 +131,39 @@ std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   return "";
 }
 
+// Reshape [B, H, x, y] -> [B·H, x, y] (the batched-head 3-D view bmm-style exports use),
+// proven from inferred shapes.
+// d == a·b as symbolic expressions.
+bool is_product(const Dim& d, const Dim& a, const Dim& b) {
+  auto x = SymExpr::from_dim(d), y = SymExpr::from_dim(a), z = SymExpr::from_dim(b);
+  return x && y && z && *x == *y * *z;
+}
+
+// A 4-D [B, H, x, y] and a 3-D [B·H, x, y] shape describe the same layout: the merged
+// dim is the product and x, y agree (one of them may be a name the exporter did not
+// simplify, e.g. "((seq**2)//seq)": the element count fixes it once the others agree).
+bool same_bh_view(const Shape& four, const Shape& three) {
+  if (!is_product(three[0], four[0], four[1])) return false;
+  return attn::dims_same(three[1], four[2]) || attn::dims_same(three[2], four[3]);
+}
+
+bool merges_bh(const Node* r) {
+  if (!r->is("Reshape") || !r->input(0) || !r->output(0)) return false;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 4 || c->size() != 3) return false;
+  return (attn::dims_same((*c)[1], (*a)[2]) && attn::dims_same((*c)[2], (*a)[3])) || same_bh_view(*a, *c);
+}
+
+// Reshape [B·H, x, y] -> [B, H, x, y] with H known.
+bool splits_bh(const Node* r) {
+  if (!r->is("Reshape") || !r->input(0) || !r->output(0)) return false;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 3 || c->size() != 4 || !(*c)[1].known()) return false;
+  return (attn::dims_same((*c)[2], (*a)[1]) && attn::dims_same((*c)[3], (*a)[2])) || same_bh_view(*c, *a);
+}
+
 // Reshape(Transpose(Reshape(y [B,H,S,D], [B·H, S, D]), perm 0,2,1), [B, H, D, S]): returns y
 // when the inferred shapes prove both reshapes only merge / split the leading dims.
 Value* flattened_kt(const Node* outer) {
@@ -154,12 +189,33 @@ Value* flattened_kt(const Node* outer) {
 
 // Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
 // operand must be (Q, V: 0,2,1,3; Kᵀ: 0,2,3,1).
-HeadPath trace_head(Value* v, const Perm& want) {
+HeadPath trace_head(Value* v, const Perm& want, bool flat = false) {
   HeadPath hp;
   Perm p = {0, 1, 2, 3};
   for (int depth = 0; depth < 24 && v; ++depth) {
     Node* n = v->producer;
     if (!n || n->inputs.empty() || !n->input(0)) break;
+    if (flat) {
+      // v is the [B·H, x, y] view of a [B, H, x, y] value (bloom's baddbmm / bmm).
+      if (n->is("Transpose")) {
+        Perm q = n->attr_ints("perm");
+        if (q.size() != 3 || q[0] != 0) break;
+        p = compose({0, 1, q[1] + 1, q[2] + 1}, p);
+      } else if (merges_bh(n)) {
+        flat = false;
+      } else if (auto f = scalar_factor(n)) {
+        hp.scale *= f->first;
+        hp.nodes.push_back(n);
+        v = f->second;
+        continue;
+      } else if (!is_passthrough(n)) {
+        hp.fail = "rule 7: operand '" + v->name + "' is a [B*H, S, D] view the rewrite cannot trace to its heads";
+        return hp;
+      }
+      hp.nodes.push_back(n);
+      v = n->input(0);
+      continue;
+    }
     if (n->is("Transpose")) {
       Perm q = n->attr_ints("perm");
       if (q.size() != 4) break;
@@ -241,6 +297,22 @@ HeadPath trace_head(Value* v, const Perm& want) {
     }
     break;
   }
+  if (flat) {
+    hp.fail = "rule 7: a [B*H, S, D] operand does not come from a [B, H, S, D] tensor";
+    return hp;
+  }
+  // Not a head reshape but already in [B, S, heads, D] layout (a per-head interleaved
+  // QKV split: GPT-NeoX / BLOOM): re-packed outside by a Reshape alone.
+  if (compose({0, 1, 2, 3}, p) == want && attn::rank_of(v) == 4) {
+    hp.src = v;
+    hp.materialize = true;
+    hp.bshd = true;
+    if (auto d = attn::known_dims(v); d && d->size() == 4) {
+      hp.heads = (*d)[2];
+      hp.dim = (*d)[3];
+    }
+    return hp;
+  }
   // Not a head reshape: v is taken as [B, heads, S, D] and re-packed outside.
   if (compose({0, 2, 1, 3}, p) != want) {
     hp.fail = "rule 4: operand '" + (v ? v->name : std::string("?")) + "' is not in a head layout the rewrite can prove";
@@ -263,7 +335,7 @@ bool reaches_qk(const Value* v, int depth) {
   if (!v || !v->producer || depth > 8) return false;
   const Node* m = v->producer;
   if (m->is("MatMul")) return !const_of(m->input(0)) && !const_of(m->input(1));
-  if (is_passthrough(m) || m->is("Cast")) return reaches_qk(m->input(0), depth + 1);
+  if (is_passthrough(m) || m->is("Cast") || m->is("Reshape")) return reaches_qk(m->input(0), depth + 1);
   if (m->is("Add") || m->is("Mul") || m->is("Div"))
     return reaches_qk(m->input(0), depth + 1) || reaches_qk(m->input(1), depth + 1);
   if (m->is("Where")) return reaches_qk(m->input(1), depth + 1) || reaches_qk(m->input(2), depth + 1);
@@ -277,6 +349,7 @@ struct MaskTerm {
   bool where;
   bool inverted;
   double fill;
+  bool flat = false;  // added to the [B·H, S, S_kv] view: lifted to [B, H, ...] by a Reshape
 };
 
 // ---- key-padding mask proofs ---------------------------------------------------
@@ -448,6 +521,7 @@ struct Plan {
   bool combined = false;         // several terms incl. a Where: one float bias built outside
   bool causal = false;           // a causal mask term was proven (and removed from `terms`)
   bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax
+  bool flat = false;             // bmm-style: P·V (and maybe Q·Kᵀ) on [B·H, S, D] views
   Value* keep = nullptr;         // bool Where condition (true = keep)
   bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
   double fill = -std::numeric_limits<double>::infinity();
@@ -468,16 +542,28 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
   if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
   Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  Node* pv_split = nullptr;
+  if (pv && splits_bh(pv) && pv->input(0)->producer) {  // bmm-style: [B·H, S, D] -> [B, H, S, D]
+    pv_split = pv;
+    pv = pv->input(0)->producer;
+    pl.flat = true;
+  }
   if (!pv || !pv->is("MatMul") || pv->inputs.size() != 2 || !pv->input(0) || !pv->input(1)) return "no P·V MatMul";
   pl.out_transpose = tr;
   pl.pv = pv;
   pl.core = {root, tr, pv};
+  if (pv_split) pl.core.push_back(pv_split);
   // P back to Softmax.
   Value* pval = pv->input(0);
   Node* sm = nullptr;
   for (int d = 0; d < 4 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
+    if (pl.flat && merges_bh(n)) {  // P [B, H, S, S_kv] viewed as [B·H, S, S_kv] for the bmm
+      pl.core.push_back(n);
+      pval = n->input(0);
+      continue;
+    }
     if (n->is("Where") && n->inputs.size() == 3 && n->input(0) && n->input(0)->producer &&
         n->input(0)->producer->is("IsNaN") && n->input(0)->producer->input(0) == n->input(2) &&
         const_scalar(n->input(1)) == 0.0) {
@@ -508,8 +594,9 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   if (axis != -1 && axis != 3) {
     pl.fail = "rule 7: " + sm->label() + " normalises axis " + std::to_string(axis) + ", not the key axis";
   }
-  // Scores chain back to the QK MatMul.
+  // Scores chain back to the QK MatMul (in bmm-style exports partly in the [B·H, S, S_kv] view).
   Value* s = sm->input(0);
+  bool scores_flat = false;
   bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
   for (int d = 0; d < 12 && s && s->producer; ++d) {
     Node* n = s->producer;
@@ -520,6 +607,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     }
     if (n->inputs.empty() || !n->input(0)) break;
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
+    if (pl.flat && !scores_flat && splits_bh(n)) {
+      scores_flat = true;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
     if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
       const bool upcast_for_softmax = n->output(0) == sm->input(0) && pl.down_cast &&
                                       n->attr_int("to", 0) == static_cast<int64_t>(DType::Float) &&
@@ -557,7 +650,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       if (seen_scale && pl.fail.empty())
         pl.fail = "rule 7: " + n->label() + " adds a mask term before the scores are scaled; the fused op scales only Q·Kᵀ";
       pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
-      pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0});
+      pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0, scores_flat});
       pl.core.push_back(n);
       s = n->input(side);
       continue;
@@ -570,7 +663,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pl.keep = n->input(0);
       pl.keep_inverted = scores_slot == 2;
       pl.fill = scores_slot == 1 ? *f2 : *f1;
-      pl.terms.insert(pl.terms.begin(), MaskTerm{pl.keep, true, pl.keep_inverted, pl.fill});
+      pl.terms.insert(pl.terms.begin(), MaskTerm{pl.keep, true, pl.keep_inverted, pl.fill, scores_flat});
       if (seen_scale && pl.fail.empty())
         pl.fail = "rule 7: " + n->label() + " masks the scores before they are scaled; the fused op scales only Q·Kᵀ";
       pl.core.push_back(n);
@@ -586,16 +679,17 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (const MaskTerm& t : pl.terms)
     if (t.where && dtype_of(t.v) != DType::Bool && dtype_of(t.v) != DType::Undefined && pl.fail.empty())
       pl.fail = "rule 7: Where condition '" + t.v->name + "' is not bool";
-  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3});
-  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1});
-  pl.v = trace_head(pv->input(1), {0, 2, 1, 3});
+  if (pl.flat && !scores_flat && pl.fail.empty()) pl.fail = "rule 7: the [B*H, S, S_kv] scores are not viewed back as [B, H, S, S_kv]";
+  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3}, scores_flat);
+  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1}, scores_flat);
+  pl.v = trace_head(pv->input(1), {0, 2, 1, 3}, pl.flat);
   for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
     if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
   if (!pl.fail.empty()) return "";
   pl.scale *= pl.q.scale * pl.k.scale;
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
-    if (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q)) {
+    if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q))) {
       pl.causal = true;
       it = pl.terms.erase(it);
     } else {
@@ -655,7 +749,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   // A single mask term that provably is a key-padding mask goes in as `mask`.
-  if (pl.fail.empty() && pl.terms.size() == 1) {
+  if (pl.fail.empty() && pl.terms.size() == 1 && !pl.terms[0].flat) {
     if (pl.keep && !pl.keep_inverted) {
       Value* m = from_rank2(pl.keep);
       if (m && mask_dims_match(m, pl.k)) {
@@ -746,11 +840,50 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   return "";
 }
 
-Value* materialize(Rewriter& rw, Value* v4) {
-  Node* t = rw.create_node("", "Transpose", {v4}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, 1, "attn_heads_back");
-  Node* r = rw.create_node("", "Reshape", {t->output(0), rw.add_int64s("attn_merge_shape", {0, 0, -1})}, {}, 1,
-                           "attn_heads_merge");
-  return r->output(0);
+// [B, heads, S, D] (or [B, S, heads, D]) -> [B, S, heads·D] outside the fused op.
+Value* materialize(Rewriter& rw, const HeadPath& hp) {
+  Value* v = hp.src;
+  if (!hp.bshd)
+    v = rw.create_node("", "Transpose", {v}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, 1, "attn_heads_back")->output(0);
+  return rw.create_node("", "Reshape", {v, rw.add_int64s("attn_merge_shape", {0, 0, -1})}, {}, 1, "attn_heads_merge")
+      ->output(0);
+}
+
+// A mask term added to the [B·H, S, S_kv] view, as [B, H, ...]: Reshape to [-1, H] + its trailing dims.
+Value* lift_flat(Rewriter& rw, Value* t, int64_t heads) {
+  Value* shp = rw.create_node("", "Shape", {t}, {}, 1, "attn_bias_shape")->output(0);
+  Value* tail = rw.create_node("", "Slice", {shp, rw.add_int64s("attn_one", {1}), rw.add_int64s("attn_end", {INT64_MAX})},
+                               {}, 1, "attn_bias_tail")->output(0);
+  Value* target = rw.create_node("", "Concat", {rw.add_int64s("attn_bh", {-1, heads}), tail},
+                                 {Attribute::make_int("axis", 0)}, 1, "attn_bias_target")->output(0);
+  return rw.create_node("", "Reshape", {t, target}, {}, 1, "attn_bias_lift")->output(0);
+}
+
+// The values between P·V and the root, each with the chain node that reads it: the
+// transposed output (read by the root), the P·V output or its [B, H, S, Dv] view (read by
+// the Transpose), and bmm-style the [B·H, S, Dv] P·V output (read by that view).
+std::vector<std::pair<Value*, Node*>> output_side(Node* root) {
+  std::vector<std::pair<Value*, Node*>> r;
+  Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
+  if (!tr || !tr->input(0)) return r;
+  r.push_back({tr->output(0), root});
+  Node* x = tr->input(0)->producer;
+  if (!x) return r;
+  r.push_back({x->output(0), tr});
+  if (x->is("Reshape") && x->input(0) && x->input(0)->producer) r.push_back({x->input(0)->producer->output(0), x});
+  return r;
+}
+
+// v's readers other than the chain node are all Shape nodes (and there is one).
+bool only_shape_readers(const Value* v, const Node* chain) {
+  if (v->is_graph_output) return false;
+  bool any = false;
+  for (Node* c : v->consumers()) {
+    if (c == chain) continue;
+    if (!c->is("Shape")) return false;
+    any = true;
+  }
+  return any;
 }
 
 class AttentionFusion : public FusionPass {
@@ -786,17 +919,10 @@ class AttentionFusion : public FusionPass {
   // Shape nodes reading the transposed output only need its shape, which a view
   // of the fused output gives (see rewrite): that value is not private.
   std::vector<const Value*> kept_outputs(const Match& m) const override {
-    for (Node* n : m.matched) {
-      if (!n->is("Transpose") || n->output(0)->is_graph_output) continue;
-      bool only_shape = true, any = false;
-      for (Node* c : n->output(0)->consumers()) {
-        if (c == m.root) continue;
-        any = true;
-        only_shape &= c->is("Shape");
-      }
-      if (any && only_shape) return {n->output(0)};
-    }
-    return {};
+    std::vector<const Value*> kept;
+    for (auto [v, chain] : output_side(m.root))
+      if (only_shape_readers(v, chain)) kept.push_back(v);
+    return kept;
   }
   Status check(const Graph& g, const Match& m) const override {
     Plan pl;
@@ -811,9 +937,18 @@ class AttentionFusion : public FusionPass {
     if (pl.split) {
       in[0] = pl.split->input(0);
     } else {
-      in[0] = pl.q.materialize ? materialize(rw, pl.q.src) : pl.q.src;
-      in[1] = pl.k.materialize ? materialize(rw, pl.k.src) : pl.k.src;
-      in[2] = pl.v.materialize ? materialize(rw, pl.v.src) : pl.v.src;
+      in[0] = pl.q.materialize ? materialize(rw, pl.q) : pl.q.src;
+      in[1] = pl.k.materialize ? materialize(rw, pl.k) : pl.k.src;
+      in[2] = pl.v.materialize ? materialize(rw, pl.v) : pl.v.src;
+    }
+    // Terms added to the [B·H, S, S_kv] view are lifted to [B, H, S, S_kv] first.
+    for (MaskTerm& t : pl.terms) {
+      if (!t.flat) continue;
+      Value* lifted = lift_flat(rw, t.v, pl.num_heads);
+      for (Value*& b : pl.add_bias)
+        if (b == t.v) b = lifted;
+      if (pl.keep == t.v) pl.keep = lifted;
+      t.v = lifted;
     }
     // Mask terms: a constant all-zero bias is no bias (ViT exports carry one).
     std::vector<Value*> bias;
@@ -857,18 +992,39 @@ class AttentionFusion : public FusionPass {
     }
     if (pl.flat_output)
       out = rw.create_node("", "Reshape", {out, m.root->input(1)}, {}, 1, "attn_flat")->output(0);
-    // Shape-only readers of the transposed output (TorchScript computes the
-    // merge target from it) read a free [B, S, H, Dv] view of the result.
-    Value* tv = pl.out_transpose->output(0);
-    std::vector<Node*> shape_readers;
-    for (Node* c : tv->consumers())
-      if (c != m.root) shape_readers.push_back(c);
-    if (!shape_readers.empty()) {
-      Node* view = rw.create_node("", "Reshape", {f->output(0), rw.add_int64s("attn_heads_view", {0, 0, pl.num_heads, -1})},
-                                  {}, 1, "attn_heads_view");
-      for (Node* c : shape_readers)
+    // Shape-only readers of output-side values (TorchScript computes reshape targets from
+    // them) read a free view of the fused output with the same shape:
+    //   [B, S, H, Dv]: Reshape(Y, [0, 0, H, -1]);   [B, H, S, Dv]: Reshape(Y, [B, H, S, -1]);
+    //   [B·H, S, Dv]: Reshape(Y, [B·H, S, -1])  (same element count as Y = [B, S, H·Dv]).
+    for (auto [sv, chain] : output_side(m.root)) {
+      std::vector<Node*> readers;
+      for (Node* c : sv->consumers())
+        if (c->is("Shape")) readers.push_back(c);
+      if (readers.empty()) continue;
+      auto rank = attn::rank_of(sv);
+      Value* y = f->output(0);
+      Value* view = nullptr;
+      if (sv == pl.out_transpose->output(0)) {
+        view = rw.create_node("", "Reshape", {y, rw.add_int64s("attn_heads_view", {0, 0, pl.num_heads, -1})}, {}, 1,
+                              "attn_heads_view")->output(0);
+      } else if (rank) {
+        Value* shp = rw.create_node("", "Shape", {y}, {}, 1, "attn_out_shape")->output(0);
+        auto slice = [&](int64_t a, int64_t b) {
+          return rw.create_node("", "Slice", {shp, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {b})}, {}, 1,
+                                "attn_out_dim")->output(0);
+        };
+        Value* h = rw.add_int64s("attn_h", {pl.num_heads});
+        std::vector<Value*> parts;
+        if (*rank == 4) parts = {slice(0, 1), h, slice(1, 2), rw.add_int64s("attn_rest", {-1})};
+        else parts = {rw.create_node("", "Mul", {slice(0, 1), h}, {}, 1, "attn_bh")->output(0), slice(1, 2),
+                      rw.add_int64s("attn_rest", {-1})};
+        Value* target = rw.create_node("", "Concat", parts, {Attribute::make_int("axis", 0)}, 1, "attn_view_shape")->output(0);
+        view = rw.create_node("", "Reshape", {y, target}, {}, 1, "attn_shape_view")->output(0);
+      }
+      if (!view) continue;
+      for (Node* c : readers)
         for (size_t i = 0; i < c->inputs.size(); ++i)
-          if (c->inputs[i] == tv) rw.set_input(c, i, view->output(0));
+          if (c->inputs[i] == sv) rw.set_input(c, i, view);
     }
     std::vector<Node*> walked;
     for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
