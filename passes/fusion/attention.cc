@@ -24,6 +24,7 @@
 // num_heads × head_dim with known sizes; K and V agree on kv heads; mask terms
 // are additive float tensors of rank <= 4 or one bool Where with a scalar fill;
 // all of Q, K, V, scores are the same float dtype; interior values private.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -922,7 +923,32 @@ class AttentionFusion : public FusionPass {
     std::vector<const Value*> kept;
     for (auto [v, chain] : output_side(m.root))
       if (only_shape_readers(v, chain)) kept.push_back(v);
+    for (Value* v : score_values_read_for_shape(m)) kept.push_back(v);
     return kept;
+  }
+  // Scores / probabilities ([B, H, S, S_kv], or [B·H, S, S_kv] in bmm-style exports) whose
+  // only readers outside the match are Shape nodes (TorchScript reshape targets): their
+  // shapes are rebuilt from the fused op's inputs and output in rewrite().
+  static std::vector<Value*> score_values_read_for_shape(const Match& m) {
+    std::vector<Value*> r;
+    std::set<const Node*> inside(m.matched.begin(), m.matched.end());
+    auto out_side = output_side(m.root);
+    for (Node* n : m.matched) {
+      Value* v = n->output(0);
+      if (n == m.root || !v || v->is_graph_output) continue;
+      bool is_out_side = false;
+      for (auto& [ov, c] : out_side) is_out_side |= ov == v;
+      auto rank = attn::rank_of(v);
+      if (is_out_side || !rank || (*rank != 3 && *rank != 4)) continue;
+      bool any = false, only_shape = true;
+      for (Node* c : v->consumers()) {
+        if (inside.count(c)) continue;
+        any = true;
+        only_shape &= c->is("Shape");
+      }
+      if (any && only_shape) r.push_back(v);
+    }
+    return r;
   }
   Status check(const Graph& g, const Match& m) const override {
     Plan pl;
@@ -1025,6 +1051,37 @@ class AttentionFusion : public FusionPass {
       for (Node* c : readers)
         for (size_t i = 0; i < c->inputs.size(); ++i)
           if (c->inputs[i] == sv) rw.set_input(c, i, view);
+    }
+    // Shape readers of the scores / probabilities get the shape rebuilt:
+    // [B, H, S, S_kv] from Y [B, S, ·] and the key input [B, S_kv, ·] (or the packed input).
+    for (Value* sv : score_values_read_for_shape(m)) {
+      Value* yshape = rw.create_node("", "Shape", {f->output(0)}, {}, 1, "attn_y_shape")->output(0);
+      Value* kshape = rw.create_node("", "Shape", {in.size() > 1 && in[1] ? in[1] : in[0]}, {}, 1, "attn_k_shape")->output(0);
+      auto dim = [&](Value* shp, int64_t i) {
+        return rw.create_node("", "Slice", {shp, rw.add_int64s("attn_s", {i}), rw.add_int64s("attn_e", {i + 1})}, {}, 1,
+                              "attn_dim")->output(0);
+      };
+      Value* h = rw.add_int64s("attn_h", {pl.num_heads});
+      std::vector<Value*> parts;
+      if (attn::rank_of(sv) == 4) parts = {dim(yshape, 0), h, dim(yshape, 1), dim(kshape, 1)};
+      else parts = {rw.create_node("", "Mul", {dim(yshape, 0), h}, {}, 1, "attn_bh")->output(0), dim(yshape, 1), dim(kshape, 1)};
+      Value* full = rw.create_node("", "Concat", parts, {Attribute::make_int("axis", 0)}, 1, "attn_scores_shape")->output(0);
+      std::vector<Node*> readers;
+      for (Node* c : sv->consumers())
+        if (c->is("Shape")) readers.push_back(c);
+      for (Node* c : readers) {
+        Value* out = full;
+        if (c->has_attr("start") || c->has_attr("end")) {
+          const int64_t r = static_cast<int64_t>(parts.size());
+          int64_t a = c->attr_int("start", 0), b = c->attr_int("end", r);
+          a = std::clamp(a < 0 ? a + r : a, int64_t{0}, r);
+          b = std::clamp(b < 0 ? b + r : b, int64_t{0}, r);
+          out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
+                               {}, 1, "attn_shape_part")->output(0);
+        }
+        rw.replace_all_uses(c->output(0), out);
+        rw.erase_node(c);
+      }
     }
     std::vector<Node*> walked;
     for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
