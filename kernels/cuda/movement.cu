@@ -4,6 +4,7 @@
 // device copies (cudaMemcpy2DAsync, capturable); Pad maps each output
 // coordinate to an input coordinate or the pad value.
 #include <cstring>
+#include <limits>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -133,6 +134,10 @@ FUSEOPT_KERNEL(CudaSlice, "", "Slice", Backend::CUDA, {}) {
     const int64_t dim = x.shape[ax], st = steps[i];
     DM_CHECK(ctx, st != 0, "step is 0 on axis " << axes[i]);
     int64_t s = starts[i], e = ends[i];
+    // An end of INT_MAX means "to the end in the direction of the step"
+    // (numpy's None), as ONNX Runtime and the CPU reference read it: with a
+    // negative step it runs down to index 0 instead of clamping to dim-1.
+    const bool end_is_none = e == std::numeric_limits<int64_t>::max() || e == std::numeric_limits<int32_t>::max();
     if (s < 0) s += dim;
     if (e < 0) e += dim;
     int64_t count = 0;
@@ -142,7 +147,7 @@ FUSEOPT_KERNEL(CudaSlice, "", "Slice", Backend::CUDA, {}) {
       if (e > s) count = (e - s + st - 1) / st;
     } else if (dim > 0) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
+      e = end_is_none ? -1 : std::clamp<int64_t>(e, -1, dim - 1);
       if (s > e) count = (s - e - st - 1) / -st;
     }
     begin[ax] = count > 0 ? s : 0;
@@ -164,7 +169,9 @@ FUSEOPT_KERNEL(CudaExpand, "", "Expand", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor* s = opt_host_input(ctx, 1);
   DM_CHECK(ctx, s, "missing the shape input");
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {x.shape, read_ints(ctx, *s)});
+  const std::vector<int64_t> shape = read_ints(ctx, *s);
+  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
+  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {x.shape, shape});
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
   launch_strided(ctx, x, 0, y, out_shape, bcast_strides(x.shape, out_shape));
 }
@@ -276,8 +283,9 @@ FUSEOPT_KERNEL(CudaSplit, "", "Split", Backend::CUDA, {}) {
   const int64_t n = static_cast<int64_t>(ctx.num_outputs());
   const int64_t dim = x.shape[axis];
   std::vector<int64_t> sizes;
-  if (const RtTensor* s = opt_host_input(ctx, 1)) {
-    sizes = read_ints(ctx, *s);
+  const RtTensor* split_t = opt_host_input(ctx, 1);
+  if (split_t && split_t->numel() > 0) {  // an empty `split` input counts as omitted (as ONNX Runtime)
+    sizes = read_ints(ctx, *split_t);
   } else if (ctx.node().has_attr("split")) {
     sizes = ctx.node().attr_ints("split");
   } else if (ctx.node().has_attr("num_outputs")) {

@@ -362,7 +362,13 @@ template <bool LOG> void run_softmax(KernelContext& ctx) {
     return;
   }
   const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", -1), rank);
-  const int64_t outer = dm::prod(x.shape, 0, axis), L = x.shape[axis], inner = dm::prod(x.shape, axis + 1, rank);
+  int64_t outer = dm::prod(x.shape, 0, axis), L = x.shape[axis], inner = dm::prod(x.shape, axis + 1, rank);
+  // Opset < 13 (the Session marks such nodes): the input is seen as 2-D
+  // [prod(dims before axis), prod(dims from axis)], normalised per row.
+  if (ctx.node().attr_int("__fuseopt_softmax_2d", 0) != 0) {
+    L = dm::prod(x.shape, axis, rank);
+    inner = 1;
+  }
   dispatch_float(ctx, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1) {

@@ -39,7 +39,8 @@ TEST_CASE("cuda Slice", "[cuda][movement]") {
   };
   const S cases[] = {{{1}, {-1}, {1}, {}},         {{0, 2}, {100, 9}, {0, 2}, {1, 3}}, {{-1}, {-1000}, {2}, {-1}},
                      {{5}, {2}, {1}, {-2}},        {{0}, {0}, {0}, {}},                {{2, 1}, {3, 4}, {}, {}},
-                     {{-3}, {INT64_MAX}, {-1}, {}}};
+                     {{-3}, {INT64_MAX}, {-1}, {}},     {{2}, {INT64_MAX}, {2}, {-3}},  // INT_MAX end, negative step:
+                     {{-7}, {INT64_MAX}, {0}, {-2}}};                                    // runs to index 0 (as ORT)
   for (const S& s : cases)
     for (const Tensor& x : typed_inputs({4, 6, 11})) {
       Case c("Slice", 5);
@@ -90,6 +91,9 @@ TEST_CASE("cuda Concat and Split", "[cuda][movement]") {
       s.attr(Attribute::make_int("axis", axis)).in(0, make({4, 6, 10}), false).in(1, ints1({1, 2, axis == 0 ? 1 : axis == 1 ? 3 : 7}));
       s.check();
     }
+  Case empty_split("Split", 2, 2);  // an empty split input counts as omitted
+  empty_split.attr(Attribute::make_int("axis", 0)).in(0, randn({6, 3})).in(1, ints({}, {0}));
+  empty_split.check();
   Case eq("Split", 1, 2);  // equal parts, no split input
   eq.attr(Attribute::make_int("axis", -1)).in(0, randn({3, 384}));
   eq.check();

@@ -70,6 +70,12 @@ TEST_CASE("cuda Softmax and LogSoftmax", "[cuda][softmax]") {
         INFO(op << " " << dims_str(shape) << " axis " << axis);
         c.check(dt);
       }
+  // Opset < 13 semantics (the Session's marker): 2-D [prod(before axis), prod(from axis)].
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    Case c(op, 1);
+    c.attr(Attribute::make_int("axis", 1)).attr(Attribute::make_int("__fuseopt_softmax_2d", 1)).in(0, randn({2, 3, 4}));
+    c.check();
+  }
   // A fully masked row (finfo.min everywhere) gives a uniform row, not NaN.
   Tensor masked = randn({2, 8});
   for (int i = 0; i < 8; ++i) masked.data<float>()[i] = -3.4028234663852886e38f;
