@@ -422,3 +422,33 @@ TEST_CASE("Attention: torch SDPA decomposition (flattened Kᵀ, NaN rows to zero
   f["mask"] = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 1, 0, 0}, {B, S});  // batch 0 fully masked
   require_same_outputs(*before, b.graph(), f, 1e-4f);
 }
+
+TEST_CASE("Attention: bmm-style [B*H, S, D] attention with an ALiBi term (BLOOM)", "[passes][Attention]") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {B, S, D});
+  Value* qkv = b.op("MatMul", {x, b.constant("Wqkv", rand_tensor({D, 3 * D}, 1))});
+  Value* r5 = b.op("Reshape", {qkv, ints(b, "per_head", {B, S, H, 3, Dh})});
+  auto part = [&](int64_t i, const std::string& n) {  // [B, S, H, Dh] -> [B, H, S, Dh] -> [B*H, S, Dh]
+    Value* g = b.op("Gather", {r5, b.constant(n + "_idx", Tensor::from_ints({i}, {}))}, {Attribute::make_int("axis", 3)});
+    Value* t = b.op("Transpose", {g}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+    return b.op("Reshape", {t, ints(b, n + "_flat", {B * H, S, Dh})});
+  };
+  Value* q3 = part(0, "q");
+  Value* kt3 = b.op("Transpose", {part(1, "k")}, {Attribute::make_ints("perm", {0, 2, 1})});
+  Value* v3 = part(2, "v");
+  Value* s3 = b.op("Mul", {b.op("MatMul", {q3, kt3}), b.scalar("inv_norm", 1.0f / std::sqrt(float(Dh)))});
+  s3 = b.op("Add", {s3, b.constant("alibi", rand_tensor({B * H, 1, S}, 5, -1, 0))}, {}, "baddbmm");
+  Value* s4 = b.op("Reshape", {s3, ints(b, "scores4", {B, H, S, S})});
+  s4 = b.op("Add", {s4, b.constant("mask4", rand_tensor({B, 1, S, S}, 6, -2, 0))});
+  Value* p4 = b.op("Softmax", {s4}, {Attribute::make_int("axis", -1)});
+  Value* o3 = b.op("MatMul", {b.op("Reshape", {p4, ints(b, "p3", {B * H, S, S})}), v3});
+  Value* o4 = b.op("Transpose", {b.op("Reshape", {o3, ints(b, "o4", {B, H, S, Dh})})}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+  b.output(b.op("Reshape", {o4, ints(b, "merge", {0, 0, -1})}));
+  auto before = clone_graph(b.graph());
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  CHECK(count_op(b.graph(), "Gather") == 3);  // the per-head interleaved split stays outside
+  require_same_outputs(*before, b.graph(), {{"x", rand_tensor({B, S, D}, 41, -2, 2)}}, 1e-4f);
+}
