@@ -109,6 +109,15 @@ Tensor convert_float(const Tensor& t, DType to) {
   return r;
 }
 
+// A computed float output back to the dtype the model declares (fp16/bf16
+// models computed in fp32 on the CPU, Float computed in fp16 on a device).
+Tensor to_declared(Tensor t, DType declared) {
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::Double || t.dtype == declared) return t;
+  if (declared == DType::Float || declared == DType::Undefined) return convert_float(t, DType::Float);
+  if (declared == DType::Float16 || declared == DType::BFloat16) return convert_float(t, declared);
+  return t;
+}
+
 std::string shapes_of(const std::vector<const RtTensor*>& ins) {
   std::string s;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -206,6 +215,15 @@ struct Session::Impl {
   BackendImpl& be;
   bool device = false;  // backend is not the CPU
   DType compute_float = DType::Float;
+  // The dtype a float value of dtype `d` is computed and stored in. Float
+  // follows --precision; the CPU backend has no half kernels, so fp16/bf16
+  // models compute in fp32 there (converted once at setup, on entry, and
+  // back to the declared dtype on exit).
+  DType compute_dtype(DType d) const {
+    if (d == DType::Float) return compute_float;
+    if (!device && (d == DType::Float16 || d == DType::BFloat16)) return DType::Float;
+    return d;
+  }
   std::vector<Slot> slots;
   std::unordered_map<const Value*, int> slot_of;
   std::vector<Step> steps;
@@ -451,17 +469,20 @@ void Session::Impl::setup() {
       st.override_node->set_attr(Attribute::make_int("axis", n->attr_int("axis", 1)));
       st.override_node->set_attr(Attribute::make_int(kLegacySoftmaxAttr, 1));
     }
-    // Precision: float constants produced by nodes become the compute dtype.
-    if (compute_float != DType::Float) {
-      if (n->is("Cast") && n->attr_int("to", 0) == static_cast<int64_t>(DType::Float)) {
+    // Precision: casts to a float type and float constants produced by
+    // nodes become that type's compute dtype (Cast to FLOAT is fp16 under
+    // --precision fp16; Cast to FLOAT16 is fp32 on the CPU backend).
+    if (n->is("Cast")) {
+      const DType to = static_cast<DType>(n->attr_int("to", 0));
+      if (compute_dtype(to) != to) {
         st.override_node = std::make_unique<Node>(*n);
-        st.override_node->set_attr(Attribute::make_int("to", static_cast<int64_t>(compute_float)));
-      } else if (n->is("ConstantOfShape")) {
-        const Attribute* a = n->attr("value");
-        if (a && a->t && a->t->dtype == DType::Float) {
-          st.override_node = std::make_unique<Node>(*n);
-          st.override_node->set_attr(Attribute::make_tensor("value", convert_float(*a->t, compute_float)));
-        }
+        st.override_node->set_attr(Attribute::make_int("to", static_cast<int64_t>(compute_dtype(to))));
+      }
+    } else if (n->is("ConstantOfShape") || n->is("Constant")) {
+      const Attribute* a = n->attr("value");
+      if (a && a->t && compute_dtype(a->t->dtype) != a->t->dtype) {
+        st.override_node = std::make_unique<Node>(*n);
+        st.override_node->set_attr(Attribute::make_tensor("value", convert_float(*a->t, compute_dtype(a->t->dtype))));
       }
     }
     steps.push_back(std::move(st));
@@ -481,12 +502,13 @@ void Session::Impl::setup() {
 
   check_kernels();
 
-  // Precision: float constants are stored in the compute dtype.
+  // Precision: float constants (initializers, folded Constant nodes) are
+  // stored in their compute dtype, converted once here.
   for (Slot& sl : slots) {
-    if (!sl.is_const || sl.host.dtype != DType::Float || compute_float == DType::Float) continue;
+    if (!sl.is_const || compute_dtype(sl.host.dtype) == sl.host.dtype) continue;
     Tensor t(sl.host.dtype, sl.host.shape);
     if (t.bytes.size()) std::memcpy(t.bytes.data(), sl.host.data, t.bytes.size());
-    owned_consts.push_back(convert_float(t, compute_float));
+    owned_consts.push_back(convert_float(t, compute_dtype(sl.host.dtype)));
     const Tensor& c = owned_consts.back();
     sl.host = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
   }
@@ -536,9 +558,7 @@ void Session::Impl::check_kernels() {
       const Slot& sl = slots[st.ins[i]];
       // Declared dtypes only: an inferred one could be wrong for an op this
       // file does not know, and the run reports a real mismatch anyway.
-      DType d = sl.is_const ? sl.host.dtype : sl.declared;
-      if (d == DType::Float) d = compute_float;
-      return d;
+      return compute_dtype(sl.is_const ? sl.host.dtype : sl.declared);
     };
     bool found = false;
     if (static_dtype(0) == DType::Undefined && (st.ins.empty() || st.ins[0] < 0)) {
@@ -615,8 +635,8 @@ void Session::Impl::bind_inputs(Plan& p, const std::map<std::string, Tensor>& in
   for (int id : input_slots) {
     Slot& sl = slots[id];
     const Tensor* t = &inputs.at(sl.v->name);
-    if (t->dtype == DType::Float && compute_float != DType::Float) {
-      run_tensors.push_back(convert_float(*t, compute_float));
+    if (compute_dtype(t->dtype) != t->dtype) {
+      run_tensors.push_back(convert_float(*t, compute_dtype(t->dtype)));
       t = &run_tensors.back();
     }
     sl.host = RtTensor{t->dtype, t->dims, const_cast<uint8_t*>(t->bytes.data()), Backend::CPU};
@@ -860,7 +880,7 @@ void Session::Impl::run_if(Plan& p, Step& st) {
   for (size_t i = 0; i < st.outs.size() && i < outs.size(); ++i) {
     if (st.outs[i] < 0) continue;
     Tensor t = std::move(outs[i]);
-    if (t.dtype == DType::Float && compute_float != DType::Float) t = convert_float(t, compute_float);
+    if (compute_dtype(t.dtype) != t.dtype) t = convert_float(t, compute_dtype(t.dtype));
     Slot& sl = slots[st.outs[i]];
     void* mem = p.dev_pool->acquire(t.bytes.size());
     if (device) be.copy_from_host(mem, t.bytes.data(), t.bytes.size());
@@ -977,11 +997,7 @@ std::vector<Tensor> Session::Impl::collect_outputs(Plan& p, bool record) {
     } else {
       be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
     }
-    DType want = sl.declared;
-    if (dtype_is_float(t.dtype) && t.dtype != want && (want == DType::Float || want == DType::Undefined) &&
-        t.dtype != DType::Double)
-      t = convert_float(t, DType::Float);
-    outs.push_back(std::move(t));
+    outs.push_back(to_declared(std::move(t), sl.declared));
   }
   return outs;
 }
@@ -1001,8 +1017,8 @@ std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, T
   for (int id : input_slots) {
     const Tensor* t = &inputs.at(slots[id].v->name);
     Tensor conv;
-    if (t->dtype == DType::Float && compute_float != DType::Float) {
-      conv = convert_float(*t, compute_float);
+    if (compute_dtype(t->dtype) != t->dtype) {
+      conv = convert_float(*t, compute_dtype(t->dtype));
       t = &conv;
     }
     be.copy_from_host(p.input_bufs.at(id).first, t->bytes.data(), t->bytes.size());
@@ -1018,11 +1034,7 @@ std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, T
     } else {
       be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
     }
-    DType want = slots[output_slots[i]].declared;
-    if (dtype_is_float(t.dtype) && t.dtype != want && (want == DType::Float || want == DType::Undefined) &&
-        t.dtype != DType::Double)
-      t = convert_float(t, DType::Float);
-    outs.push_back(std::move(t));
+    outs.push_back(to_declared(std::move(t), slots[output_slots[i]].declared));
   }
   return outs;
 }

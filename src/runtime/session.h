@@ -19,7 +19,10 @@
 // - Precision: FP16/BF16 store float tensors in that type on the device
 //   (initializers converted once here, float inputs on entry, outputs back
 //   to the declared dtype; Cast to FLOAT becomes the compute type). The CPU
-//   backend computes FP32 and TF32 in fp32 and refuses FP16/BF16.
+//   backend computes FP32 and TF32 in fp32 and refuses FP16/BF16; it has no
+//   half kernels, so a float16/bfloat16 *model* computes in fp32 there by the
+//   same mechanism (its constants converted once, inputs on entry, outputs
+//   back to the declared dtype, Cast to FLOAT16/BFLOAT16 becomes FLOAT).
 // - CUDA graphs: per input-shape signature ("shape plan") memory comes from
 //   the plan's own pool, so a repeated run reproduces the same addresses. The
 //   second run of a signature is captured (BackendImpl::capture) and later

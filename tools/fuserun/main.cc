@@ -117,6 +117,25 @@ struct Options {
   bool profile = false, verbose = false, quiet = false, no_graphs = false;
 };
 
+// True when the model itself is half precision: a float16/bfloat16 graph
+// output, input, initializer or Constant. Such a model's reference outputs
+// carry half-precision rounding whatever precision it runs at.
+bool model_is_half(const Graph& g) {
+  auto half = [](DType d) { return d == DType::Float16 || d == DType::BFloat16; };
+  for (const Value* v : g.outputs)
+    if (half(v->dtype)) return true;
+  for (const Value* v : g.inputs)
+    if (half(v->dtype)) return true;
+  for (const Value* v : g.initializers)
+    if (half(v->dtype)) return true;
+  for (const auto& n : g.nodes()) {
+    if (!n->is("Constant")) continue;
+    const Attribute* a = n->attr("value");
+    if (a && a->t && half(a->t->dtype)) return true;
+  }
+  return false;
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::FP32;
   if (s == "tf32") return Precision::TF32;
@@ -146,11 +165,12 @@ int run_tool(const Options& o) {
     throw Error("--backend " + o.backend + ": expected cuda or cpu");
   }
   const Precision precision = parse_precision(o.precision);
-  const double rtol = o.rtol >= 0 ? o.rtol : (precision == Precision::FP32 ? 1e-4 : 1e-2);
   const double atol = o.atol >= 0 ? o.atol : 0.0;
 
   auto t_load = std::chrono::steady_clock::now();
   std::unique_ptr<Graph> g = load_model(o.model);
+  const bool half_model = model_is_half(*g);
+  const double rtol = o.rtol >= 0 ? o.rtol : (precision == Precision::FP32 && !half_model ? 1e-4 : 1e-2);
   spdlog::info("loaded {} ({} nodes, {} inputs, {} outputs)", o.model, g->num_nodes(), g->inputs.size(), g->outputs.size());
 
   // Inputs.
@@ -365,11 +385,16 @@ int main(int argc, char** argv) {
       "backend; check it against reference outputs, time it, profile it.\n\n"
       "Tolerances for --check (norm-wise relative error ||out-ref||/||ref|| per output):\n"
       "  fp32: rtol 1e-4;  tf32, fp16, bf16: rtol 1e-2;  atol 0 (off) unless given.\n"
+      "  A float16/bfloat16 model (a half output, input, initializer or Constant) defaults to\n"
+      "  rtol 1e-2 at every precision: its reference outputs carry half-precision rounding.\n"
       "  An output passes when rel <= rtol or max abs err <= atol; NaN/Inf never passes.\n"
       "  Exit status: 0 ok, 1 check over tolerance, 2 bad input or run-time error.\n\n"
       "Inputs without --check are generated (seeded): token ids below the embedding table size,\n"
       "masks all ones, floats N(0,1). Symbolic dims default to batch 1, sequence 128.\n"
-      "The CPU backend runs fp32 (tf32 computes as fp32); fp16/bf16 need the CUDA backend.",
+      "The CPU backend runs fp32 (tf32 computes as fp32); --precision fp16/bf16 need the CUDA backend.\n"
+      "A float16/bfloat16 model runs on the CPU backend in fp32: its half weights and constants are\n"
+      "converted once at load, half inputs on entry, outputs back to the declared dtype, and\n"
+      "Cast to FLOAT16/BFLOAT16 inside the graph computes as FLOAT.",
       "fuserun"};
   app.add_option("model", o.model, "the .onnx model")->required();
   app.add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is usable, otherwise cpu)");
@@ -378,7 +403,7 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);  // one value per --shape, so a following positional stays the model
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
   app.add_option("--atol", o.atol, "absolute tolerance on the max abs error (default 0 = off)");
-  app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise)");
+  app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise or for an fp16/bf16 model)");
   app.add_option("--warmup", o.warmup, "warmup runs before timing (default 3; 0 with --check)");
   app.add_option("--iters", o.iters, "timed runs (default 10; 0 with --check)");
   app.add_option("--json", o.json_file, "write every figure to this JSON file");
