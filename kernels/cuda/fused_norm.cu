@@ -1,13 +1,30 @@
-// LayerNorm / RMSNorm / SkipLayerNorm: one block per row. The row (x + skip +
-// bias, in fp32) is kept in shared memory, so the input is read once and the
-// variance is computed two-pass (stable) from the cached row.
+// LayerNorm / RMSNorm / SkipLayerNorm. Long rows: one block per row, the row
+// (x + skip + bias, in fp32) kept in shared memory, so the input is read once
+// and the variance is computed two-pass (stable) from the cached row. Rows of
+// at most 1024 elements (BERT-class hidden sizes, vectorisable): one warp per
+// row with the row in registers, shuffles only, no shared memory or barriers
+// (the block path used 32-thread blocks there, one wave of 1-warp blocks).
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
 
+#include <atomic>
+#include <cstdlib>
+
 namespace fuseopt::cuda_fused {
 
+// Benchmarks switch the warp-per-row path off to compare with the block path
+// in one process (declared where used: tests/kernels/cuda_norm_warp_test.cc);
+// FUSEOPT_NORM_WARP_ROWS=0 in the environment turns it off for a whole run.
+std::atomic<bool> g_norm_warp_rows{[] {
+  const char* e = std::getenv("FUSEOPT_NORM_WARP_ROWS");
+  return !(e && e[0] == '0' && e[1] == 0);
+}()};
+void set_norm_warp_rows(bool on) { g_norm_warp_rows.store(on); }
+
 namespace {
+
+constexpr int kWarpRowsPerBlock = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -96,6 +113,123 @@ __global__ void norm_kernel(NormArgs a) {
   }
 }
 
+
+// One warp per row; lane l holds vectors l, l+32, ... (VPL of them) in fp32
+// registers. Same arithmetic order per element as norm_kernel.
+template <class T, int N, int VPL>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormArgs a) {
+  using V = Vec<T, N>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= a.rows) return;
+  const int64_t D = a.D;
+  const int nv = static_cast<int>(D / N);
+  const V* x = reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * D);
+  const V* skip = a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * D) : nullptr;
+  const V* bias = reinterpret_cast<const V*>(a.bias);
+  const V* gamma = reinterpret_cast<const V*>(a.gamma);
+  const V* beta = reinterpret_cast<const V*>(a.beta);
+  V* sum_out = a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * D) : nullptr;
+  V* y = reinterpret_cast<V*>(static_cast<T*>(a.y) + row * D);
+
+  float z[VPL][N];
+  float local = 0.f;
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const int i = lane + 32 * j;
+    if (i < nv) {
+      V xv = x[i];
+      V sv, bv;
+      if (skip) sv = skip[i];
+      if (bias) bv = bias[i];
+      V zout;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        float v = to_f(xv.v[k]);  // (x + bias) + skip, the reference's order
+        if (bias) v += to_f(bv.v[k]);
+        if (skip) v += to_f(sv.v[k]);
+        z[j][k] = v;
+        zout.v[k] = from_f<T>(v);
+        local += a.rms ? v * v : v;
+      }
+      if (sum_out) sum_out[i] = zout;
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) z[j][k] = 0.f;
+    }
+  }
+  const float inv_d = 1.f / static_cast<float>(D);
+  float mean = 0.f, rstd;
+  if (a.rms) {
+    rstd = rsqrtf(warp_sum(local) * inv_d + a.eps);
+  } else {
+    mean = warp_sum(local) * inv_d;
+    float sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j)
+      if (lane + 32 * j < nv) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          const float dv = z[j][k] - mean;
+          sq += dv * dv;
+        }
+      }
+    rstd = rsqrtf(warp_sum(sq) * inv_d + a.eps);
+  }
+  if (lane == 0) {
+    if (a.mean) a.mean[row] = mean;
+    if (a.inv_std) a.inv_std[row] = rstd;
+  }
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const int i = lane + 32 * j;
+    if (i < nv) {
+      V g = gamma[i], bt, o;
+      if (beta) bt = beta[i];
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        float v = (z[j][k] - mean) * rstd * to_f(g.v[k]);
+        if (beta) v += to_f(bt.v[k]);
+        o.v[k] = from_f<T>(v);
+      }
+      y[i] = o;
+    }
+  }
+}
+
+template <class T, int N, int VPL>
+void launch_norm_warp_t(const NormArgs& a, cudaStream_t stream) {
+  const int64_t blocks = (a.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+  FUSE_CHECK(blocks < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
+  norm_warp_kernel<T, N, VPL><<<static_cast<unsigned>(blocks), 32 * kWarpRowsPerBlock, 0, stream>>>(a);
+}
+
+// Picks the smallest vectors-per-lane count covering the row, keeping at most
+// 32 fp32 values per lane in registers; false when the row is too long.
+template <class T, int N>
+bool try_launch_norm_warp(const NormArgs& a, cudaStream_t stream) {
+  const int64_t nv = a.D / N;
+  constexpr int kMaxVpl = 32 / N;  // 4 for 16-bit types, 8 for fp32
+  if (nv > 32 * kMaxVpl) return false;
+  if (nv <= 32) {
+    launch_norm_warp_t<T, N, 1>(a, stream);
+  } else if (nv <= 64) {
+    launch_norm_warp_t<T, N, 2>(a, stream);
+  } else if (nv <= 96) {
+    launch_norm_warp_t<T, N, 3>(a, stream);
+  } else if (nv <= 128) {
+    launch_norm_warp_t<T, N, 4>(a, stream);
+  } else if constexpr (kMaxVpl >= 8) {
+    if (nv <= 192)
+      launch_norm_warp_t<T, N, 6>(a, stream);
+    else
+      launch_norm_warp_t<T, N, 8>(a, stream);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <class T, int N>
@@ -130,7 +264,9 @@ void launch_norm(const NormArgs& a, cudaStream_t stream) {
     for (const void* p : {a.x, a.skip, a.bias, a.gamma, a.beta, static_cast<const void*>(a.y),
                           static_cast<const void*>(a.sum)})
       if (p && !aligned16(p)) vec = false;
-    if (vec)
+    if (vec && g_norm_warp_rows.load(std::memory_order_relaxed) && try_launch_norm_warp<T, N>(a, stream)) {
+      // launched
+    } else if (vec)
       launch_norm_t<T, N>(a, stream);
     else
       launch_norm_t<T, 1>(a, stream);

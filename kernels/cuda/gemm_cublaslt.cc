@@ -4,6 +4,10 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -22,6 +26,18 @@ namespace {
   } while (0)
 
 constexpr size_t kMaxWorkspace = 32u << 20;
+// Heuristic candidates timed per configuration on first use, and timed
+// repetitions per candidate (after one untimed launch).
+constexpr int kTuneCandidates = 8;
+constexpr int kTuneReps = 5;
+
+std::atomic<bool>& autotune_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("FUSEOPT_GEMM_AUTOTUNE");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -67,17 +83,30 @@ struct AlgoKey {
   int epilogue;
   bool beta_nonzero;
   int align_a, align_b, align_d, align_bias;
+  bool tuned;
   auto tie() const {
     return std::tie(device, dtype, tf32, M, N, K, batch, sa, sb, sd, ta, tb, epilogue, beta_nonzero, align_a,
-                    align_b, align_d, align_bias);
+                    align_b, align_d, align_bias, tuned);
   }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
 
 struct AlgoChoice {
   cublasLtMatmulAlgo_t algo;
-  size_t workspace;
+  size_t workspace;  // what the algorithm uses
+  // What every call of this configuration asks the scratch allocator for: the
+  // largest candidate's workspace when it was tuned. The same request on every
+  // run keeps the memory plan's scratch sequence (and so the CUDA-graph
+  // addresses) identical between the tuning run and later ones.
+  size_t workspace_request;
+  int candidates_timed;
+  int winner_index;
 };
+
+GemmTuneInfo& last_info() {
+  static GemmTuneInfo i;
+  return i;
+}
 
 std::mutex& lt_mutex() {
   static std::mutex m;
@@ -129,6 +158,39 @@ size_t gemm_algo_cache_size() {
   return algo_cache().size();
 }
 
+void set_gemm_autotune(bool on) { autotune_flag().store(on); }
+bool gemm_autotune() { return autotune_flag().load(); }
+
+GemmTuneInfo gemm_last_tune_info() {
+  std::lock_guard<std::mutex> lock(lt_mutex());
+  return last_info();
+}
+
+namespace {
+
+// Mean time of kTuneReps launches of one candidate, or a negative value when
+// cuBLASLt refuses it. Runs on the caller's buffers: D is overwritten (beta is
+// 0 here), A, B and bias are only read.
+float time_candidate(cublasLtHandle_t h, const LtDescs& ds, const cublasLtMatmulAlgo_t& algo, const void* A,
+                     const void* B, void* D, void* workspace, size_t ws, float alpha, cudaStream_t stream,
+                     cudaEvent_t e0, cudaEvent_t e1) {
+  const float beta = 0.f;
+  auto launch = [&] {
+    return cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, D, ds.c, D, ds.c, &algo, workspace, ws, stream);
+  };
+  if (launch() != CUBLAS_STATUS_SUCCESS) return -1.f;
+  FUSED_CUDA_CHECK(cudaEventRecord(e0, stream), "cuBLASLt autotune");
+  for (int r = 0; r < kTuneReps; ++r)
+    if (launch() != CUBLAS_STATUS_SUCCESS) return -1.f;
+  FUSED_CUDA_CHECK(cudaEventRecord(e1, stream), "cuBLASLt autotune");
+  FUSED_CUDA_CHECK(cudaEventSynchronize(e1), "cuBLASLt autotune");
+  float ms = 0.f;
+  FUSED_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1), "cuBLASLt autotune");
+  return ms / kTuneReps;
+}
+
+}  // namespace
+
 void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t stream, const ScratchFn& scratch) {
   FUSE_CHECK(d.M >= 0 && d.N >= 0 && d.K >= 0 && d.batch >= 1, "cuBLASLt GEMM: bad sizes");
   FUSE_CHECK(!needs_bias(d.epilogue) || d.bias, "cuBLASLt GEMM: bias epilogue without a bias pointer");
@@ -177,10 +239,16 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   set_batch(ds.b, d.batch, d.stride_a);
   set_batch(ds.c, d.batch, d.stride_d);
 
+  // Tuning needs an uncaptured stream (it synchronises) and beta == 0 (it
+  // writes D several times). A first call under capture takes the heuristic's
+  // first choice and caches it, so later eager runs use what the graph holds.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FUSED_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "cuBLASLt GEMM");
+  const bool tune = gemm_autotune() && d.beta == 0.f;
   AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, d.M, d.N, d.K,
               d.batch, d.stride_a, d.stride_b, d.stride_d, d.trans_a, d.trans_b,
               static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
-              d.bias ? alignment_of(d.bias) : 16};
+              d.bias ? alignment_of(d.bias) : 16, tune};
   AlgoChoice choice{};
   bool found = false;
   {
@@ -191,6 +259,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
       found = true;
     }
   }
+  void* workspace = nullptr;
   if (!found) {
     LT_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref));
     uint64_t ws = kMaxWorkspace;
@@ -205,19 +274,62 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
                                                   sizeof(al_cd)));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_cd,
                                                   sizeof(al_cd)));
-    cublasLtMatmulHeuristicResult_t res{};
+    const bool timing = tune && capture == cudaStreamCaptureStatusNone;
+    cublasLtMatmulHeuristicResult_t res[kTuneCandidates] = {};
     int returned = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, 1, &res, &returned));
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, timing ? kTuneCandidates : 1,
+                                            res, &returned));
     FUSE_CHECK(returned > 0, "cuBLASLt GEMM: no algorithm for M=" << d.M << " N=" << d.N << " K=" << d.K
                                                                   << " dtype " << dtype_name(d.dtype));
-    choice = AlgoChoice{res.algo, res.workspaceSize};
+    choice = AlgoChoice{res[0].algo, res[0].workspaceSize, res[0].workspaceSize, 0, 0};
+    if (timing && returned > 1) {
+      size_t max_ws = 0;
+      for (int i = 0; i < returned; ++i)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) max_ws = std::max(max_ws, res[i].workspaceSize);
+      if (max_ws > 0) {
+        workspace = scratch(max_ws);
+        FUSE_CHECK(workspace, "cuBLASLt GEMM: no workspace");
+      }
+      cudaEvent_t e0 = nullptr, e1 = nullptr;
+      FUSED_CUDA_CHECK(cudaEventCreate(&e0), "cuBLASLt autotune");
+      FUSED_CUDA_CHECK(cudaEventCreate(&e1), "cuBLASLt autotune");
+      float best = -1.f;
+      int timed = 0;
+      try {
+        for (int i = 0; i < returned; ++i) {
+          if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+          const float t = time_candidate(h, ds, res[i].algo, A, B, D, workspace, res[i].workspaceSize, d.alpha,
+                                         stream, e0, e1);
+          if (t < 0.f) continue;
+          ++timed;
+          if (best < 0.f || t < best) {
+            best = t;
+            choice.algo = res[i].algo;
+            choice.workspace = res[i].workspaceSize;
+            choice.winner_index = i;
+          }
+        }
+      } catch (...) {
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        throw;
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      choice.workspace_request = max_ws;
+      choice.candidates_timed = timed;
+    }
     std::lock_guard<std::mutex> lock(lt_mutex());
-    algo_cache()[key] = choice;
+    // First insertion wins when two threads tuned the same configuration.
+    choice = algo_cache().emplace(key, choice).first->second;
+    last_info() = GemmTuneInfo{choice.candidates_timed, choice.winner_index, choice.workspace};
+  } else {
+    std::lock_guard<std::mutex> lock(lt_mutex());
+    last_info() = GemmTuneInfo{choice.candidates_timed, choice.winner_index, choice.workspace};
   }
 
-  void* workspace = nullptr;
-  if (choice.workspace > 0) {
-    workspace = scratch(choice.workspace);
+  if (!workspace && choice.workspace_request > 0) {
+    workspace = scratch(choice.workspace_request);
     FUSE_CHECK(workspace, "cuBLASLt GEMM: no workspace");
   }
   const float alpha = d.alpha, beta = d.beta;

@@ -37,12 +37,33 @@ struct GemmDesc {
 using ScratchFn = std::function<void*(size_t bytes)>;
 
 // Enqueues D = epilogue(alpha · op(A)·op(B) + beta · D [+ bias]) on `stream`.
-// The algorithm comes from cuBLASLt's heuristic, cached per (shape, dtype,
-// epilogue, alignment). Throws Error on failure.
+// The algorithm is chosen once per (shape, dtype, epilogue, layout, alignment)
+// and cached: with autotuning on (the default), the first call of a
+// configuration times cuBLASLt's top heuristic candidates on the call's own
+// buffers (CUDA events, synchronising the stream once) and keeps the fastest;
+// when the stream is being captured into a CUDA graph, or beta != 0 (timing
+// would accumulate into D), it takes the heuristic's first choice instead.
+// Throws Error on failure.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t stream,
           const ScratchFn& scratch);
 
 // Number of distinct GEMM configurations whose algorithm is cached (tests).
 size_t gemm_algo_cache_size();
+
+// Autotuning on/off for configurations not cached yet (benchmarks compare the
+// two in one process; the flag is part of the cache key). Default on;
+// FUSEOPT_GEMM_AUTOTUNE=0 in the environment turns it off at start-up.
+void set_gemm_autotune(bool on);
+bool gemm_autotune();
+
+// What the cache holds for the most recently chosen configuration (tests and
+// benchmarks): how many candidates were timed (0 = heuristic's first choice)
+// and the index of the winner in the heuristic's order.
+struct GemmTuneInfo {
+  int candidates_timed = 0;
+  int winner_index = 0;
+  size_t workspace = 0;
+};
+GemmTuneInfo gemm_last_tune_info();
 
 }  // namespace fuseopt::cuda_fused

@@ -1,0 +1,164 @@
+// The warp-per-row LayerNorm/SkipLayerNorm path (kernels/cuda/fused_norm.cu,
+// rows of at most 1024 vectorisable elements) against an fp64 host reference,
+// with the block-per-row path run on the same inputs as a second check: many
+// rows (a partial last block of warps), every vectors-per-lane count, skip
+// broadcast, bias, Sum / mean / inv_std outputs, RMS; outputs NaN-poisoned.
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/fused_launch.cuh"
+#include "support/cuda_kernel_check.h"
+
+namespace fuseopt::cuda_fused {
+// Defined in kernels/cuda/fused_norm.cu (benchmark/test switch, default on).
+void set_norm_warp_rows(bool on);
+}  // namespace fuseopt::cuda_fused
+
+using namespace fuseopt;
+
+namespace {
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) { cuda_check::ck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+float round_dt(DType dt, float v) { return dt == DType::Float16 ? half_to_float(float_to_half(v)) : v; }
+
+std::vector<float> random_values(DType dt, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = round_dt(dt, u(cuda_check::rng()));
+  return v;
+}
+
+void upload(DType dt, void* dst, const std::vector<float>& v) {
+  if (dt == DType::Float) {
+    cuda_check::ck(cudaMemcpy(dst, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "upload");
+    return;
+  }
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  cuda_check::ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+}
+
+std::vector<float> download(DType dt, const void* src, size_t n) {
+  std::vector<float> v(n);
+  if (dt == DType::Float) {
+    cuda_check::ck(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "download");
+    return v;
+  }
+  std::vector<uint16_t> h(n);
+  cuda_check::ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
+  for (size_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
+  return v;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace
+
+TEST_CASE("cuda norm warp-per-row path vs fp64 reference", "[cuda][norm]") {
+  if (!cuda_check::gpu_ready()) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  const int64_t rows = 4099, skip_rows = 5;
+  for (DType dt : {DType::Float16, DType::Float}) {
+    const size_t esz = dt == DType::Float ? 4 : 2;
+    // fp16: 1..4 vectors per lane (8, 256, 512, 768, 1000, 1024) and 1032 (block path);
+    // fp32: also 6 and 8 vectors per lane (768, 1024).
+    for (int64_t D : {8, 256, 512, 768, 1000, 1024, 1032}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        // 0: SkipLayerNorm with bias, beta, Sum, mean/inv_std, skip broadcast every 5 rows;
+        // 1: RMS with skip (full); 2: plain LayerNorm with a large mean.
+        const bool rms = variant == 1, has_skip = variant != 2, bcast = variant == 0;
+        INFO(dtype_name(dt) << " D " << D << " variant " << variant);
+        const float off = variant == 2 ? 5.f : 0.f;
+        auto x = random_values(dt, rows * D, off - 1.f, off + 1.f);
+        auto skip = random_values(dt, (bcast ? skip_rows : rows) * D, -1.f, 1.f);
+        auto gamma = random_values(dt, D, 0.5f, 1.5f), beta = random_values(dt, D, -1.f, 1.f);
+        auto bias = random_values(dt, D, -1.f, 1.f);
+        Buf dx(rows * D * esz), dskip(skip.size() * esz), dg(D * esz), db(D * esz), dbias(D * esz);
+        Buf dy(rows * D * esz), dsum(rows * D * esz), dmean(rows * 4), dinv(rows * 4);
+        upload(dt, dx.p, x);
+        upload(dt, dskip.p, skip);
+        upload(dt, dg.p, gamma);
+        upload(dt, db.p, beta);
+        upload(dt, dbias.p, bias);
+        cuda_fused::NormArgs a;
+        a.dtype = dt;
+        a.rows = rows;
+        a.D = D;
+        a.x = dx.p;
+        a.skip = has_skip ? dskip.p : nullptr;
+        a.skip_rows = has_skip ? (bcast ? skip_rows : rows) : 0;
+        a.bias = variant == 0 ? dbias.p : nullptr;
+        a.gamma = dg.p;
+        a.beta = rms ? nullptr : db.p;
+        a.y = dy.p;
+        a.sum = variant == 0 ? dsum.p : nullptr;
+        a.mean = variant == 0 ? static_cast<float*>(dmean.p) : nullptr;
+        a.inv_std = variant == 0 ? static_cast<float*>(dinv.p) : nullptr;
+        a.eps = 1e-5f;
+        a.rms = rms;
+
+        // fp64 reference.
+        std::vector<double> want_y(rows * D), want_sum(rows * D), want_mean(rows), want_inv(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<double> z(D);
+          double m = 0;
+          for (int64_t j = 0; j < D; ++j) {
+            double v = x[r * D + j];
+            if (variant == 0) v += bias[j];
+            if (has_skip) v += skip[(bcast ? r % skip_rows : r) * D + j];
+            z[j] = v;
+            want_sum[r * D + j] = v;
+            m += rms ? v * v : v;
+          }
+          m /= D;
+          double var = 0;
+          if (!rms)
+            for (double v : z) var += (v - m) * (v - m);
+          const double inv = rms ? 1.0 / std::sqrt(m + 1e-5) : 1.0 / std::sqrt(var / D + 1e-5);
+          want_mean[r] = rms ? 0.0 : m;
+          want_inv[r] = inv;
+          for (int64_t j = 0; j < D; ++j)
+            want_y[r * D + j] = ((rms ? z[j] : z[j] - m) * inv) * gamma[j] + (rms ? 0.0 : beta[j]);
+        }
+        const double tol = dt == DType::Float ? 1e-5 : 2e-3;
+        for (int warp = 1; warp >= 0; --warp) {
+          INFO("warp path " << warp);
+          cuda_fused::set_norm_warp_rows(warp != 0);
+          cuda_check::ck(cudaMemset(dy.p, 0xff, rows * D * esz), "poison");
+          cuda_check::ck(cudaMemset(dsum.p, 0xff, rows * D * esz), "poison");
+          cuda_check::ck(cudaMemset(dmean.p, 0xff, rows * 4), "poison");
+          cuda_check::ck(cudaMemset(dinv.p, 0xff, rows * 4), "poison");
+          cuda_fused::launch_norm(a, s);
+          cuda_check::ck(cudaStreamSynchronize(s), "norm");
+          CHECK(rel_err(download(dt, dy.p, rows * D), want_y) < tol);
+          if (variant == 0) {
+            CHECK(rel_err(download(dt, dsum.p, rows * D), want_sum) < tol);
+            CHECK(rel_err(download(DType::Float, dmean.p, rows), want_mean) < 1e-4);
+            CHECK(rel_err(download(DType::Float, dinv.p, rows), want_inv) < 1e-4);
+          }
+        }
+        cuda_fused::set_norm_warp_rows(true);
+      }
+    }
+  }
+  cudaStreamDestroy(s);
+}
