@@ -87,6 +87,10 @@ def compare(got, want, atol, rtol):
         return f"shape {got.shape} != reference {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype} != reference {want.dtype}"
+    if got.dtype == np.float16:
+        # Half-precision outputs: a fused op rounds once where the original
+        # graph rounded after every op; DESIGN.md's fp16 tolerance is 1e-2.
+        atol, rtol = max(atol, 1e-2), max(rtol, 1e-2)
     if got.dtype.kind in "fc":
         if np.isnan(got).any() and not np.isnan(want).any():
             return "NaN in output"
