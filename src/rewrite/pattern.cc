@@ -106,7 +106,7 @@ Pattern& Pattern::scalar() {
 
 Pattern& Pattern::equals(double x, double tol) {
   std::ostringstream os;
-  os << "a constant equal to " << x;
+  os << "a constant equal to " << x << " (within its dtype's precision)";
   return where([x, tol](const Value& v) { return const_all_equal(&v, x, tol); }, os.str());
 }
 
@@ -478,14 +478,37 @@ std::optional<double> scalar_value(const Value* v) {
   return v->const_data->as_double(0);
 }
 
+double dtype_match_tolerance(double x, DType d) {
+  int mantissa_bits = 0, min_exponent = 0;  // explicit mantissa bits; exponent of the smallest normal
+  double held = x;                          // x rounded to d
+  switch (d) {
+    case DType::Float16:
+      mantissa_bits = 10, min_exponent = -14, held = half_to_float(float_to_half(static_cast<float>(x)));
+      break;
+    case DType::BFloat16:
+      mantissa_bits = 7, min_exponent = -126, held = bf16_to_float(float_to_bf16(static_cast<float>(x)));
+      break;
+    case DType::Float: mantissa_bits = 23, min_exponent = -126, held = static_cast<float>(x); break;
+    default: return 0.0;  // double and integers: exact
+  }
+  if (!std::isfinite(x) || held == x) return 0.0;
+  // One ulp of d at |x| (subnormals share the smallest normal's spacing).
+  const int e = x == 0.0 ? min_exponent : std::max(static_cast<int>(std::floor(std::log2(std::fabs(x)))), min_exponent);
+  return kConstMatchUlps * std::ldexp(1.0, e - mantissa_bits);
+}
+
+bool const_value_matches(double e, double x, double tol, DType d) {
+  if (std::isnan(e)) return false;
+  if (e == x) return true;
+  return std::fabs(e - x) <= std::max(tol, dtype_match_tolerance(x, d));
+}
+
 bool const_all_equal(const Value* v, double x, double tol) {
   if (!v || !v->const_data || v->const_data->dtype == DType::String) return false;
   const Tensor& t = *v->const_data;
   if (t.numel() == 0) return false;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    double e = t.as_double(i);
-    if (std::isnan(e) || std::fabs(e - x) > tol) return false;
-  }
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!const_value_matches(t.as_double(i), x, tol, t.dtype)) return false;
   return true;
 }
 

@@ -170,7 +170,17 @@ Status check_interior_private(const Match& m, const std::vector<const Value*>& k
 // Small helpers fusion checks share.
 bool is_scalar_const(const Value* v);                       // constant with one element
 std::optional<double> scalar_value(const Value* v);         // that element, if so
-bool const_all_equal(const Value* v, double x, double tol);  // every element == x
+bool const_all_equal(const Value* v, double x, double tol);  // every element == x (dtype-aware, below)
+
+// Constant matching is dtype-aware (every .equals and const_all_equal): a
+// constant stored as float16/bfloat16/float holds x only as that dtype can
+// (sqrt(2) in fp16 is 1.4140625, 0.044715 is 0.04470825), so a comparison
+// with x also accepts kConstMatchUlps units in the last place of the
+// constant's dtype at x. Values the dtype holds exactly (0.5, 1, 2, 3) still
+// match exactly, and `tol` given by the caller is the floor.
+constexpr int kConstMatchUlps = 2;
+double dtype_match_tolerance(double x, DType d);  // that allowance; 0 for exact values and non-floats
+bool const_value_matches(double e, double x, double tol, DType d);  // |e - x| within max(tol, allowance)
 
 }  // namespace fuseopt
 

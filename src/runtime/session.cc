@@ -109,7 +109,7 @@ Tensor convert_float(const Tensor& t, DType to) {
   return r;
 }
 
-// A computed float output back to the dtype the model declares (fp16/bf16
+// A computed float output back to the dtype the model declares or implies (fp16/bf16
 // models computed in fp32 on the CPU, Float computed in fp16 on a device).
 Tensor to_declared(Tensor t, DType declared) {
   if (!dtype_is_float(t.dtype) || t.dtype == DType::Double || t.dtype == declared) return t;
@@ -160,6 +160,7 @@ struct Slot {
   const Value* v = nullptr;
   DType declared = DType::Undefined;  // as the model declares it (outputs convert back to it)
   DType static_dtype = DType::Undefined;  // declared, else inferred from the producer's inputs
+  DType model_dtype() const { return declared != DType::Undefined ? declared : static_dtype; }
   bool is_const = false, is_input = false, is_output = false;
   bool host_produced = false;  // constant or output of a CPU-placed step
   int last_use = -1;           // step index of the last consumer
@@ -997,7 +998,7 @@ std::vector<Tensor> Session::Impl::collect_outputs(Plan& p, bool record) {
     } else {
       be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
     }
-    outs.push_back(to_declared(std::move(t), sl.declared));
+    outs.push_back(to_declared(std::move(t), sl.model_dtype()));
   }
   return outs;
 }
@@ -1034,7 +1035,7 @@ std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, T
     } else {
       be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
     }
-    outs.push_back(to_declared(std::move(t), slots[output_slots[i]].declared));
+    outs.push_back(to_declared(std::move(t), slots[output_slots[i]].model_dtype()));
   }
   return outs;
 }
