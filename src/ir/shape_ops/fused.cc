@@ -45,6 +45,23 @@ void fused_matmul_fn(ShapeContext& c) {
   c.set_output_shape(0, out);
 }
 
+// GatedMatMul: A [..., K], W [K, 2N], bias [2N]? -> Y [..., N] (gate half times up half).
+void gated_matmul_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* a = shape_of(c, 0);
+  const Shape* w = shape_of(c, 1);
+  if (!a || !w) return;
+  if (w->size() != 2) c.fail("GatedMatMul needs W [K, 2N], got " + shp(*w));
+  if (a->empty()) c.fail("GatedMatMul needs A of rank >= 1");
+  if (dims_conflict(a->back(), (*w)[0])) c.fail("A " + shp(*a) + " and W " + shp(*w) + " differ in K");
+  const Dim two_n = (*w)[1];
+  if (two_n.known() && two_n.value % 2 != 0) c.fail("W " + shp(*w) + " has an odd column count, not [K, 2N]");
+  check_bias(c, 2, two_n);
+  Shape out = *a;
+  out.back() = two_n.known() ? Dim::of(two_n.value / 2) : Dim::unknown();
+  c.set_output_shape(0, out);
+}
+
 // LayerNorm / RMSNorm: normalization over the last axis; Y has X's shape.
 void norm_fn(ShapeContext& c) {
   same_as_input(c);
@@ -125,6 +142,7 @@ void attention_fn(ShapeContext& c) {
 
 FUSEOPT_SHAPE_FN("fuseopt", "AddRelu", add_relu_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "FusedMatMul", fused_matmul_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "GatedMatMul", gated_matmul_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "LayerNorm", norm_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "RMSNorm", norm_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "SkipLayerNorm", skip_layer_norm_fn);

@@ -49,6 +49,21 @@ class FnBuilder {
     return o;
   }
 
+  // Adds a node with `n_out` outputs (Split...); returns their fresh names.
+  std::vector<std::string> node_outputs(const std::string& op, const std::vector<std::string>& inputs, int n_out,
+                                        std::vector<onnx::AttributeProto> attrs = {}) {
+    auto* n = f_.add_node();
+    n->set_op_type(op);
+    for (auto& i : inputs) n->add_input(i);
+    std::vector<std::string> outs;
+    for (int k = 0; k < n_out; ++k) {
+      outs.push_back(fresh(op));
+      n->add_output(outs.back());
+    }
+    for (auto& a : attrs) *n->add_attribute() = std::move(a);
+    return outs;
+  }
+
   // A float scalar constant with the dtype of `like` (CastLike from opset 15;
   // before that the body is written for float models only).
   std::string scalar(float v, const std::string& like) {

@@ -1,0 +1,125 @@
+// Gated MLP (SwiGLU / GeGLU / ReGLU) => fuseopt.GatedMatMul(A, [Wg | Wu], [bg | bu]?) {activation}
+//
+//   gate = MatMul(A, Wg) (+ bg)            up = MatMul(A, Wu) (+ bu)     (same A)
+//   root = Mul(act(gate), up)              act = silu (gate * Sigmoid(gate)) | Relu
+//                                                | erf-GELU | tanh-GELU (FusedMatMul's spellings)
+//
+// Order 250: before FusedMatMul (300) folds the activation into the gate GEMM
+// and before QkvPack (400) packs gate and up into a GEMM + Split; at that point
+// both GEMMs are still plain MatMul (+ Add bias) nodes, which is the exported form
+// of Llama/Mistral/Qwen2 (SwiGLU) and Gemma (tanh GeGLU).
+//
+// Legality (DESIGN.md):
+//   1. gate, act(gate) and up are read only inside the match (checked by the driver).
+//   2. Wg, Wu constant 2-D with the same K; biases constant.
+//   3. biases [N] or [1, ..., 1, N] (last axis only).
+//   4. gate and up have the same N (the product must not broadcast), are two different
+//      GEMMs, and A's last dim is K.
+//   5. A, weights and biases share one float dtype.
+#include <algorithm>
+
+#include "pass/pass.h"
+#include "passes/fusion/fusion_util.h"
+#include "passes/fusion/gelu_patterns.h"
+
+namespace fuseopt {
+namespace {
+
+// [K, Ng] | [K, Nu] -> [K, Ng + Nu] (row-major, any element size).
+Tensor concat_columns(const Tensor& g, const Tensor& u) {
+  const size_t es = dtype_size(g.dtype);
+  const int64_t k = g.dims[0], ng = g.dims[1], nu = u.dims[1];
+  Tensor r(g.dtype, {k, ng + nu});
+  for (int64_t i = 0; i < k; ++i) {
+    std::copy(g.bytes.begin() + i * ng * es, g.bytes.begin() + (i + 1) * ng * es, r.bytes.begin() + i * (ng + nu) * es);
+    std::copy(u.bytes.begin() + i * nu * es, u.bytes.begin() + (i + 1) * nu * es,
+              r.bytes.begin() + (i * (ng + nu) + ng) * es);
+  }
+  return r;
+}
+
+// A bias as [n] of `dt`: the constant's bytes, or zeros when there is none.
+Tensor bias_or_zeros(const Value* b, DType dt, int64_t n) {
+  if (!b) return Tensor(dt, {n});  // zero bytes = 0.0 for every float type
+  Tensor t = *b->const_data;
+  t.dims = {n};
+  return t;
+}
+
+class GatedMatMulFusion : public FusionPass {
+ public:
+  std::string name() const override { return "GatedMatMul"; }
+  std::string description() const override {
+    return "Mul(act(A·Wg + bg), A·Wu + bu) with act = silu|gelu|gelu_tanh|relu -> fuseopt.GatedMatMul";
+  }
+
+  Pattern pattern() const override {
+    Pattern g_mm = Op("MatMul", "A", "Wg").as("g_mm");
+    Pattern gate = AnyOf({Op("Add", g_mm, "bg").commutative().as("g_add"), g_mm});
+    Pattern u_mm = Op("MatMul", "A", "Wu").as("u_mm");
+    Pattern up = AnyOf({Op("Add", u_mm, "bu").commutative().as("u_add"), u_mm});
+    Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as("sigmoid")).commutative().as("silu");
+    Pattern act = AnyOf({silu, Op("Relu", gate).as("relu"), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
+    return Op("Mul", act, up).commutative().as("out");
+  }
+
+  Status check(const Graph&, const Match& m) const override {
+    const Node* gmm = m.node("g_mm");
+    const Node* umm = m.node("u_mm");
+    if (gmm == umm) return Status::reject("rule 4: gate and up are the same GEMM ", gmm->label());
+    const Value* wg = m.value("Wg");
+    const Value* wu = m.value("Wu");
+    for (auto [w, mm] : {std::pair{wg, gmm}, std::pair{wu, umm}}) {
+      if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", mm->label(), " is not a constant");
+      if (w->const_data->dims.size() != 2)
+        return Status::reject("rule 2: weight '", w->name, "' of ", mm->label(), " has shape ",
+                              shape_str(w->const_data->dims), ", not [K, N]");
+    }
+    const auto& gd = wg->const_data->dims;
+    const auto& ud = wu->const_data->dims;
+    if (gd[0] != ud[0])
+      return Status::reject("rule 2: weights of ", gmm->label(), " and ", umm->label(), " differ in K (", gd[0], " vs ",
+                            ud[0], ")");
+    if (gd[1] != ud[1])
+      return Status::reject("rule 4: gate ", gmm->label(), " has N=", gd[1], ", up ", umm->label(), " has N=", ud[1],
+                            ": the product would broadcast");
+    if (const auto k = fusion::last_dim(m.value("A")); k && *k != gd[0])
+      return Status::reject("rule 4: A '", m.value("A")->name, "' has K=", *k, ", weights have ", gd[0]);
+    const int64_t n = gd[1];
+    const auto ar = fusion::rank_of(m.value("A"));
+    for (auto [b, at] : {std::pair{m.value("bg"), m.node("g_add")}, std::pair{m.value("bu"), m.node("u_add")}}) {
+      if (!b) continue;
+      if (Status s = fusion::const_last_axis_vector(b, "bias", at, n); !s) return s;
+      const int64_t br = static_cast<int64_t>(b->const_data->dims.size());
+      if (br > 1 && (!ar || br > std::max<int64_t>(*ar, 2)))
+        return Status::reject("rule 3: bias '", b->name, "' of ", at->label(), " has more dims than the product");
+    }
+    return fusion::same_float_dtype({m.value("A"), wg, wu, m.value("bg"), m.value("bu")}, m.node("out"));
+  }
+
+  void rewrite(const Match& m, Rewriter& rw) const override {
+    const Tensor& wg = *m.value("Wg")->const_data;
+    const Tensor& wu = *m.value("Wu")->const_data;
+    const int64_t n = wg.dims[1];
+    Value* w = rw.add_constant(m.value("Wg")->name + "_gated", concat_columns(wg, wu));
+    Value* bias = nullptr;
+    if (m.value("bg") || m.value("bu")) {
+      const Tensor bg = bias_or_zeros(m.value("bg"), wg.dtype, n);
+      const Tensor bu = bias_or_zeros(m.value("bu"), wg.dtype, n);
+      Tensor b(wg.dtype, {2 * n});
+      std::copy(bg.bytes.begin(), bg.bytes.end(), b.bytes.begin());
+      std::copy(bu.bytes.begin(), bu.bytes.end(), b.bytes.begin() + bg.bytes.size());
+      bias = rw.add_constant(m.node("g_mm")->name + "_gated_bias", b);
+    }
+    std::string act = m.has("silu") ? "silu" : m.has("relu") ? "relu" : m.has("gelu") ? "gelu" : "gelu_tanh";
+    // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
+    if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
+    Node* f = rw.create_node("fuseopt", "GatedMatMul", {m.value("A"), w, bias},
+                             {Attribute::make_string("activation", act)}, 1, m.node("g_mm")->name + "_gated");
+    rw.replace_match(m, f, name(), {{m.root->output(0), f->output(0)}});
+  }
+};
+
+}  // namespace
+FUSEOPT_REGISTER_PASS(GatedMatMulFusion, PassCategory::Fusion, 250);
+}  // namespace fuseopt
