@@ -1,0 +1,78 @@
+// fuseopt.GatedMatMul on CUDA: one cuBLASLt GEMM P = A·W (+ bias, in its
+// epilogue) into scratch [rows, 2N] in the compute dtype, then one elementwise
+// kernel Y = act(P[:, :N]) * P[:, N:] with fp32 math. Attribute and shape
+// handling mirror kernels/cpu/fused_gated_matmul.cc.
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gated_matmul.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+
+namespace fuseopt {
+namespace {
+
+using cuda_fused::GateActivation;
+
+GateActivation parse_gate_act(const Node& n) {
+  const std::string a = n.attr_string("activation", "silu");
+  if (a == "silu") return GateActivation::Silu;
+  if (a == "gelu") return GateActivation::Gelu;
+  if (a == "gelu_tanh") return GateActivation::GeluTanh;
+  if (a == "relu") return GateActivation::Relu;
+  throw Error(n.label() + ": unknown GatedMatMul activation '" + a + "' (silu, gelu, gelu_tanh, relu)");
+}
+
+}  // namespace
+
+FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const Node& n = ctx.node();
+  const RtTensor* a = ctx.input(0);
+  const RtTensor* w = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;
+  const RtTensor* bias = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+  FUSE_CHECK(a && w, n.label() << ": GatedMatMul needs inputs A and W");
+  const DType dt = a->dtype;
+  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA GatedMatMul supports float/float16/bfloat16");
+  cuda_fused::check_same_dtype(ctx, w, dt, "W");
+  cuda_fused::check_same_dtype(ctx, bias, dt, "bias");
+  FUSE_CHECK(a->rank() >= 1 && w->rank() == 2, n.label() << ": GatedMatMul needs A [..., K] and W [K, 2N], got "
+                                                          << shape_str(a->shape) << " and " << shape_str(w->shape));
+  const int64_t K = a->shape.back(), two_n = w->shape[1];
+  FUSE_CHECK(w->shape[0] == K && two_n % 2 == 0, n.label() << ": GatedMatMul W " << shape_str(w->shape)
+                                                            << " is not [" << K << ", 2N] for A " << shape_str(a->shape));
+  cuda_fused::check_vector(ctx, bias, two_n, "bias");
+  const GateActivation act = parse_gate_act(n);
+  const int64_t N = two_n / 2;
+  std::vector<int64_t> yshape = a->shape;
+  yshape.back() = N;
+  RtTensor* y = ctx.output(0, dt, yshape);
+  const int64_t rows = cuda_fused::prod(a->shape, a->rank() - 1);
+  if (rows == 0 || N == 0) return;
+  cudaStream_t stream = cuda_fused::stream_of(ctx);
+
+  void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));
+  if (K == 0) {
+    // No product: P = bias (or 0) on every row.
+    if (bias)
+      cuda_fused::launch_broadcast_2d(dt, bias->data, 1, two_n, p, rows, two_n, stream);
+    else
+      FUSED_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(rows * two_n) * dtype_size(dt), stream), n.label());
+  } else {
+    cuda_fused::GemmDesc g;
+    g.dtype = dt;
+    g.tf32 = ctx.precision() == Precision::TF32;
+    g.M = rows;
+    g.N = two_n;
+    g.K = K;
+    g.epilogue = bias ? cuda_fused::GemmEpilogue::Bias : cuda_fused::GemmEpilogue::None;
+    g.bias = bias ? bias->data : nullptr;
+    cuda_fused::gemm(g, a->data, w->data, p, stream, [&ctx](size_t bytes) { return ctx.scratch(bytes); });
+  }
+  cuda_fused::launch_gated_activation(dt, act, p, y->data, rows, N, stream);
+}
+
+}  // namespace fuseopt
