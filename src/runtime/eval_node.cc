@@ -1,6 +1,7 @@
 #include "runtime/eval_node.h"
 
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 
@@ -102,13 +103,84 @@ class HostEvalContext final : public KernelContext {
   std::vector<std::unique_ptr<uint8_t[]>> scratch_;
 };
 
+// Half-precision nodes. The CPU kernels are fp32 (the Session computes
+// float16/bfloat16 models in fp32 as well), so a node whose float inputs are
+// all Float16 (or all BFloat16) and that has no kernel of its own runs in
+// fp32: those inputs converted up, its float outputs rounded back once (Cast
+// to the half type runs as Cast to FLOAT, then rounds). For + - * / and sqrt
+// that is the correctly rounded half result (fp32 carries more than 2*11+2
+// bits); dot products and reductions accumulate in fp32 as DESIGN's numerics
+// ask. Constant folding of half models (DeBERTa's 1/sqrt(d * scale) in fp16)
+// depends on it.
+struct Widened {
+  DType half = DType::Undefined;
+  std::unique_ptr<Node> node;
+  std::deque<Tensor> owned;
+  std::vector<const Tensor*> inputs;
+  const KernelInfo* kernel = nullptr;
+};
+
+std::unique_ptr<Widened> widen(const Node& n, const std::vector<const Tensor*>& inputs) {
+  DType half = DType::Undefined;
+  for (const Tensor* t : inputs) {
+    if (!t) continue;
+    if (t->dtype == DType::Float || t->dtype == DType::Double) return nullptr;
+    if (t->dtype != DType::Float16 && t->dtype != DType::BFloat16) continue;
+    if (half != DType::Undefined && half != t->dtype) return nullptr;
+    half = t->dtype;
+  }
+  if (half == DType::Undefined) return nullptr;
+  auto w = std::make_unique<Widened>();
+  w->half = half;
+  w->node = std::make_unique<Node>(n);
+  if (n.is("Cast") && n.attr_int("to", 0) == static_cast<int64_t>(half))
+    w->node->set_attr(Attribute::make_int("to", static_cast<int64_t>(DType::Float)));
+  for (const Tensor* t : inputs) {
+    if (!t || t->dtype != half) {
+      w->inputs.push_back(t);
+      continue;
+    }
+    Tensor f(DType::Float, t->dims);
+    const uint16_t* src = t->data<uint16_t>();
+    for (int64_t i = 0; i < t->numel(); ++i)
+      f.data<float>()[i] = half == DType::Float16 ? half_to_float(src[i]) : bf16_to_float(src[i]);
+    w->owned.push_back(std::move(f));
+    w->inputs.push_back(&w->owned.back());
+  }
+  w->kernel = lookup(*w->node, w->inputs);
+  return w->kernel ? std::move(w) : nullptr;
+}
+
+// A Float output of a widened node back to the half dtype; outputs that are
+// float by definition stay (Cast to FLOAT, LayerNormalization's statistics).
+Tensor narrow(Tensor t, const Node& n, size_t i, DType half) {
+  if (t.dtype != DType::Float) return t;
+  if (n.is("Cast") && n.attr_int("to", 0) == static_cast<int64_t>(DType::Float)) return t;
+  if (n.is("LayerNormalization") && i > 0) return t;
+  Tensor r(half, t.dims);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const float v = t.data<float>()[k];
+    r.data<uint16_t>()[k] = half == DType::Float16 ? float_to_half(v) : float_to_bf16(v);
+  }
+  return r;
+}
+
 }  // namespace
 
-bool has_cpu_kernel(const Node& n, const std::vector<const Tensor*>& inputs) { return lookup(n, inputs) != nullptr; }
+bool has_cpu_kernel(const Node& n, const std::vector<const Tensor*>& inputs) {
+  return lookup(n, inputs) != nullptr || widen(n, inputs) != nullptr;
+}
 
 std::vector<Tensor> eval_node_cpu(const Node& n, const std::vector<const Tensor*>& inputs) {
   const KernelInfo* k = lookup(n, inputs);
   if (!k) {
+    if (std::unique_ptr<Widened> w = widen(n, inputs)) {
+      HostEvalContext ctx(*w->node, w->inputs);
+      w->kernel->fn(ctx);
+      std::vector<Tensor> outs = ctx.take_outputs();
+      for (size_t i = 0; i < outs.size(); ++i) outs[i] = narrow(std::move(outs[i]), n, i, w->half);
+      return outs;
+    }
     DType dt = dispatch_dtype(nullptr, n, inputs, 0);
     throw Error("no cpu kernel for " + n.label() + " (dtype " + dtype_name(dt) + ")");
   }

@@ -14,7 +14,8 @@ namespace fuseopt {
 std::vector<Tensor> eval_node_cpu(const Node& n, const std::vector<const Tensor*>& inputs);
 
 // True when a CPU kernel is registered for this node (dispatch dtype taken
-// from the given inputs).
+// from the given inputs). A float16/bfloat16 node without a kernel of its own
+// runs on the fp32 kernel, its float outputs rounded back (eval_node.cc).
 bool has_cpu_kernel(const Node& n, const std::vector<const Tensor*>& inputs);
 
 }  // namespace fuseopt
