@@ -1,4 +1,4 @@
-"""The H4 fusions (LayerNorm, RMSNorm, SkipLayerNorm, FusedMatMul, AddRelu) on every
+"""The H4 fusions (LayerNorm, RMSNorm, SkipLayerNorm, FusedMatMul, AddRelu) and GatedMatMul on every
 model in models/real and models/exported, run after the cleanup passes and alone
 (so a failure points at these fusions): the written model must pass
 onnx.checker (full_check) and ONNX Runtime must reproduce test_data_set_0
@@ -15,7 +15,7 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fuseopt_testlib as lib  # noqa: E402
 
-PASSES = "cleanup,LayerNorm,RMSNorm,SkipLayerNorm,FusedMatMul,AddRelu"
+PASSES = "cleanup,LayerNorm,RMSNorm,SkipLayerNorm,GatedMatMul,FusedMatMul,AddRelu"
 ATOL = RTOL = 1e-4
 NORMS = {"LayerNormalization", "LayerNorm", "RMSNorm"}
 
