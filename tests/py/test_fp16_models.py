@@ -11,7 +11,8 @@ Per model in MODELS:
    test_data_set_0 converted to float16); it must be finite and near the fp32
    reference (5e-2 norm-wise: a sanity check of the converter).
 3. `fuseopt` on the fp16 model fuses as much as on the fp32 model: the same
-   counts of fuseopt.Attention, FusedMatMul, LayerNormLinear, SkipLayerNorm.
+   counts of fuseopt.Attention, FusedMatMul, GatedMatMul, LayerNormLinear, SkipLayerNorm,
+   and no absorbed primitive (Erf, Tanh, Softmax, ReduceMean, ...) left over in fp16 only.
 4. ONNX Runtime on the optimized fp16 model is within 1e-2 (norm-wise
    ||out - ref|| / ||ref||) of the reference.
 5. `fuserun --backend cpu --check` passes on the fp16 original and the
@@ -30,7 +31,8 @@ import _fuseopt_testlib as lib  # noqa: E402
 
 MODELS = ["bert_op17_ts", "bert_op18_dynamo", "gpt2_op17_ts", "llama_op18_dynamo", "vit_op18_dynamo",
           "t5enc_op17_ts"]
-FUSED = ["fuseopt.Attention", "fuseopt.FusedMatMul", "fuseopt.LayerNormLinear", "fuseopt.SkipLayerNorm"]
+FUSED = ["fuseopt.Attention", "fuseopt.FusedMatMul", "fuseopt.GatedMatMul", "fuseopt.LayerNormLinear",
+         "fuseopt.SkipLayerNorm"]
 FP16_MAX = 65504.0
 
 
