@@ -33,8 +33,10 @@ constexpr int kTuneReps = 5;
 
 std::atomic<bool>& autotune_flag() {
   static std::atomic<bool> on{[] {
+    // Opt-in until measured on the GPU (NOTES-perf.md v4: written, tested
+    // here only with the GPU tests skipped): FUSEOPT_GEMM_AUTOTUNE=1 enables it.
     const char* e = std::getenv("FUSEOPT_GEMM_AUTOTUNE");
-    return !(e && std::strcmp(e, "0") == 0);
+    return e && std::strcmp(e, "1") == 0;
   }()};
   return on;
 }
