@@ -1,8 +1,10 @@
 // Gated MLP (SwiGLU / GeGLU / ReGLU) => fuseopt.GatedMatMul(A, [Wg | Wu], [bg | bu]?) {activation}
 //
-//   gate = MatMul(A, Wg) (+ bg)            up = MatMul(A, Wu) (+ bu)     (same A)
-//   root = Mul(act(gate), up)              act = silu (gate * Sigmoid(gate)) | Relu
-//                                                | erf-GELU | tanh-GELU (FusedMatMul's spellings)
+//   separate: gate = MatMul(A, Wg) (+ bg)       up = MatMul(A, Wu) (+ bu)      (same A)
+//   packed:   P = MatMul(A, W) (+ b)            gate, up = the two halves of P's last axis, by
+//             Split (Phi-3 dynamo, or an earlier QkvPack) or two Slices (Phi-3 TorchScript)
+//   root = Mul(act(gate), up)                   act = silu (gate * Sigmoid(gate)) | Relu
+//                                                     | erf-GELU | tanh-GELU (FusedMatMul's spellings)
 //
 // Order 250: before FusedMatMul (300) folds the activation into the gate GEMM
 // and before QkvPack (400) packs gate and up into a GEMM + Split; at that point
@@ -14,9 +16,12 @@
 //   2. Wg, Wu constant 2-D with the same K; biases constant.
 //   3. biases [N] or [1, ..., 1, N] (last axis only).
 //   4. gate and up have the same N (the product must not broadcast), are two different
-//      GEMMs, and A's last dim is K.
+//      GEMMs, and A's last dim is K; a packed product is split on its last axis into
+//      exactly [0, N) as gate and [N, 2N) as up.
 //   5. A, weights and biases share one float dtype.
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "pass/pass.h"
 #include "passes/fusion/fusion_util.h"
@@ -54,16 +59,23 @@ class GatedMatMulFusion : public FusionPass {
   }
 
   Pattern pattern() const override {
+    // Separate gate and up GEMMs.
     Pattern g_mm = Op("MatMul", "A", "Wg").as("g_mm");
     Pattern gate = AnyOf({Op("Add", g_mm, "bg").commutative().as("g_add"), g_mm});
     Pattern u_mm = Op("MatMul", "A", "Wu").as("u_mm");
     Pattern up = AnyOf({Op("Add", u_mm, "bu").commutative().as("u_add"), u_mm});
-    Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as("sigmoid")).commutative().as("silu");
-    Pattern act = AnyOf({silu, Op("Relu", gate).as("relu"), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
-    return Op("Mul", act, up).commutative().as("out");
+    // One packed GEMM whose halves are taken by a Split or by two Slices.
+    Pattern p_mm = Op("MatMul", "A", "W").as("p_mm");
+    Pattern packed = AnyOf({Op("Add", p_mm, "pb").commutative().as("p_add"), p_mm});
+    Pattern split_gate = Op("Split", packed).allow_extra_inputs().as_node("split").out(0);
+    Pattern split_up = Op("Split", packed).allow_extra_inputs().as_node("split").out(1);
+    Pattern slice_gate = Op("Slice", packed).allow_extra_inputs().as("g_slice");
+    Pattern slice_up = Op("Slice", packed).allow_extra_inputs().as("u_slice");
+    return AnyOf({gated(gate, up), gated(split_gate, split_up), gated(slice_gate, slice_up)});
   }
 
   Status check(const Graph&, const Match& m) const override {
+    if (m.has("p_mm")) return check_packed(m);
     const Node* gmm = m.node("g_mm");
     const Node* umm = m.node("u_mm");
     if (gmm == umm) return Status::reject("rule 4: gate and up are the same GEMM ", gmm->label());
@@ -98,6 +110,13 @@ class GatedMatMulFusion : public FusionPass {
   }
 
   void rewrite(const Match& m, Rewriter& rw) const override {
+    if (m.has("p_mm")) {
+      // Already packed: W and its bias are the op's inputs as they are ([1, ..., 1, 2N] -> [2N]).
+      Value* bias = m.value("pb");
+      if (bias && bias->const_data->dims.size() != 1) bias = rw.add_constant(bias->name, fusion::as_vector(*bias->const_data));
+      emit(m, rw, m.value("W"), bias, m.node("p_mm")->name);
+      return;
+    }
     const Tensor& wg = *m.value("Wg")->const_data;
     const Tensor& wu = *m.value("Wu")->const_data;
     const int64_t n = wg.dims[1];
@@ -111,12 +130,86 @@ class GatedMatMulFusion : public FusionPass {
       std::copy(bu.bytes.begin(), bu.bytes.end(), b.bytes.begin() + bg.bytes.size());
       bias = rw.add_constant(m.node("g_mm")->name + "_gated_bias", b);
     }
+    emit(m, rw, w, bias, m.node("g_mm")->name);
+  }
+
+ private:
+  // Mul(act(gate), up) for every activation spelling.
+  static Pattern gated(const Pattern& gate, const Pattern& up) {
+    Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as("sigmoid")).commutative().as("silu");
+    Pattern act = AnyOf({silu, Op("Relu", gate).as("relu"), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
+    return Op("Mul", act, up).commutative().as("out");
+  }
+
+  void emit(const Match& m, Rewriter& rw, Value* w, Value* bias, const std::string& base) const {
     std::string act = m.has("silu") ? "silu" : m.has("relu") ? "relu" : m.has("gelu") ? "gelu" : "gelu_tanh";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     Node* f = rw.create_node("fuseopt", "GatedMatMul", {m.value("A"), w, bias},
-                             {Attribute::make_string("activation", act)}, 1, m.node("g_mm")->name + "_gated");
+                             {Attribute::make_string("activation", act)}, 1, base + "_gated");
     rw.replace_match(m, f, name(), {{m.root->output(0), f->output(0)}});
+  }
+
+  // A constant int64 vector input of `n` (nullptr input: `dflt`); nullopt when not constant.
+  static std::optional<std::vector<int64_t>> const_ints(const Node* n, size_t i, std::vector<int64_t> dflt) {
+    const Value* v = n->input(i);
+    if (!v) return dflt;
+    if (!v->const_data) return std::nullopt;
+    return v->const_data->to_int_vector();
+  }
+
+  // The packed form: W [K, 2N] constant, bias [2N], halves [0, N) and [N, 2N) of the last axis.
+  static Status check_packed(const Match& m) {
+    const Node* pmm = m.node("p_mm");
+    const Value* w = m.value("W");
+    if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", pmm->label(), " is not a constant");
+    const auto& wd = w->const_data->dims;
+    if (wd.size() != 2)
+      return Status::reject("rule 2: weight '", w->name, "' of ", pmm->label(), " has shape ", shape_str(wd),
+                            ", not [K, 2N]");
+    if (const auto k = fusion::last_dim(m.value("A")); k && *k != wd[0])
+      return Status::reject("rule 4: A '", m.value("A")->name, "' has K=", *k, ", weight has ", wd[0]);
+    const int64_t two_n = wd[1];
+    if (two_n % 2 != 0)
+      return Status::reject("rule 4: packed weight '", w->name, "' has an odd width ", two_n, ": no equal halves");
+    const int64_t n = two_n / 2;
+    const auto ar = fusion::rank_of(m.value("A"));
+    if (!ar) return Status::reject("rule 4: rank of A '", m.value("A")->name, "' unknown: cannot prove the last axis");
+    const int64_t last = std::max<int64_t>(*ar, 2) - 1;
+    auto is_last = [&](int64_t axis) { return axis == -1 || axis == last; };
+    if (const Value* b = m.value("pb")) {
+      if (Status s = fusion::const_last_axis_vector(b, "bias", m.node("p_add"), two_n); !s) return s;
+      if (b->const_data->dims.size() > 1 && static_cast<int64_t>(b->const_data->dims.size()) > last + 1)
+        return Status::reject("rule 3: bias '", b->name, "' of ", m.node("p_add")->label(), " has more dims than the product");
+    }
+    if (const Node* sp = m.node("split")) {
+      if (sp->outputs.size() != 2) return Status::reject("rule 4: ", sp->label(), " has ", sp->outputs.size(), " outputs, not 2");
+      if (!is_last(sp->attr_int("axis", 0))) return Status::reject("rule 4: ", sp->label(), " does not split the last axis");
+      std::vector<int64_t> sizes = sp->attr_ints("split");
+      if (sp->input(1)) {
+        if (!sp->input(1)->const_data) return Status::reject("rule 4: split sizes of ", sp->label(), " are not constant");
+        sizes = sp->input(1)->const_data->to_int_vector();
+      }
+      if (!sizes.empty() && sizes != std::vector<int64_t>{n, n})
+        return Status::reject("rule 4: ", sp->label(), " splits ", two_n, " columns into ", shape_str(sizes),
+                              ", not two halves of ", n);
+    } else {
+      // Two Slices: gate = [0, N), up = [N, 2N) (an end past 2N is clamped), step 1, last axis.
+      for (auto [sl, lo, hi] : {std::tuple{m.node("g_slice"), int64_t{0}, n}, std::tuple{m.node("u_slice"), n, two_n}}) {
+        const auto starts = const_ints(sl, 1, {}), ends = const_ints(sl, 2, {});
+        const auto axes = const_ints(sl, 3, {0}), steps = const_ints(sl, 4, {1});
+        if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
+            steps->size() != 1)
+          return Status::reject("rule 4: ", sl->label(), " is not a constant one-axis Slice");
+        if (!is_last((*axes)[0]) || (*steps)[0] != 1)
+          return Status::reject("rule 4: ", sl->label(), " does not take a step-1 range of the last axis");
+        const bool end_ok = hi == two_n ? (*ends)[0] >= two_n : (*ends)[0] == hi;
+        if ((*starts)[0] != lo || !end_ok)
+          return Status::reject("rule 4: ", sl->label(), " takes [", (*starts)[0], ", ", (*ends)[0], ") of ", two_n,
+                                " columns, not [", lo, ", ", hi, ")");
+      }
+    }
+    return fusion::same_float_dtype({m.value("A"), w, m.value("pb")}, m.node("out"));
   }
 };
 

@@ -258,3 +258,130 @@ TEST_CASE("GatedMatMul: gate and up reading different inputs are not fused", "[p
   CHECK(matched(r, "GatedMatMul") == 0);
   CHECK(count_op(b.graph(), "MatMul") == 2);
 }
+
+// ---- packed gate/up: one GEMM, halves taken by Split or two Slices (Phi-3) ---------------
+
+namespace {
+
+enum class Halves { Split18, Split13Sizes, Split11Attr, Slices, SlicesIntMaxEnd };
+
+// Mul(act(gate), up) with gate/up the halves of a [K, 2N] GEMM (+ bias).
+Value* packed_mlp(GraphBuilder& b, Halves h, bool bias, Act a = Act::SiluMulSig) {
+  Value* x = b.input("a", DType::Float, {2, M, K});
+  Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))}, {}, "gate_up_mm");
+  if (bias) p = b.op("Add", {p, b.constant("bp", rand_tensor({2 * N}, 5))}, {}, "gate_up_add");
+  Value *g = nullptr, *u = nullptr;
+  switch (h) {
+    case Halves::Split18:
+    case Halves::Split13Sizes:
+    case Halves::Split11Attr: {
+      std::vector<Value*> in{p};
+      std::vector<Attribute> at{Attribute::make_int("axis", h == Halves::Split18 ? -1 : 2)};
+      if (h == Halves::Split18) at.push_back(Attribute::make_int("num_outputs", 2));
+      if (h == Halves::Split13Sizes) in.push_back(b.constant("sizes", Tensor::from_ints({N, N}, {2})));
+      if (h == Halves::Split11Attr) at.push_back(Attribute::make_ints("split", {N, N}));
+      Node* sp = b.node("Split", in, 2, at, "", "gate_up_split");
+      g = sp->outputs[0];
+      u = sp->outputs[1];
+      break;
+    }
+    case Halves::Slices:
+    case Halves::SlicesIntMaxEnd: {
+      auto i64 = [&](const std::string& name, int64_t v) { return b.constant(name, Tensor::from_ints({v}, {1})); };
+      Value* axes = i64("axes", -1);
+      g = b.op("Slice", {p, i64("s0", 0), i64("e0", N), axes}, {}, "gate_slice");
+      u = b.op("Slice", {p, i64("s1", N), i64("e1", h == Halves::Slices ? 2 * N : INT64_MAX), axes}, {}, "up_slice");
+      break;
+    }
+  }
+  return b.op("Mul", {act(b, g, a), u}, {}, "gate_up");
+}
+
+int64_t opset_for(Halves h) { return h == Halves::Split18 ? 18 : h == Halves::Split11Attr ? 11 : 17; }
+
+}  // namespace
+
+TEST_CASE("GatedMatMul: a packed GEMM split by Split or by two Slices", "[passes][GatedMatMul]") {
+  for (Halves h : {Halves::Split18, Halves::Split13Sizes, Halves::Split11Attr, Halves::Slices, Halves::SlicesIntMaxEnd})
+    for (bool bias : {false, true})
+      for (Act a : {Act::SiluMulSig, Act::TanhMul}) {
+        INFO("halves " << static_cast<int>(h) << ", bias " << bias << ", activation " << static_cast<int>(a));
+        GraphBuilder b(opset_for(h));
+        b.output(packed_mlp(b, h, bias, a));
+        auto before = clone_graph(b.graph());
+        FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+        CHECK(matched(r, "GatedMatMul") == 1);
+        CHECK(b.graph().num_nodes() == 1);
+        const Node* f = only_gated(b.graph());
+        REQUIRE(f);
+        CHECK(f->attr_string("activation", "") == expected_attr(a));
+        CHECK((f->input(2) != nullptr) == bias);
+        require_same_outputs(*before, b.graph(), feeds());
+      }
+}
+
+TEST_CASE("GatedMatMul rule 4: a Split that is not two halves of the last axis", "[passes][GatedMatMul][legality]") {
+  {  // unequal sizes {2N - 1, 1}: up is one column that broadcasts over the gate
+    GraphBuilder b(17);
+    Value* x = b.input("a", DType::Float, {2, M, K});
+    Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))});
+    Node* sp = b.node("Split", {p, b.constant("sizes", Tensor::from_ints({2 * N - 1, 1}, {2}))}, 2,
+                      {Attribute::make_int("axis", -1)}, "", "uneven_split");
+    b.output(b.op("Mul", {act(b, sp->outputs[0], Act::SiluMulSig), sp->outputs[1]}));
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+    CHECK(matched(r, "GatedMatMul") == 0);
+    CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 4") && Contains("uneven_split") && Contains("two halves"));
+    require_same_outputs(*before, b.graph(), feeds());
+  }
+  {  // split along rows (axis 1), halves of equal size
+    GraphBuilder b(17);
+    Value* x = b.input("a", DType::Float, {2, 2 * M, K});
+    Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))});
+    Node* sp = b.node("Split", {p}, 2, {Attribute::make_int("axis", 1)}, "", "row_split");
+    b.output(b.op("Mul", {act(b, sp->outputs[0], Act::SiluMulSig), sp->outputs[1]}));
+    FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+    CHECK(matched(r, "GatedMatMul") == 0);
+    CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 4") && Contains("row_split"));
+  }
+  {  // no sizes on a 2N+2 wide GEMM: equal halves of N+1 each, still exact
+    GraphBuilder b(17);
+    Value* x = b.input("a", DType::Float, {2, M, K});
+    Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N + 2}, 4))});
+    Node* sp = b.node("Split", {p}, 2, {Attribute::make_int("axis", -1)}, "", "wide_split");
+    b.output(b.op("Mul", {act(b, sp->outputs[0], Act::SiluMulSig), sp->outputs[1]}));
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+    CHECK(matched(r, "GatedMatMul") == 1);  // N + 1 each: still exact halves
+    require_same_outputs(*before, b.graph(), feeds());
+  }
+}
+
+TEST_CASE("GatedMatMul rule 4: Slices that do not take [0, N) and [N, 2N)", "[passes][GatedMatMul][legality]") {
+  GraphBuilder b(17);
+  Value* x = b.input("a", DType::Float, {2, M, K});
+  Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))});
+  auto i64 = [&](const std::string& name, int64_t v) { return b.constant(name, Tensor::from_ints({v}, {1})); };
+  Value* axes = i64("axes", -1);
+  Value* g = b.op("Slice", {p, i64("s0", 1), i64("e0", N + 1), axes}, {}, "shifted_gate");  // [1, N+1)
+  Value* u = b.op("Slice", {p, i64("s1", N), i64("e1", 2 * N), axes}, {}, "up_slice");
+  b.output(b.op("Mul", {act(b, g, Act::SiluMulSig), u}));
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+  CHECK(matched(r, "GatedMatMul") == 0);
+  CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 4") && Contains("shifted_gate"));
+  require_same_outputs(*before, b.graph(), feeds());
+}
+
+TEST_CASE("GatedMatMul rule 1: a half of the packed GEMM is read elsewhere", "[passes][GatedMatMul][legality]") {
+  GraphBuilder b(18);
+  Value* x = b.input("a", DType::Float, {2, M, K});
+  Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))});
+  Node* sp = b.node("Split", {p}, 2, {Attribute::make_int("axis", -1), Attribute::make_int("num_outputs", 2)}, "",
+                    "gate_up_split");
+  b.output(b.op("Mul", {act(b, sp->outputs[0], Act::SiluMulSig), sp->outputs[1]}));
+  b.output(sp->outputs[1]);
+  FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+  CHECK(matched(r, "GatedMatMul") == 0);
+  CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 1") && Contains("gate_up_split"));
+}

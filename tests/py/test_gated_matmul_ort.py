@@ -1,7 +1,8 @@
 """fuseopt.GatedMatMul end to end on small gated MLPs written here in primitives
 (SwiGLU with x*Sigmoid(x) in both orders, ReGLU, erf GeGLU, tanh GeGLU as Gemma's
 TorchScript export writes it; no bias, both biases, gate bias only; opsets 14, 17, 18;
-float64 models for the pre-CastLike body path). For each: fuseopt (the default passes)
+float64 models for the pre-CastLike body path; Phi-3's packed gate_up GEMM halved by a
+Split or by two Slices). For each: fuseopt (the default passes)
 must produce exactly one GatedMatMul and no MatMul; the result must pass
 onnx.checker (full_check); ONNX Runtime running the function body must reproduce
 ONNX Runtime on the original (1e-4); and for float32, `fuserun --backend cpu --check`
@@ -70,7 +71,39 @@ def build_models():
         m.ir_version = 8
         return name, m, {"x": (rng.standard_normal((2, 3, K)) * 1.5).astype(dtype)}
 
+    def packed(name, opset, kind, bias, halves):
+        """One [K, 2N] GEMM whose halves are taken by a Split or by two Slices (Phi-3)."""
+        nodes = [helper.make_node("MatMul", ["x", "Wp"], ["pp" if bias else "p"])]
+        inits = [c("Wp", rng.standard_normal((K, 2 * N)) * 0.5)]
+        if bias:
+            nodes.append(helper.make_node("Add", ["pp", "bp"], ["p"]))
+            inits.append(c("bp", rng.standard_normal(2 * N)))
+        i64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+        if halves == "split":
+            if opset >= 18:
+                nodes.append(helper.make_node("Split", ["p"], ["g", "u"], axis=-1, num_outputs=2))
+            else:
+                nodes.append(helper.make_node("Split", ["p", "sizes"], ["g", "u"], axis=2))
+                inits.append(i64("sizes", [N, N]))
+        else:
+            nodes += [helper.make_node("Slice", ["p", "s0", "e0", "ax"], ["g"]),
+                      helper.make_node("Slice", ["p", "s1", "e1", "ax"], ["u"])]
+            inits += [i64("s0", [0]), i64("e0", [N]), i64("s1", [N]), i64("e1", [2**63 - 1]), i64("ax", [-1])]
+        an, ai = act_nodes(kind)
+        nodes += an + [helper.make_node("Mul", ["ag", "u"], ["y"])]
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits + ai)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        return name, m, {"x": (rng.standard_normal((2, 3, K)) * 1.5).astype(np.float32)}
+
     out = []
+    for opset in (14, 17, 18):
+        for halves in ("split", "slice"):
+            for kind in ("silu", "gelu_tanh"):
+                for bias in (False, True):
+                    out.append((packed(f"packed_{halves}_{kind}_{'bias' if bias else 'nobias'}_op{opset}", opset,
+                                       kind, bias, halves), True))
     for opset in (14, 17, 18):
         for kind in ("silu", "silu_sig_first", "relu", "gelu", "gelu_tanh"):
             for bias in ("none", "both", "gate"):
