@@ -357,7 +357,7 @@ TEST_CASE("GatedMatMul rule 4: a Split that is not two halves of the last axis",
   }
 }
 
-TEST_CASE("GatedMatMul rule 4: Slices that do not take [0, N) and [N, 2N)", "[passes][GatedMatMul][legality]") {
+TEST_CASE("GatedMatMul rule 4: Slices that are not the first and second half", "[passes][GatedMatMul][legality]") {
   GraphBuilder b(17);
   Value* x = b.input("a", DType::Float, {2, M, K});
   Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))});
