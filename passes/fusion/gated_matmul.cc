@@ -103,7 +103,8 @@ class GatedMatMulFusion : public FusionPass {
       if (!b) continue;
       if (Status s = fusion::const_last_axis_vector(b, "bias", at, n); !s) return s;
       const int64_t br = static_cast<int64_t>(b->const_data->dims.size());
-      if (br > 1 && (!ar || br > std::max<int64_t>(*ar, 2)))
+      // A·W with a 2-D W has A's rank: a [1, ..., 1, N] bias must not add dims to it.
+      if (br > 1 && (!ar || br > *ar))
         return Status::reject("rule 3: bias '", b->name, "' of ", at->label(), " has more dims than the product");
     }
     return fusion::same_float_dtype({m.value("A"), wg, wu, m.value("bg"), m.value("bu")}, m.node("out"));
@@ -175,7 +176,7 @@ class GatedMatMulFusion : public FusionPass {
     const int64_t n = two_n / 2;
     const auto ar = fusion::rank_of(m.value("A"));
     if (!ar) return Status::reject("rule 4: rank of A '", m.value("A")->name, "' unknown: cannot prove the last axis");
-    const int64_t last = std::max<int64_t>(*ar, 2) - 1;
+    const int64_t last = *ar - 1;  // A·W with a 2-D W has A's rank
     auto is_last = [&](int64_t axis) { return axis == -1 || axis == last; };
     if (const Value* b = m.value("pb")) {
       if (Status s = fusion::const_last_axis_vector(b, "bias", m.node("p_add"), two_n); !s) return s;

@@ -385,3 +385,17 @@ TEST_CASE("GatedMatMul rule 1: a half of the packed GEMM is read elsewhere", "[p
   CHECK(matched(r, "GatedMatMul") == 0);
   CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 1") && Contains("gate_up_split"));
 }
+
+TEST_CASE("GatedMatMul rule 3: a 1 x N bias would add a dim to the product of a vector", "[passes][GatedMatMul][legality]") {
+  GraphBuilder b(17);
+  Value* x = b.input("avec", DType::Float, {K});  // A·W is [N]; + [1, N] makes it [1, N]
+  Value* g = b.op("Add", {b.op("MatMul", {x, b.constant("Wg", rand_tensor({K, N}, 1))}),
+                          b.constant("bias2d", rand_tensor({1, N}, 9))});
+  Value* u = b.op("MatMul", {x, b.constant("Wu", rand_tensor({K, N}, 2))});
+  b.output(b.op("Mul", {act(b, g, Act::SiluMulSig), u}));
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+  CHECK(matched(r, "GatedMatMul") == 0);
+  CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 3") && Contains("bias2d"));
+  require_same_outputs(*before, b.graph(), {{"avec", rand_tensor({K}, 3)}});
+}
