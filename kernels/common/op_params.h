@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/dm_util.h"
@@ -95,6 +96,82 @@ inline SliceView resolve_slice(KernelContext& ctx, const RtTensor& x) {
     v.strides[d] = step[d] * in_strides[d];
   }
   return v;
+}
+
+// Tile as a strided view: the output seen as [rep0, in0, rep1, in1, ...]
+// (view_shape) reads x with stride 0 on every repeat dim (view_strides, in
+// elements); out_shape is the real output shape.
+struct TileView {
+  std::vector<int64_t> out_shape, view_shape, view_strides;
+};
+
+inline TileView resolve_tile(KernelContext& ctx, const RtTensor& x) {
+  const RtTensor* r = opt_host_input(ctx, 1);
+  DM_CHECK(ctx, r, "missing the repeats input");
+  const std::vector<int64_t> repeats = read_ints(ctx, *r);
+  const size_t rank = x.rank();
+  DM_CHECK(ctx, repeats.size() == rank,
+           "repeats " << shape_str(repeats) << " does not match input " << shape_str(x.shape));
+  const std::vector<int64_t> in_strides = dense_strides(x.shape);
+  TileView v;
+  v.out_shape.resize(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    DM_CHECK(ctx, repeats[d] >= 0, "negative repeat " << repeats[d]);
+    v.out_shape[d] = x.shape[d] * repeats[d];
+    v.view_shape.insert(v.view_shape.end(), {repeats[d], x.shape[d]});
+    v.view_strides.insert(v.view_strides.end(), {int64_t{0}, in_strides[d]});
+  }
+  return v;
+}
+
+// Pad modes; the values are what the CUDA pad kernel switches on.
+enum class PadMode { Constant = 0, Reflect = 1, Edge = 2, Wrap = 3 };
+
+// Pad's geometry: the mode, and per dim the count of leading pad elements
+// (begin, negative crops) and the output extent. The pad value is read by
+// each backend itself (the two readers differ, see pad_tile_expand.cc).
+struct PadParams {
+  PadMode mode = PadMode::Constant;
+  std::string mode_name;
+  std::vector<int64_t> begin, out_shape;
+};
+
+// pads from input 1 (opset >= 11) or the `pads` / `paddings` (opset 1)
+// attribute, on the axes of input 3 (opset >= 18) or all axes.
+inline PadParams resolve_pad(KernelContext& ctx, const RtTensor& x) {
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  PadParams p;
+  p.mode_name = ctx.node().attr_string("mode", "constant");
+  const std::string& mode_s = p.mode_name;
+  if (mode_s == "constant") p.mode = PadMode::Constant;
+  else if (mode_s == "reflect") p.mode = PadMode::Reflect;
+  else if (mode_s == "edge") p.mode = PadMode::Edge;
+  else if (mode_s == "wrap") p.mode = PadMode::Wrap;
+  else DM_CHECK(ctx, false, "unknown mode '" << mode_s << "'");
+
+  std::vector<int64_t> pads;
+  if (const RtTensor* t = opt_host_input(ctx, 1)) pads = read_ints(ctx, *t);
+  else if (ctx.node().has_attr("pads")) pads = ctx.node().attr_ints("pads");
+  else pads = ctx.node().attr_ints("paddings");  // opset 1
+  std::vector<int64_t> axes;
+  if (const RtTensor* a = opt_host_input(ctx, 3)) {
+    for (int64_t v : read_ints(ctx, *a)) axes.push_back(norm_axis(ctx, v, rank));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  const size_t na = axes.size();
+  DM_CHECK(ctx, pads.size() == 2 * na,
+           "pads has " << pads.size() << " values for " << na << " axes of input "
+                       << shape_str(x.shape));
+  p.begin.assign(rank, 0);
+  p.out_shape = x.shape;
+  for (size_t i = 0; i < na; ++i) {
+    p.begin[axes[i]] = pads[i];
+    p.out_shape[axes[i]] = x.shape[axes[i]] + pads[i] + pads[i + na];
+    DM_CHECK(ctx, p.out_shape[axes[i]] >= 0,
+             "pads " << shape_str(pads) << " remove more than input " << shape_str(x.shape) << " has");
+  }
+  return p;
 }
 
 }  // namespace fuseopt::dm

@@ -3,6 +3,7 @@
 // output coordinate to an input coordinate per dim (or to the pad value).
 #include <algorithm>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/dm_util.h"
 
@@ -10,8 +11,6 @@ namespace fuseopt {
 namespace {
 
 using namespace dm;
-
-enum class PadMode { Constant, Reflect, Edge, Wrap };
 
 // The pad value as bytes of the data's dtype: input 2 (opset >= 11) or the
 // float attribute `value` (opset < 11), default 0.
@@ -54,35 +53,11 @@ int64_t source_index(int64_t o, int64_t begin, int64_t in, PadMode mode) {
 FUSEOPT_KERNEL(CpuPad, "", "Pad", Backend::CPU, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const int64_t rank = static_cast<int64_t>(x.rank());
-  const std::string mode_s = ctx.node().attr_string("mode", "constant");
-  PadMode mode = PadMode::Constant;
-  if (mode_s == "constant") mode = PadMode::Constant;
-  else if (mode_s == "reflect") mode = PadMode::Reflect;
-  else if (mode_s == "edge") mode = PadMode::Edge;
-  else if (mode_s == "wrap") mode = PadMode::Wrap;
-  else DM_CHECK(ctx, false, "unknown mode '" << mode_s << "'");
-
-  std::vector<int64_t> pads;
-  if (const RtTensor* p = opt_host_input(ctx, 1)) pads = read_ints(ctx, *p);
-  else if (ctx.node().has_attr("pads")) pads = ctx.node().attr_ints("pads");
-  else pads = ctx.node().attr_ints("paddings");  // opset 1
-  std::vector<int64_t> axes;
-  if (const RtTensor* a = opt_host_input(ctx, 3)) {
-    for (int64_t v : read_ints(ctx, *a)) axes.push_back(norm_axis(ctx, v, rank));
-  } else {
-    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
-  const size_t na = axes.size();
-  DM_CHECK(ctx, pads.size() == 2 * na,
-           "pads has " << pads.size() << " values for " << na << " axes of input "
-                       << shape_str(x.shape));
-  std::vector<int64_t> begin(rank, 0), out_shape = x.shape;
-  for (size_t i = 0; i < na; ++i) {
-    begin[axes[i]] = pads[i];
-    out_shape[axes[i]] = x.shape[axes[i]] + pads[i] + pads[i + na];
-    DM_CHECK(ctx, out_shape[axes[i]] >= 0,
-             "pads " << shape_str(pads) << " remove more than input " << shape_str(x.shape) << " has");
-  }
+  const PadParams params = resolve_pad(ctx, x);  // shared with the CUDA kernel
+  const PadMode mode = params.mode;
+  const std::string& mode_s = params.mode_name;
+  const std::vector<int64_t>& begin = params.begin;
+  const std::vector<int64_t>& out_shape = params.out_shape;
   const size_t es = elem_size(ctx, x.dtype);
   const std::vector<uint8_t> value = pad_value_bytes(ctx, x.dtype, es);
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
@@ -128,24 +103,9 @@ FUSEOPT_KERNEL(CpuPad, "", "Pad", Backend::CPU, {}) {
 
 FUSEOPT_KERNEL(CpuTile, "", "Tile", Backend::CPU, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const RtTensor* r = opt_host_input(ctx, 1);
-  DM_CHECK(ctx, r, "missing the repeats input");
-  const std::vector<int64_t> repeats = read_ints(ctx, *r);
-  const size_t rank = x.rank();
-  DM_CHECK(ctx, repeats.size() == rank,
-           "repeats " << shape_str(repeats) << " does not match input " << shape_str(x.shape));
-  // The output seen as [rep0, in0, rep1, in1, ...] reads the input with
-  // stride 0 on every repeat dim.
-  const std::vector<int64_t> in_strides = dense_strides(x.shape);
-  std::vector<int64_t> out_shape(rank), view_shape, view_strides;
-  for (size_t d = 0; d < rank; ++d) {
-    DM_CHECK(ctx, repeats[d] >= 0, "negative repeat " << repeats[d]);
-    out_shape[d] = x.shape[d] * repeats[d];
-    view_shape.insert(view_shape.end(), {repeats[d], x.shape[d]});
-    view_strides.insert(view_strides.end(), {int64_t{0}, in_strides[d]});
-  }
-  RtTensor* y = ctx.output(0, x.dtype, out_shape);
-  strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), view_shape, view_strides);
+  const TileView v = resolve_tile(ctx, x);  // shared with the CUDA kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), v.view_shape, v.view_strides);
 }
 
 FUSEOPT_KERNEL(CpuExpand, "", "Expand", Backend::CPU, {}) {

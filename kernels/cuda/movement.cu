@@ -115,23 +115,9 @@ FUSEOPT_KERNEL(CudaExpand, "", "Expand", Backend::CUDA, {}) {
 
 FUSEOPT_KERNEL(CudaTile, "", "Tile", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const RtTensor* r = opt_host_input(ctx, 1);
-  DM_CHECK(ctx, r, "missing the repeats input");
-  const std::vector<int64_t> repeats = read_ints(ctx, *r);
-  const size_t rank = x.rank();
-  DM_CHECK(ctx, repeats.size() == rank, "repeats " << shape_str(repeats) << " does not match input " << shape_str(x.shape));
-  // The output seen as [rep0, in0, rep1, in1, ...] reads x with stride 0 on
-  // every repeat dim.
-  const std::vector<int64_t> in_st = dense_strides(x.shape);
-  std::vector<int64_t> out_shape(rank), view_shape, view_strides;
-  for (size_t d = 0; d < rank; ++d) {
-    DM_CHECK(ctx, repeats[d] >= 0, "negative repeat " << repeats[d]);
-    out_shape[d] = x.shape[d] * repeats[d];
-    view_shape.insert(view_shape.end(), {repeats[d], x.shape[d]});
-    view_strides.insert(view_strides.end(), {int64_t{0}, in_st[d]});
-  }
-  RtTensor* y = ctx.output(0, x.dtype, out_shape);
-  launch_strided(ctx, x, 0, y, view_shape, view_strides);
+  const dm::TileView v = dm::resolve_tile(ctx, x);  // shared with the CPU reference kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  launch_strided(ctx, x, 0, y, v.view_shape, v.view_strides);
 }
 
 // DepthToSpace / SpaceToDepth: a reshape to `view`, a transpose by `perm`.
@@ -262,6 +248,9 @@ FUSEOPT_KERNEL(CudaSplit, "", "Split", Backend::CUDA, {}) {
 
 // ---- Pad ----------------------------------------------------------------------
 enum PadMode { kConstant = 0, kReflect = 1, kEdge = 2, kWrap = 3 };
+static_assert(static_cast<int>(dm::PadMode::Constant) == kConstant && static_cast<int>(dm::PadMode::Reflect) == kReflect &&
+              static_cast<int>(dm::PadMode::Edge) == kEdge && static_cast<int>(dm::PadMode::Wrap) == kWrap,
+              "the pad kernel switches on dm::PadMode's values");
 
 template <class E>
 __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int rank, I64s out_shape,
@@ -298,32 +287,11 @@ __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t n
 FUSEOPT_KERNEL(CudaPad, "", "Pad", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const int64_t rank = static_cast<int64_t>(x.rank());
-  const std::string mode_s = ctx.node().attr_string("mode", "constant");
-  int mode = kConstant;
-  if (mode_s == "constant") mode = kConstant;
-  else if (mode_s == "reflect") mode = kReflect;
-  else if (mode_s == "edge") mode = kEdge;
-  else if (mode_s == "wrap") mode = kWrap;
-  else DM_CHECK(ctx, false, "unknown mode '" << mode_s << "'");
-  std::vector<int64_t> pads;
-  if (const RtTensor* p = opt_host_input(ctx, 1)) pads = read_ints(ctx, *p);
-  else if (ctx.node().has_attr("pads")) pads = ctx.node().attr_ints("pads");
-  else pads = ctx.node().attr_ints("paddings");  // opset 1
-  std::vector<int64_t> axes;
-  if (const RtTensor* a = opt_host_input(ctx, 3)) {
-    for (int64_t v : read_ints(ctx, *a)) axes.push_back(norm_axis(ctx, v, rank));
-  } else {
-    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
-  const size_t na = axes.size();
-  DM_CHECK(ctx, pads.size() == 2 * na,
-           "pads has " << pads.size() << " values for " << na << " axes of input " << shape_str(x.shape));
-  std::vector<int64_t> begin(rank, 0), out_shape = x.shape;
-  for (size_t i = 0; i < na; ++i) {
-    begin[axes[i]] = pads[i];
-    out_shape[axes[i]] = x.shape[axes[i]] + pads[i] + pads[i + na];
-    DM_CHECK(ctx, out_shape[axes[i]] >= 0, "pads " << shape_str(pads) << " remove more than input " << shape_str(x.shape) << " has");
-  }
+  const dm::PadParams params = dm::resolve_pad(ctx, x);  // shared with the CPU reference kernel
+  const int mode = static_cast<int>(params.mode);
+  const std::string& mode_s = params.mode_name;
+  const std::vector<int64_t>& begin = params.begin;
+  const std::vector<int64_t>& out_shape = params.out_shape;
   const size_t es = dtype_size(x.dtype);
   uint64_t value_bits = 0;
   if (const RtTensor* v = opt_host_input(ctx, 2)) {
