@@ -205,30 +205,7 @@ FUSEOPT_KERNEL(CudaSplit, "", "Split", Backend::CUDA, {}) {
   const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
   const int64_t n = static_cast<int64_t>(ctx.num_outputs());
   const int64_t dim = x.shape[axis];
-  std::vector<int64_t> sizes;
-  const RtTensor* split_t = opt_host_input(ctx, 1);
-  if (split_t && split_t->numel() > 0) {  // an empty `split` input counts as omitted (as ONNX Runtime)
-    sizes = read_ints(ctx, *split_t);
-  } else if (ctx.node().has_attr("split")) {
-    sizes = ctx.node().attr_ints("split");
-  } else if (ctx.node().has_attr("num_outputs")) {
-    const int64_t parts = ctx.node().attr_int("num_outputs", n);
-    DM_CHECK(ctx, parts == n && n > 0, "num_outputs " << parts << " but the node has " << n << " outputs");
-    const int64_t chunk = (dim + n - 1) / n;
-    sizes.assign(n, chunk);
-    sizes.back() = dim - chunk * (n - 1);
-    DM_CHECK(ctx, sizes.back() >= 0, "cannot split dim " << dim << " into " << n << " parts");
-  } else {
-    DM_CHECK(ctx, n > 0 && dim % n == 0, "cannot split dim " << dim << " into " << n << " equal parts");
-    sizes.assign(n, dim / n);
-  }
-  DM_CHECK(ctx, static_cast<int64_t>(sizes.size()) == n, "split has " << sizes.size() << " sizes for " << n << " outputs");
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    DM_CHECK(ctx, s >= 0, "negative split size " << s);
-    total += s;
-  }
-  DM_CHECK(ctx, total == dim, "split sizes sum to " << total << " but the axis has " << dim);
+  const std::vector<int64_t> sizes = dm::split_sizes(ctx, dim, n);  // shared with the CPU reference kernel
   const size_t es = dtype_size(x.dtype);
   const size_t outer = static_cast<size_t>(dm::prod(x.shape, 0, axis));
   const size_t inner_bytes = static_cast<size_t>(dm::prod(x.shape, axis + 1, rank)) * es;
