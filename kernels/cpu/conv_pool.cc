@@ -6,57 +6,16 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/math_util.h"
 
 namespace fuseopt {
 namespace {
 
-// Geometry of one spatial axis.
-struct Axis {
-  int64_t in = 1, k = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0, out = 1;
-};
-
-// Resolves pads/auto_pad and the output size for spatial axes. `pool` enables ceil_mode.
-std::vector<Axis> spatial_geometry(KernelContext& ctx, const std::vector<int64_t>& in_spatial,
-                                   const std::vector<int64_t>& kernel, bool pool) {
-  const Node& n = ctx.node();
-  const size_t nd = in_spatial.size();
-  std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
-  std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  bool ceil_mode = pool && n.attr_int("ceil_mode", 0) != 0;
-  MATH_CHECK(ctx, strides.size() == nd && dil.size() == nd && pads.size() == 2 * nd && kernel.size() == nd,
-             "strides/dilations/pads/kernel_shape do not match " << nd << " spatial dims");
-  std::vector<Axis> axes(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    Axis& a = axes[i];
-    a.in = in_spatial[i];
-    a.k = kernel[i];
-    a.stride = strides[i];
-    a.dil = dil[i];
-    MATH_CHECK(ctx, a.k >= 1 && a.stride >= 1 && a.dil >= 1, "kernel, strides and dilations must be >= 1");
-    const int64_t span = (a.k - 1) * a.dil + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      a.out = (a.in + a.stride - 1) / a.stride;
-      int64_t total = std::max<int64_t>(0, (a.out - 1) * a.stride + span - a.in);
-      if (auto_pad == "SAME_UPPER") { a.pad_begin = total / 2; a.pad_end = total - a.pad_begin; }
-      else { a.pad_end = total / 2; a.pad_begin = total - a.pad_end; }
-    } else {
-      if (auto_pad != "VALID") { a.pad_begin = pads[i]; a.pad_end = pads[i + nd]; }
-      int64_t room = a.in + a.pad_begin + a.pad_end - span;
-      MATH_CHECK(ctx, room >= 0, "kernel " << shape_str(kernel) << " is larger than the padded input "
-                                           << shape_str(in_spatial));
-      if (ceil_mode) {
-        a.out = (room + a.stride - 1) / a.stride + 1;
-        if ((a.out - 1) * a.stride >= a.in + a.pad_begin) --a.out;  // last window must start inside
-      } else {
-        a.out = room / a.stride + 1;
-      }
-    }
-  }
-  return axes;
-}
+// Geometry of one spatial axis; pads/auto_pad/ceil_mode are resolved by
+// dm::spatial_geometry, shared with the CUDA Conv and pooling kernels.
+using Axis = dm::ConvAxis;
+using dm::spatial_geometry;
 
 // As 2-D: returns {H axis, W axis}; 1-D inputs get a dummy H.
 std::pair<Axis, Axis> as_2d(const std::vector<Axis>& axes) {

@@ -8,6 +8,7 @@
 // path and too large to carry.
 #include <cmath>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 
@@ -145,55 +146,14 @@ FUSEOPT_KERNEL(CudaBatchNormalization, "", "BatchNormalization", Backend::CUDA,
 }
 
 // ---- geometry shared by Conv and pooling ------------------------------------------
-struct Axis {
-  int64_t in = 1, k = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0, out = 1;
-};
+using Axis = dm::ConvAxis;
 
+// dm::spatial_geometry (shared with the CPU reference kernels), with 1-D
+// run as 2-D.
 std::vector<Axis> spatial_geometry(KernelContext& ctx, const std::vector<int64_t>& in_sp,
                                    const std::vector<int64_t>& kernel, bool pool) {
-  const Node& n = ctx.node();
+  std::vector<Axis> axes = dm::spatial_geometry(ctx, in_sp, kernel, pool);
   const size_t nd = in_sp.size();
-  const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(nd, 1));
-  const std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(nd, 1));
-  const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  const bool ceil_mode = pool && n.attr_int("ceil_mode", 0) != 0;
-  DM_CHECK(ctx, strides.size() == nd && dil.size() == nd && pads.size() == 2 * nd && kernel.size() == nd,
-           "strides/dilations/pads/kernel_shape do not match " << nd << " spatial dims");
-  std::vector<Axis> axes(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    Axis& a = axes[i];
-    a.in = in_sp[i];
-    a.k = kernel[i];
-    a.stride = strides[i];
-    a.dil = dil[i];
-    DM_CHECK(ctx, a.k >= 1 && a.stride >= 1 && a.dil >= 1, "kernel, strides and dilations must be >= 1");
-    const int64_t span = (a.k - 1) * a.dil + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      a.out = (a.in + a.stride - 1) / a.stride;
-      const int64_t total = std::max<int64_t>(0, (a.out - 1) * a.stride + span - a.in);
-      if (auto_pad == "SAME_UPPER") {
-        a.pad_begin = total / 2;
-        a.pad_end = total - a.pad_begin;
-      } else {
-        a.pad_end = total / 2;
-        a.pad_begin = total - a.pad_end;
-      }
-    } else {
-      if (auto_pad != "VALID") {
-        a.pad_begin = pads[i];
-        a.pad_end = pads[i + nd];
-      }
-      const int64_t room = a.in + a.pad_begin + a.pad_end - span;
-      DM_CHECK(ctx, room >= 0, "kernel " << shape_str(kernel) << " is larger than the padded input " << shape_str(in_sp));
-      if (ceil_mode) {
-        a.out = (room + a.stride - 1) / a.stride + 1;
-        if ((a.out - 1) * a.stride >= a.in + a.pad_begin) --a.out;  // the last window must start inside
-      } else {
-        a.out = room / a.stride + 1;
-      }
-    }
-  }
   if (nd == 1) axes.insert(axes.begin(), Axis{});  // 1-D runs as 2-D with height 1
   return axes;
 }
