@@ -6,9 +6,11 @@
 // compiles under nvcc from a .cu as well as from a .cc.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/dm_util.h"
@@ -254,6 +256,46 @@ inline std::vector<ConvAxis> spatial_geometry(KernelContext& ctx, const std::vec
     }
   }
   return axes;
+}
+
+// ConstantOfShape: the output shape (input 0) and the one-element value
+// (attribute `value`, default float 0).
+struct ConstantOfShapeParams {
+  std::vector<int64_t> shape;
+  Tensor value;
+};
+
+inline ConstantOfShapeParams resolve_constant_of_shape(KernelContext& ctx) {
+  const RtTensor* shape_t = opt_host_input(ctx, 0);
+  DM_CHECK(ctx, shape_t, "missing the shape input");
+  const std::vector<int64_t> shape = read_ints(ctx, *shape_t);
+  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
+  Tensor value = Tensor::scalar_float(0.0f);
+  if (const Attribute* a = ctx.node().attr("value")) {
+    DM_CHECK(ctx, a->t && a->t->numel() == 1, "attribute 'value' must hold one element");
+    value = *a->t;
+  }
+  DM_CHECK(ctx, value.dtype != DType::String, "string values are not supported");
+  return {shape, value};
+}
+
+// Range's length max(ceil((limit - start) / delta), 0); V is the arithmetic
+// type of the elements (integers divide exactly: doubles lose int64 precision).
+template <class V>
+inline int64_t range_length(KernelContext& ctx, V start, V limit, V delta) {
+  DM_CHECK(ctx, delta != V{0}, "delta is 0");
+  int64_t n = 0;
+  if constexpr (std::is_integral_v<V>) {
+    const int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start);
+    const int64_t d = static_cast<int64_t>(delta);
+    if ((span > 0 && d > 0) || (span < 0 && d < 0)) n = (span + d + (d > 0 ? -1 : 1)) / d;
+  } else {
+    const double c = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+                               static_cast<double>(delta));
+    DM_CHECK(ctx, std::isfinite(c), "start, limit and delta give no finite length");
+    n = std::max<int64_t>(0, static_cast<int64_t>(c));
+  }
+  return n;
 }
 
 }  // namespace fuseopt::dm

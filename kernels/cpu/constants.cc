@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/dm_util.h"
 
 namespace fuseopt {
@@ -38,16 +39,9 @@ FUSEOPT_KERNEL(CpuConstant, "", "Constant", Backend::CPU, {}) {
 }
 
 FUSEOPT_KERNEL(CpuConstantOfShape, "", "ConstantOfShape", Backend::CPU, {}) {
-  const RtTensor* shape_t = opt_host_input(ctx, 0);
-  DM_CHECK(ctx, shape_t, "missing the shape input");
-  const std::vector<int64_t> shape = read_ints(ctx, *shape_t);
-  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
-  Tensor value = Tensor::scalar_float(0.0f);
-  if (const Attribute* a = ctx.node().attr("value")) {
-    DM_CHECK(ctx, a->t && a->t->numel() == 1, "attribute 'value' must hold one element");
-    value = *a->t;
-  }
-  DM_CHECK(ctx, value.dtype != DType::String, "string values are not supported");
+  const ConstantOfShapeParams p = resolve_constant_of_shape(ctx);  // shared with the CUDA kernel
+  const std::vector<int64_t>& shape = p.shape;
+  const Tensor& value = p.value;
   RtTensor* y = ctx.output(0, value.dtype, shape);
   const size_t es = dtype_size(value.dtype);
   auto* dst = static_cast<uint8_t*>(y->data);
@@ -73,19 +67,7 @@ FUSEOPT_KERNEL(CpuRange, "", "Range", Backend::CPU, {}) {
     const auto limit = value_of(*ctx.host_input(1)->template ptr<T>());
     const auto delta = value_of(*ctx.host_input(2)->template ptr<T>());
     using V = std::remove_const_t<decltype(start)>;
-    DM_CHECK(ctx, delta != V{0}, "delta is 0");
-    int64_t n = 0;
-    if constexpr (std::is_integral_v<V>) {
-      // Exact integer ceil division (doubles lose int64 precision).
-      const int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start);
-      const int64_t d = static_cast<int64_t>(delta);
-      if ((span > 0 && d > 0) || (span < 0 && d < 0)) n = (span + d + (d > 0 ? -1 : 1)) / d;
-    } else {
-      const double c = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                                 static_cast<double>(delta));
-      DM_CHECK(ctx, std::isfinite(c), "start, limit and delta give no finite length");
-      n = std::max<int64_t>(0, static_cast<int64_t>(c));
-    }
+    const int64_t n = range_length<V>(ctx, start, limit, delta);  // shared with the CUDA kernel
     RtTensor* y = ctx.output(0, dt, {n});
     T* out = y->template ptr<T>();
     for (int64_t i = 0; i < n; ++i)

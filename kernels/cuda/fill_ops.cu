@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace fuseopt {
@@ -76,16 +77,9 @@ FUSEOPT_KERNEL(CudaSize, "", "Size", Backend::CUDA, {}) {
 }
 
 FUSEOPT_KERNEL(CudaConstantOfShape, "", "ConstantOfShape", Backend::CUDA, {}) {
-  const RtTensor* shape_t = opt_host_input(ctx, 0);
-  DM_CHECK(ctx, shape_t, "missing the shape input");
-  const std::vector<int64_t> shape = read_ints(ctx, *shape_t);
-  for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
-  Tensor value = Tensor::scalar_float(0.0f);
-  if (const Attribute* a = ctx.node().attr("value")) {
-    DM_CHECK(ctx, a->t && a->t->numel() == 1, "attribute 'value' must hold one element");
-    value = *a->t;
-  }
-  DM_CHECK(ctx, value.dtype != DType::String, "string values are not supported");
+  const dm::ConstantOfShapeParams p = dm::resolve_constant_of_shape(ctx);  // shared with the CPU reference kernel
+  const std::vector<int64_t>& shape = p.shape;
+  const Tensor& value = p.value;
   RtTensor* y = ctx.output(0, value.dtype, shape);
   const int64_t n = y->numel();
   if (!n) return;
@@ -115,16 +109,7 @@ FUSEOPT_KERNEL(CudaRange, "", "Range", Backend::CUDA, {}) {
   auto go = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T start = *ts[0]->ptr<T>(), limit = *ts[1]->ptr<T>(), delta = *ts[2]->ptr<T>();
-    DM_CHECK(ctx, delta != T(0), "delta is 0");
-    int64_t n = 0;
-    if constexpr (std::is_integral_v<T>) {
-      const int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start), d = static_cast<int64_t>(delta);
-      if ((span > 0 && d > 0) || (span < 0 && d < 0)) n = (span + d + (d > 0 ? -1 : 1)) / d;
-    } else {
-      const double c = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
-      DM_CHECK(ctx, std::isfinite(c), "start, limit and delta give no finite length");
-      n = std::max<int64_t>(0, static_cast<int64_t>(c));
-    }
+    const int64_t n = dm::range_length<T>(ctx, start, limit, delta);  // shared with the CPU reference kernel
     RtTensor* y = ctx.output(0, dt, {n});
     if (n) range_kernel<T><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(y->ptr<T>(), n, start, delta);
   };
