@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/dm_util.h"
@@ -296,6 +297,47 @@ inline int64_t range_length(KernelContext& ctx, V start, V limit, V delta) {
     n = std::max<int64_t>(0, static_cast<int64_t>(c));
   }
   return n;
+}
+
+// DepthToSpace / SpaceToDepth as a reshape of x to `view`, a transpose by
+// `perm` and a reshape to out_shape: y (dense, view_shape) reads x with
+// view_strides (in elements).
+struct BlockPermuteView {
+  std::vector<int64_t> out_shape, view_shape, view_strides;
+};
+
+inline BlockPermuteView block_permute_view(std::vector<int64_t> out_shape, const std::vector<int64_t>& view,
+                                           const std::vector<int64_t>& perm) {
+  const std::vector<int64_t> st = dense_strides(view);
+  BlockPermuteView v;
+  v.out_shape = std::move(out_shape);
+  v.view_shape.resize(perm.size());
+  v.view_strides.resize(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    v.view_shape[i] = view[perm[i]];
+    v.view_strides[i] = st[perm[i]];
+  }
+  return v;
+}
+
+// DepthToSpace, modes DCR (default) and CRD.
+inline BlockPermuteView resolve_depth_to_space(KernelContext& ctx, const RtTensor& x) {
+  const int64_t b = ctx.node().attr_int("blocksize", 0);
+  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[1] % (b * b) == 0,
+           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
+  const int64_t n = x.shape[0], c = x.shape[1] / (b * b), h = x.shape[2], w = x.shape[3];
+  const std::string mode = ctx.node().attr_string("mode", "DCR");
+  if (mode == "DCR") return block_permute_view({n, c, h * b, w * b}, {n, b, b, c, h, w}, {0, 3, 4, 1, 5, 2});
+  DM_CHECK(ctx, mode == "CRD", "unknown mode '" << mode << "'");
+  return block_permute_view({n, c, h * b, w * b}, {n, c, b, b, h, w}, {0, 1, 4, 2, 5, 3});
+}
+
+inline BlockPermuteView resolve_space_to_depth(KernelContext& ctx, const RtTensor& x) {
+  const int64_t b = ctx.node().attr_int("blocksize", 0);
+  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[2] % b == 0 && x.shape[3] % b == 0,
+           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
+  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2] / b, w = x.shape[3] / b;
+  return block_permute_view({n, c * b * b, h, w}, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
 }
 
 }  // namespace fuseopt::dm

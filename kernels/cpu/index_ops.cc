@@ -2,6 +2,7 @@
 // OneHot, Compress, EyeLike, DepthToSpace, SpaceToDepth.
 #include <algorithm>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/dm_util.h"
 
 namespace fuseopt {
@@ -17,19 +18,6 @@ bool nonzero_at(KernelContext& ctx, const RtTensor& t, int64_t i) {
     nz = value_of(t.template ptr<T>()[i]) != 0;
   });
   return nz;
-}
-
-// Copies a [dims] view of `x` (dense strides of `view`) permuted by `perm`
-// into y: DepthToSpace and SpaceToDepth are a reshape, transpose, reshape.
-void permuted_copy(KernelContext& ctx, const RtTensor& x, RtTensor* y, const std::vector<int64_t>& view,
-                   const std::vector<int64_t>& perm) {
-  const std::vector<int64_t> s = dense_strides(view);
-  std::vector<int64_t> shape(perm.size()), strides(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    shape[i] = view[perm[i]];
-    strides[i] = s[perm[i]];
-  }
-  strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), shape, strides);
 }
 
 }  // namespace
@@ -138,28 +126,16 @@ FUSEOPT_KERNEL(CpuEyeLike, "", "EyeLike", Backend::CPU, {}) {
 
 FUSEOPT_KERNEL(CpuDepthToSpace, "", "DepthToSpace", Backend::CPU, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const int64_t b = ctx.node().attr_int("blocksize", 0);
-  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[1] % (b * b) == 0,
-           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
-  const int64_t n = x.shape[0], c = x.shape[1] / (b * b), h = x.shape[2], w = x.shape[3];
-  RtTensor* y = ctx.output(0, x.dtype, {n, c, h * b, w * b});
-  const std::string mode = ctx.node().attr_string("mode", "DCR");
-  if (mode == "DCR") {
-    permuted_copy(ctx, x, y, {n, b, b, c, h, w}, {0, 3, 4, 1, 5, 2});
-  } else {
-    DM_CHECK(ctx, mode == "CRD", "unknown mode '" << mode << "'");
-    permuted_copy(ctx, x, y, {n, c, b, b, h, w}, {0, 1, 4, 2, 5, 3});
-  }
+  const BlockPermuteView v = resolve_depth_to_space(ctx, x);  // shared with the CUDA kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), v.view_shape, v.view_strides);
 }
 
 FUSEOPT_KERNEL(CpuSpaceToDepth, "", "SpaceToDepth", Backend::CPU, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const int64_t b = ctx.node().attr_int("blocksize", 0);
-  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[2] % b == 0 && x.shape[3] % b == 0,
-           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
-  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2] / b, w = x.shape[3] / b;
-  RtTensor* y = ctx.output(0, x.dtype, {n, c * b * b, h, w});
-  permuted_copy(ctx, x, y, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
+  const BlockPermuteView v = resolve_space_to_depth(ctx, x);  // shared with the CUDA kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  strided_copy(ctx, y->data, x.data, elem_size(ctx, x.dtype), v.view_shape, v.view_strides);
 }
 
 }  // namespace fuseopt

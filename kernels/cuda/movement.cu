@@ -120,42 +120,18 @@ FUSEOPT_KERNEL(CudaTile, "", "Tile", Backend::CUDA, {}) {
   launch_strided(ctx, x, 0, y, v.view_shape, v.view_strides);
 }
 
-// DepthToSpace / SpaceToDepth: a reshape to `view`, a transpose by `perm`.
-void permuted_copy(KernelContext& ctx, const RtTensor& x, RtTensor* y, const std::vector<int64_t>& view,
-                   const std::vector<int64_t>& perm) {
-  const std::vector<int64_t> st = dense_strides(view);
-  std::vector<int64_t> shape(perm.size()), strides(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    shape[i] = view[perm[i]];
-    strides[i] = st[perm[i]];
-  }
-  launch_strided(ctx, x, 0, y, shape, strides);
-}
-
 FUSEOPT_KERNEL(CudaDepthToSpace, "", "DepthToSpace", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const int64_t b = ctx.node().attr_int("blocksize", 0);
-  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[1] % (b * b) == 0,
-           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
-  const int64_t n = x.shape[0], c = x.shape[1] / (b * b), h = x.shape[2], w = x.shape[3];
-  RtTensor* y = ctx.output(0, x.dtype, {n, c, h * b, w * b});
-  const std::string mode = ctx.node().attr_string("mode", "DCR");
-  if (mode == "DCR") {
-    permuted_copy(ctx, x, y, {n, b, b, c, h, w}, {0, 3, 4, 1, 5, 2});
-  } else {
-    DM_CHECK(ctx, mode == "CRD", "unknown mode '" << mode << "'");
-    permuted_copy(ctx, x, y, {n, c, b, b, h, w}, {0, 1, 4, 2, 5, 3});
-  }
+  const dm::BlockPermuteView v = dm::resolve_depth_to_space(ctx, x);  // shared with the CPU reference kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  launch_strided(ctx, x, 0, y, v.view_shape, v.view_strides);
 }
 
 FUSEOPT_KERNEL(CudaSpaceToDepth, "", "SpaceToDepth", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
-  const int64_t b = ctx.node().attr_int("blocksize", 0);
-  DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[2] % b == 0 && x.shape[3] % b == 0,
-           "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
-  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2] / b, w = x.shape[3] / b;
-  RtTensor* y = ctx.output(0, x.dtype, {n, c * b * b, h, w});
-  permuted_copy(ctx, x, y, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
+  const dm::BlockPermuteView v = dm::resolve_space_to_depth(ctx, x);  // shared with the CPU reference kernel
+  RtTensor* y = ctx.output(0, x.dtype, v.out_shape);
+  launch_strided(ctx, x, 0, y, v.view_shape, v.view_strides);
 }
 
 // ---- Concat / Split ---------------------------------------------------------
