@@ -340,4 +340,20 @@ inline BlockPermuteView resolve_space_to_depth(KernelContext& ctx, const RtTenso
   return block_permute_view({n, c * b * b, h, w}, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
 }
 
+// Shape's [start, end) slice of the input's dims (opset 15 attributes):
+// negative values count from the end, then clamp to [0, rank].
+struct DimRange {
+  int64_t start = 0, count = 0;
+};
+
+inline DimRange resolve_shape_range(KernelContext& ctx, int64_t rank) {
+  auto clamp_dim = [&](int64_t v) {
+    if (v < 0) v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  const int64_t start = clamp_dim(ctx.node().attr_int("start", 0));
+  const int64_t end = ctx.node().has_attr("end") ? clamp_dim(ctx.node().attr_int("end", rank)) : rank;
+  return {start, std::max<int64_t>(0, end - start)};
+}
+
 }  // namespace fuseopt::dm

@@ -3,6 +3,7 @@
 // (Shape, Size). The view ops alias their input: no copy.
 #include <algorithm>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/dm_util.h"
 
 namespace fuseopt {
@@ -143,13 +144,8 @@ FUSEOPT_KERNEL(CpuDropout, "", "Dropout", Backend::CPU, {}) {
 FUSEOPT_KERNEL(CpuShape, "", "Shape", Backend::CPU, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const int64_t rank = static_cast<int64_t>(x.rank());
-  auto clamp_dim = [&](int64_t v) {
-    if (v < 0) v += rank;
-    return std::clamp<int64_t>(v, 0, rank);
-  };
-  const int64_t start = clamp_dim(ctx.node().attr_int("start", 0));
-  const int64_t end = ctx.node().has_attr("end") ? clamp_dim(ctx.node().attr_int("end", rank)) : rank;
-  const int64_t n = std::max<int64_t>(0, end - start);
+  const dm::DimRange dims_range = dm::resolve_shape_range(ctx, rank);  // shared with the CUDA kernel
+  const int64_t start = dims_range.start, n = dims_range.count;
   RtTensor* y = ctx.output(0, DType::Int64, {n});
   for (int64_t i = 0; i < n; ++i) y->ptr<int64_t>()[i] = x.shape[start + i];
 }

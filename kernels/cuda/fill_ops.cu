@@ -55,13 +55,8 @@ __global__ void write_ints_kernel(int64_t* y, int n, I64s v) {
 FUSEOPT_KERNEL(CudaShape, "", "Shape", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const int64_t rank = static_cast<int64_t>(x.rank());
-  auto clamp_dim = [&](int64_t v) {
-    if (v < 0) v += rank;
-    return std::clamp<int64_t>(v, 0, rank);
-  };
-  const int64_t start = clamp_dim(ctx.node().attr_int("start", 0));
-  const int64_t end = ctx.node().has_attr("end") ? clamp_dim(ctx.node().attr_int("end", rank)) : rank;
-  const int64_t n = std::max<int64_t>(0, end - start);
+  const dm::DimRange dims_range = dm::resolve_shape_range(ctx, rank);  // shared with the CPU reference kernel
+  const int64_t start = dims_range.start, n = dims_range.count;
   RtTensor* y = ctx.output(0, DType::Int64, {n});
   if (!n) return;
   std::vector<int64_t> dims(x.shape.begin() + start, x.shape.begin() + start + n);
