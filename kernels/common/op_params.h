@@ -356,4 +356,19 @@ inline DimRange resolve_shape_range(KernelContext& ctx, int64_t rank) {
   return {start, std::max<int64_t>(0, end - start)};
 }
 
+// MatMul batch broadcasting: row-major element strides of one operand's
+// batch dims inside the broadcast batch shape out_batch (0 where the operand
+// is broadcast); matrix_size is the operand's elements per batch item.
+inline std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std::vector<int64_t>& out_batch,
+                                          int64_t matrix_size) {
+  std::vector<int64_t> s(out_batch.size(), 0);
+  int64_t stride = matrix_size;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const size_t i = batch.size() - 1 - k, o = out_batch.size() - 1 - k;
+    s[o] = batch[i] == 1 ? 0 : stride;
+    stride *= batch[i];
+  }
+  return s;
+}
+
 }  // namespace fuseopt::dm

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cpu/fused_activation.h"
 #include "runtime/kernel.h"
 #include "runtime/parallel.h"
@@ -12,18 +13,8 @@
 namespace fuseopt {
 namespace {
 
-// Row-major strides of the broadcast batch dims for one operand.
-std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std::vector<int64_t>& out_batch,
-                                   int64_t matrix_size) {
-  std::vector<int64_t> s(out_batch.size(), 0);
-  int64_t stride = matrix_size;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    const size_t i = batch.size() - 1 - k, o = out_batch.size() - 1 - k;
-    s[o] = batch[i] == 1 ? 0 : stride;
-    stride *= batch[i];
-  }
-  return s;
-}
+// Shared with the CUDA kernels.
+using dm::batch_strides;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/op_params.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
@@ -48,19 +49,8 @@ cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
 
 bool use_tf32(const KernelContext& ctx) { return ctx.precision() == Precision::TF32; }
 
-// Row-major element strides of an operand's batch dims inside the broadcast
-// batch shape (0 where the operand is broadcast).
-std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std::vector<int64_t>& out_batch,
-                                   int64_t matrix_size) {
-  std::vector<int64_t> s(out_batch.size(), 0);
-  int64_t stride = matrix_size;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    const size_t i = batch.size() - 1 - k, o = out_batch.size() - 1 - k;
-    s[o] = batch[i] == 1 ? 0 : stride;
-    stride *= batch[i];
-  }
-  return s;
-}
+// Shared with the CPU reference kernels.
+using dm::batch_strides;
 
 // MatMul semantics (numpy): A [..., M, K] or [K]; B [..., K, N] (or [..., N, K]
 // with trans_b) or [K]; batch dims broadcast. Writes output 0.
