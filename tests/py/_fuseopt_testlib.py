@@ -104,3 +104,24 @@ def compare(got, want, atol, rtol):
     if not (got == want).all():
         return "integer/bool output differs"
     return None
+
+
+def run_over_models(check_one, *modules):
+    """The driver every per-model test shares: `check_one(args, model_dir, tmp)`
+    returns a list of failure lines for one model folder; prints them and a
+    summary, returns the exit status (SKIP when there are no models)."""
+    import tempfile
+    args = parse_args()
+    require(*modules)
+    dirs = model_dirs(args.src, args.k)
+    if not dirs:
+        print("SKIP: no models with test_data_set_0 under models/")
+        return SKIP
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dirs:
+            failures += check_one(args, d, tmp)
+    for f in failures:
+        print("FAIL " + f)
+    print(f"{len(dirs)} models, {len(failures)} failures")
+    return 1 if failures else 0

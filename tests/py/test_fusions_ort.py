@@ -9,7 +9,6 @@ standalone ReduceMean-LayerNorm / Erf / tanh-GELU primitives are left, and
 every residual Add that precedes a norm is fused into SkipLayerNorm."""
 import os
 import sys
-import tempfile
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -104,20 +103,7 @@ def check_one(args, model_dir, tmp):
 
 
 def main():
-    args = lib.parse_args()
-    lib.require("onnx", "onnxruntime", "numpy")
-    dirs = lib.model_dirs(args.src, args.k)
-    if not dirs:
-        print("SKIP: no models with test data")
-        return lib.SKIP
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for d in dirs:
-            failures += check_one(args, d, tmp)
-    for f in failures:
-        print("FAIL", f)
-    print(f"{len(dirs)} models, {len(failures)} failures")
-    return 1 if failures else 0
+    return lib.run_over_models(check_one, "onnx", "onnxruntime", "numpy")
 
 
 if __name__ == "__main__":

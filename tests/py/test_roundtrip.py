@@ -5,7 +5,6 @@ within 1e-5. The input file must stay byte-identical."""
 import hashlib
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fuseopt_testlib as lib  # noqa: E402
@@ -59,20 +58,7 @@ def check_one(args, model_dir, tmp):
 
 
 def main():
-    args = lib.parse_args()
-    lib.require("numpy", "onnx", "onnxruntime")
-    dirs = lib.model_dirs(args.src, args.k)
-    if not dirs:
-        print("SKIP: no models with test_data_set_0 under models/")
-        return lib.SKIP
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for d in dirs:
-            failures += check_one(args, d, tmp)
-    for f in failures:
-        print("FAIL " + f)
-    print(f"{len(dirs)} models, {len(failures)} failures")
-    return 1 if failures else 0
+    return lib.run_over_models(check_one, "numpy", "onnx", "onnxruntime")
 
 
 if __name__ == "__main__":
