@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "support/cuda_bench.h"
 #include "support/cuda_kernel_check.h"
 
 namespace fuseopt::cuda_fused {
@@ -27,56 +28,10 @@ using namespace fuseopt;
 
 namespace {
 
-constexpr int kSets = 4;
-
-bool section_on(const char* name) {
-  const char* only = std::getenv("FUSEOPT_BENCH_ONLY");
-  return !only || !*only || std::strstr(name, only) != nullptr;
-}
-
-struct Mem {
-  std::vector<void*> ptrs;
-  ~Mem() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-  void* alloc(int64_t bytes) {
-    void* p = nullptr;
-    cuda_check::ck(cudaMalloc(&p, static_cast<size_t>(bytes)), "cudaMalloc");
-    ptrs.push_back(p);
-    return p;
-  }
-  void* random_half(int64_t n, float lo = -1.f, float hi = 1.f) {
-    std::vector<uint16_t> h(static_cast<size_t>(n));
-    std::uniform_real_distribution<float> u(lo, hi);
-    for (auto& x : h) x = float_to_half(u(cuda_check::rng()));
-    void* p = alloc(n * 2);
-    cuda_check::ck(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
-    return p;
-  }
-};
-
-double time_us(cudaStream_t s, const std::function<void(int)>& fn) {
-  for (int i = 0; i < 20; ++i) fn(i);
-  cuda_check::ck(cudaStreamSynchronize(s), "warm-up");
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ms;
-  for (int i = 0; i < 100; ++i) {
-    cudaEventRecord(e0, s);
-    fn(i);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cuda_check::ck(cudaGetLastError(), "benchmark");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1000.0;
-}
+using cuda_bench::DeviceBuffers;
+using cuda_bench::kSets;
+using cuda_bench::section_on;
+using cuda_bench::time_us;
 
 }  // namespace
 
@@ -84,7 +39,7 @@ TEST_CASE("cuda GEMM autotune and norm path A/B benchmark", "[.bench]") {
   if (!cuda_check::gpu_ready()) return;
   cudaStream_t s;
   cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  Mem mem;
+  DeviceBuffers mem;
   void* ws = mem.alloc(32 << 20);
   auto scratch = [ws](size_t) { return ws; };
   std::vector<std::string> summary;

@@ -1,0 +1,77 @@
+// Shared harness of the hidden CUDA micro-benchmarks (`bin/test_kernels
+// "[.bench]"`): device buffers with random fp16 data, and a median-of-100
+// CUDA-event timer with 20 warm-ups and an index for input rotation.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "support/cuda_kernel_check.h"
+
+namespace fuseopt::cuda_bench {
+
+// Input sets rotated through so L2 (60 MB) does not hold them between repetitions.
+constexpr int kSets = 4;
+
+// FUSEOPT_BENCH_ONLY=<substring> limits a run to the matching sections (for ncu).
+inline bool section_on(const char* name) {
+  const char* only = std::getenv("FUSEOPT_BENCH_ONLY");
+  return !only || !*only || std::strstr(name, only) != nullptr;
+}
+
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  DeviceBuffers() = default;
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+  void* alloc(int64_t bytes) {
+    void* p = nullptr;
+    cuda_check::ck(cudaMalloc(&p, static_cast<size_t>(bytes)), "cudaMalloc");
+    ptrs.push_back(p);
+    return p;
+  }
+  // Random fp16 data in [lo, hi).
+  void* random_half(int64_t n, float lo = -1.f, float hi = 1.f) {
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (auto& x : h) x = float_to_half(u(cuda_check::rng()));
+    void* p = alloc(n * 2);
+    cuda_check::ck(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+    return p;
+  }
+};
+
+// Median time in µs of fn(i) (i = repetition index, for input rotation).
+inline double time_us(cudaStream_t s, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 20; ++i) fn(i);
+  cuda_check::ck(cudaStreamSynchronize(s), "warm-up");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 100; ++i) {
+    cudaEventRecord(e0, s);
+    fn(i);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cuda_check::ck(cudaGetLastError(), "benchmark");
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1000.0;
+}
+
+}  // namespace fuseopt::cuda_bench
