@@ -6,9 +6,11 @@
 #   tools/gpu.sh run [-t FILTER] [-- CMD ...]
 #                                     # on the GPU machine: CUDA tests (Catch2 filter, default "[cuda]"),
 #                                     # then CMD with .gpu/bin on PATH; "-t none" skips the tests
-#   tools/gpu.sh models [ARGS ...]    # on the GPU machine: fuserun --backend cuda --check on every
-#                                     # models/real model, original and fuseopt-optimized
-#                                     # (ARGS added, e.g. --precision fp16)
+#   tools/gpu.sh models [--all] [--precisions fp32,fp16,bf16] [-j N] [-- ARGS ...]
+#                                     # on the GPU machine: fuserun --backend cuda --check (first run
+#                                     # and a CUDA-graph replay) on every models/real model (--all:
+#                                     # also models/exported and models/synthetic), original and
+#                                     # fuseopt-optimized, N runs at a time (default 6); ARGS go to fuserun
 #
 # The GPU machine has CUDA 13 (cudart, cuBLASLt) but no ONNX/protobuf/spdlog/fmt
 # libraries: pack copies every shared library the binaries resolve here except
@@ -102,26 +104,67 @@ run() {
   return $status
 }
 
+# One check: fuserun --backend cuda --check, first run and a replayed one (--iters 2:
+# the CUDA graph captured after the first run is checked too). Prints one line.
+check_one() {
+  local name="$1" variant="$2" prec="$3" model="$4" data="$5" log="$6"
+  shift 6
+  local rc=0
+  fuserun "$model" --backend "${GPU_SH_BACKEND:-cuda}" --check "$data" --precision "$prec" --iters 2 "$@" >"$log" 2>&1 || rc=$?
+  local worst
+  worst="$(grep -oE 'rel err [0-9.e+-]+|rel err (nan|inf)' "$log" | awk '{print $3}' | sort -g | tail -n 1)"
+  printf '%s %-34s %-9s %-5s worst rel %s\n' "$([ $rc = 0 ] && echo PASS || echo "FAIL(rc=$rc)")" \
+    "$name" "$variant" "$prec" "${worst:-?}"
+  return $rc
+}
+export -f check_one
+# (GPU_SH_BACKEND=cpu runs the same checks on the CPU backend: a dry run of this script.)
+
 models() {
-  setup_env
-  local status=0 m name opt tmp
-  tmp="$(mktemp -d)"
-  for m in "$ROOT"/models/real/*/; do
-    [ -f "$m/model.onnx" ] || continue
-    name="$(basename "$m")"
-    echo "== $name (original) $*"
-    fuserun "$m/model.onnx" --backend cuda --check "$m/test_data_set_0" "$@" 2>&1 |
-      grep -E "^  |check:|rror|backend:" || status=1
-    opt="$tmp/$name.onnx"
-    if fuseopt "$m/model.onnx" "$opt" >"$tmp/$name.fuseopt.log" 2>&1; then
-      echo "== $name (optimized) $*"
-      fuserun "$opt" --backend cuda --check "$m/test_data_set_0" "$@" 2>&1 | grep -E "^  |check:|rror" || status=1
-    else
-      echo "== $name: fuseopt failed: $(tail -n 2 "$tmp/$name.fuseopt.log")"
-      status=1
-    fi
+  local sets="real" precisions="fp32" jobs=6
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --all) sets="real exported synthetic"; shift ;;
+      --precisions) precisions="${2//,/ }"; shift 2 ;;
+      -j) jobs="$2"; shift 2 ;;
+      --) shift; break ;;
+      *) break ;;
+    esac
   done
-  rm -rf "$tmp"
+  setup_env
+  local status=0 m name set logs work p
+  work="$(mktemp -d)"
+  logs="${OUT:-$work}/models-logs"
+  mkdir -p "$logs"
+  # 1. fuseopt every model (CPU work, in parallel), 2. every (model, variant, precision) on the GPU.
+  : >"$work/jobs"
+  for set in $sets; do
+    for m in "$ROOT"/models/$set/*/; do
+      [ -f "$m/model.onnx" ] && [ -d "$m/test_data_set_0" ] || continue
+      name="$set/$(basename "$m")"
+      echo "$name $m" >>"$work/models"
+    done
+  done
+  echo "== fuseopt on $(wc -l <"$work/models") models"
+  # shellcheck disable=SC2016
+  xargs -P "$jobs" -L 1 bash -c 'n="${0//\//_}"; fuseopt "$1/model.onnx" "'"$work"'/$n.onnx" -q >"'"$logs"'/$n.fuseopt.log" 2>&1 ||
+    echo "FAIL fuseopt $0: $(tail -n 1 "'"$logs"'/$n.fuseopt.log")"' <"$work/models" || status=1
+  while read -r name m; do
+    local n="${name//\//_}"
+    for p in $precisions; do
+      echo "$name original $p $m/model.onnx $m/test_data_set_0 $logs/$n.original.$p.log" >>"$work/jobs"
+      [ -f "$work/$n.onnx" ] && echo "$name optimized $p $work/$n.onnx $m/test_data_set_0 $logs/$n.optimized.$p.log" >>"$work/jobs"
+    done
+  done <"$work/models"
+  echo "== fuserun --backend cuda --check: $(wc -l <"$work/jobs") runs, $jobs at a time, precisions: $precisions, extra: $*"
+  xargs -P "$jobs" -L 1 bash -c 'check_one "$@" '"$*" _ <"$work/jobs" | tee "$work/results" | grep -v '^PASS' || true
+  local pass fail
+  pass="$(grep -c '^PASS' "$work/results" || true)"
+  fail="$(grep -vc '^PASS' "$work/results" || true)"
+  [ "$fail" = 0 ] || status=1
+  [ -n "${OUT:-}" ] && cp "$work/results" "$OUT/models-results.txt"
+  echo "== gpu.sh models: $pass passed, $fail failed (logs: $logs)"
+  rm -rf "$work/"*.onnx
   return $status
 }
 

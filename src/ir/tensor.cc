@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -168,6 +169,17 @@ uint16_t float_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN stays NaN
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
   return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+uint16_t float_to_half_finite(float f) {
+  if (std::isfinite(f)) f = std::min(65504.0f, std::max(-65504.0f, f));
+  return float_to_half(f);
+}
+
+uint16_t float_to_bf16_finite(float f) {
+  constexpr float kMaxBf16 = 3.38953139e38f;  // 0x7f7f: FLT_MAX would round up to inf
+  if (std::isfinite(f)) f = std::min(kMaxBf16, std::max(-kMaxBf16, f));
+  return float_to_bf16(f);
 }
 
 }  // namespace fuseopt

@@ -69,5 +69,10 @@ float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t h);
 uint16_t float_to_bf16(float f);
+// Float weights and constants narrowed to a compute precision: finite values
+// stay finite (saturate at the largest finite half / bfloat16). Exporters fill
+// masks with finfo(float32).min; rounded to -inf it turns 0 * fill into NaN.
+uint16_t float_to_half_finite(float f);
+uint16_t float_to_bf16_finite(float f);
 
 }  // namespace fuseopt

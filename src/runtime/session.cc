@@ -96,13 +96,9 @@ Tensor convert_float(const Tensor& t, DType to) {
     float v = read(i);
     switch (to) {
       case DType::Float: r.data<float>()[i] = v; break;
-      case DType::Float16:
-        // Finite values stay finite: exporters use finfo(float32).min as a mask
-        // fill; as -inf it would turn 0 * fill into NaN and masked rows into NaN.
-        if (std::isfinite(v)) v = std::min(65504.0f, std::max(-65504.0f, v));
-        r.data<uint16_t>()[i] = float_to_half(v);
-        break;
-      case DType::BFloat16: r.data<uint16_t>()[i] = float_to_bf16(v); break;
+      // Finite values stay finite (see float_to_half_finite).
+      case DType::Float16: r.data<uint16_t>()[i] = float_to_half_finite(v); break;
+      case DType::BFloat16: r.data<uint16_t>()[i] = float_to_bf16_finite(v); break;
       default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
     }
   }
