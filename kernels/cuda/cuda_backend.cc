@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/float_convert.h"
 #include "runtime/backend.h"
 #include "util/error.h"
 
@@ -145,6 +146,11 @@ class CudaBackend final : public BackendImpl {
   void copy_within(void* dst, const void* src, size_t bytes) override {
     if (!bytes || dst == src) return;
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device copy");
+  }
+  bool convert_float(void* dst, DType to, const void* src, DType from, int64_t n) override {
+    if (!cuda::launch_float_convert(dst, to, src, from, n, stream_)) return false;
+    cuda_check(cudaGetLastError(), "float conversion");
+    return true;
   }
   void* stream() override { return stream_; }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }

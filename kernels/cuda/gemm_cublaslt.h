@@ -51,8 +51,8 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
 size_t gemm_algo_cache_size();
 
 // Autotuning on/off for configurations not cached yet (benchmarks compare the
-// two in one process; the flag is part of the cache key). Default on;
-// FUSEOPT_GEMM_AUTOTUNE=0 in the environment turns it off at start-up.
+// two in one process; the flag is part of the cache key). Default off;
+// FUSEOPT_GEMM_AUTOTUNE=1 in the environment turns it on at start-up.
 void set_gemm_autotune(bool on);
 bool gemm_autotune();
 

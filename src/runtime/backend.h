@@ -25,6 +25,11 @@ class BackendImpl {
   virtual void* stream() = 0;  // cudaStream_t, or nullptr
   virtual void synchronize() = 0;
 
+  // Enqueues dst[i] = src[i] converted between Float, Float16 and BFloat16
+  // (n elements, both buffers on this device; narrowing keeps finite values
+  // finite). false when the backend cannot: the caller converts on the host.
+  virtual bool convert_float(void* dst, DType to, const void* src, DType from, int64_t n) { return false; }
+
   // Graph capture (CUDA graphs). capture() records everything `body` enqueues
   // on stream() and returns a handle; replay() launches it again.
   virtual bool supports_capture() const { return false; }

@@ -79,39 +79,56 @@ DType compute_float_dtype(Precision p) {
   }
 }
 
-// Float <-> Float16/BFloat16 on the host.
+// Float <-> Float16/BFloat16 on the host: one loop per (from, to) pair, no
+// per-element dispatch (fp16 models on the CPU convert every input/output).
 Tensor convert_float(const Tensor& t, DType to) {
   if (t.dtype == to) return t;
   Tensor r(to, t.dims);
-  int64_t n = t.numel();
-  auto read = [&](int64_t i) -> float {
-    switch (t.dtype) {
-      case DType::Float: return t.data<float>()[i];
-      case DType::Float16: return half_to_float(t.data<uint16_t>()[i]);
-      case DType::BFloat16: return bf16_to_float(t.data<uint16_t>()[i]);
-      default: return static_cast<float>(t.as_double(i));
-    }
+  const int64_t n = t.numel();
+  auto narrow = [&](auto read) {
+    uint16_t* y = r.data<uint16_t>();
+    // Finite values stay finite (see float_to_half_finite).
+    if (to == DType::Float16)
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_half_finite(read(i));
+    else
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16_finite(read(i));
   };
-  for (int64_t i = 0; i < n; ++i) {
-    float v = read(i);
-    switch (to) {
-      case DType::Float: r.data<float>()[i] = v; break;
-      // Finite values stay finite (see float_to_half_finite).
-      case DType::Float16: r.data<uint16_t>()[i] = float_to_half_finite(v); break;
-      case DType::BFloat16: r.data<uint16_t>()[i] = float_to_bf16_finite(v); break;
-      default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
+  switch (to) {
+    case DType::Float: {
+      float* y = r.data<float>();
+      if (t.dtype == DType::Float16)
+        for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(t.data<uint16_t>()[i]);
+      else if (t.dtype == DType::BFloat16)
+        for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(t.data<uint16_t>()[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(t.as_double(i));
+      break;
     }
+    case DType::Float16:
+    case DType::BFloat16:
+      if (t.dtype == DType::Float) narrow([&](int64_t i) { return t.data<float>()[i]; });
+      else if (t.dtype == DType::Float16) narrow([&](int64_t i) { return half_to_float(t.data<uint16_t>()[i]); });
+      else if (t.dtype == DType::BFloat16) narrow([&](int64_t i) { return bf16_to_float(t.data<uint16_t>()[i]); });
+      else narrow([&](int64_t i) { return static_cast<float>(t.as_double(i)); });
+      break;
+    default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
   }
   return r;
 }
 
-// A computed float output back to the dtype the model declares or implies (fp16/bf16
-// models computed in fp32 on the CPU, Float computed in fp16 on a device).
+// The dtype a computed float output goes back to: the one the model declares
+// or implies (fp16/bf16 models computed in fp32 on the CPU, Float computed in
+// fp16 on a device); Undefined when it stays as computed.
+DType declared_target(DType have, DType declared) {
+  if (!dtype_is_float(have) || have == DType::Double || have == declared) return DType::Undefined;
+  if (declared == DType::Float || declared == DType::Undefined) return have == DType::Float ? DType::Undefined : DType::Float;
+  if (declared == DType::Float16 || declared == DType::BFloat16) return declared;
+  return DType::Undefined;
+}
+
 Tensor to_declared(Tensor t, DType declared) {
-  if (!dtype_is_float(t.dtype) || t.dtype == DType::Double || t.dtype == declared) return t;
-  if (declared == DType::Float || declared == DType::Undefined) return convert_float(t, DType::Float);
-  if (declared == DType::Float16 || declared == DType::BFloat16) return convert_float(t, declared);
-  return t;
+  const DType to = declared_target(t.dtype, declared);
+  return to == DType::Undefined ? t : convert_float(t, to);
 }
 
 std::string shapes_of(const std::vector<const RtTensor*>& ins) {
@@ -194,6 +211,10 @@ struct Plan {
   BufferPool* host_pool = nullptr;
   std::map<int, std::pair<void*, size_t>> uploads;     // slot -> device copy of a host value
   std::map<int, std::pair<void*, size_t>> input_bufs;  // graph input slot -> device buffer
+  // Device staging for dtype conversions done on the device: a float input as
+  // the caller gave it (slot -> buffer), an output in its declared dtype (index).
+  std::map<int, std::pair<void*, size_t>> input_stage;
+  std::map<size_t, std::pair<void*, size_t>> output_stage;
   int runs = 0;
   bool reads_device_data = false;  // a kernel read device/input data on the host
   std::string no_capture_reason;
@@ -204,6 +225,17 @@ struct Plan {
     graph.reset();
     for (auto& [s, b] : uploads) backend->free(b.first);
     for (auto& [s, b] : input_bufs) backend->free(b.first);
+    for (auto& [s, b] : input_stage) backend->free(b.first);
+    for (auto& [s, b] : output_stage) backend->free(b.first);
+  }
+  // A device buffer of at least `bytes` in `slot` (grown, never shrunk).
+  void* ensure(std::pair<void*, size_t>& slot, size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (slot.first == nullptr || slot.second < bytes) {
+      if (slot.first) backend->free(slot.first);
+      slot = {backend->alloc(bytes), bytes};
+    }
+    return slot.first;
   }
 };
 
@@ -266,6 +298,7 @@ struct Session::Impl {
   void run_if(Plan& p, Step& st);
   Tensor host_copy(Plan& p, int slot, const Node& reader);
   std::vector<Tensor> collect_outputs(Plan& p, bool record);
+  Tensor fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared);
   std::vector<Tensor> replay(Plan& p, const std::map<std::string, Tensor>& inputs);
   void finish_run();
   std::string signature(const std::map<std::string, Tensor>& inputs);
@@ -988,15 +1021,31 @@ std::vector<Tensor> Session::Impl::collect_outputs(Plan& p, bool record) {
     FUSE_CHECK(sl.has_dev || sl.has_host, "graph output '" << sl.v->name << "' was not computed");
     const RtTensor& v = sl.has_host ? sl.host : sl.dev;
     if (record) p.out_views.push_back(v);
-    Tensor t(v.dtype, v.shape);
-    if (v.where == Backend::CPU) {
-      if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
-    } else {
-      be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
-    }
-    outs.push_back(to_declared(std::move(t), sl.model_dtype()));
+    outs.push_back(fetch_output(p, outs.size(), v, sl.model_dtype()));
   }
   return outs;
+}
+
+// One output to the host in its declared dtype. A device value in another
+// float dtype is converted on the device first: the host then copies the
+// declared bytes once instead of converting element by element.
+Tensor Session::Impl::fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared) {
+  const DType to = declared_target(v.dtype, declared);
+  if (v.where != Backend::CPU && to != DType::Undefined) {
+    Tensor t(to, v.shape);
+    void* staged = p.ensure(p.output_stage[index], t.bytes.size());
+    if (be.convert_float(staged, to, v.data, v.dtype, v.numel())) {
+      be.copy_to_host(t.bytes.data(), staged, t.bytes.size());
+      return t;
+    }
+  }
+  Tensor t(v.dtype, v.shape);
+  if (v.where == Backend::CPU) {
+    if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
+  } else {
+    be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
+  }
+  return to == DType::Undefined ? t : convert_float(t, to);
 }
 
 void Session::Impl::finish_run() {
@@ -1013,26 +1062,25 @@ void Session::Impl::finish_run() {
 std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, Tensor>& inputs) {
   for (int id : input_slots) {
     const Tensor* t = &inputs.at(slots[id].v->name);
-    Tensor conv;
-    if (compute_dtype(t->dtype) != t->dtype) {
-      conv = convert_float(*t, compute_dtype(t->dtype));
-      t = &conv;
+    void* dst = p.input_bufs.at(id).first;
+    const DType want = compute_dtype(t->dtype);
+    if (want != t->dtype) {
+      // Upload as given, convert on the device (no host pass over the data).
+      void* staged = p.ensure(p.input_stage[id], t->bytes.size());
+      be.copy_from_host(staged, t->bytes.data(), t->bytes.size());
+      if (be.convert_float(dst, want, staged, t->dtype, t->numel())) continue;
+      Tensor conv = convert_float(*t, want);
+      be.copy_from_host(dst, conv.bytes.data(), conv.bytes.size());
+      be.synchronize();  // `conv` dies here; the copy must have read it
+      continue;
     }
-    be.copy_from_host(p.input_bufs.at(id).first, t->bytes.data(), t->bytes.size());
+    be.copy_from_host(dst, t->bytes.data(), t->bytes.size());
   }
   be.replay(p.graph);
-  be.synchronize();
   std::vector<Tensor> outs;
-  for (size_t i = 0; i < output_slots.size(); ++i) {
-    const RtTensor& v = p.out_views[i];
-    Tensor t(v.dtype, v.shape);
-    if (v.where == Backend::CPU) {
-      if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
-    } else {
-      be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
-    }
-    outs.push_back(to_declared(std::move(t), slots[output_slots[i]].model_dtype()));
-  }
+  for (size_t i = 0; i < output_slots.size(); ++i)
+    outs.push_back(fetch_output(p, i, p.out_views[i], slots[output_slots[i]].model_dtype()));
+  be.synchronize();
   return outs;
 }
 
