@@ -111,8 +111,11 @@ __device__ __forceinline__ float ex2(float x) {
 }
 
 // MT = 16-row m-tiles per warp: K/V fragments read from shared memory are
-// reused MT times (FlashAttention-2 uses 2).
-template <class T, int D, int MT>
+// reused MT times (FlashAttention-2 uses 2). BIAS_T: the attention bias is
+// stored in T (the usual case: a float bias computed in the compute
+// precision) and is read inline; otherwise any bias dtype goes through the
+// out-of-line bias_call.
+template <class T, int D, int MT, bool BIAS_T>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a) {
   constexpr int kRowsBlk = kWarps * 16 * MT;
   constexpr int kStride = D + 8;  // padded: ldmatrix rows fall in distinct banks
@@ -245,9 +248,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
             const int i = row_a + (c >> 1) * 8;
             const int j = k0 + nb * 8 + 2 * t + (c & 1);
             float v = s[mt][nb][c] * a.scale;
-            if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v,
-                                      b * a.bias_sb + h * a.bias_sh + min(i, a.Sq - 1) * a.bias_si +
-                                          min(j, a.Skv - 1) * a.bias_sj);
+            const int64_t bias_idx = b * a.bias_sb + h * a.bias_sh + min(i, a.Sq - 1) * a.bias_si +
+                                     min(j, a.Skv - 1) * a.bias_sj;
+            if constexpr (BIAS_T) v += to_f(static_cast<const T*>(a.bias)[bias_idx]);
+            else if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v, bias_idx);
             v = col_rep[nb][c & 1] ? col_val[nb][c & 1] : v;
             if (a.causal && j > i + causal_off) v = -INFINITY;
             s[mt][nb][c] = v;
@@ -343,19 +347,25 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   }
 }
 
-template <class T, int D, int MT>
-void launch_t(const AttentionArgs& a, cudaStream_t stream) {
+template <class T, int D, int MT, bool BIAS_T>
+void launch_bias(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int kRowsBlk = kWarps * 16 * MT;
   constexpr size_t smem = sizeof(T) * size_t(kRowsBlk + 4 * kBc) * (D + 8);
   static bool configured = false;  // the attribute is per function; setting it twice is harmless
   if (!configured) {
-    FUSED_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, MT>,
+    FUSED_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, MT, BIAS_T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      "Attention");
     configured = true;
   }
   dim3 grid((a.Sq + kRowsBlk - 1) / kRowsBlk, a.H, a.B);
-  attention_mma_kernel<T, D, MT><<<grid, kThreads, smem, stream>>>(a);
+  attention_mma_kernel<T, D, MT, BIAS_T><<<grid, kThreads, smem, stream>>>(a);
+}
+
+template <class T, int D, int MT>
+void launch_t(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.bias && a.bias_dtype == a.dtype) launch_bias<T, D, MT, true>(a, stream);
+  else launch_bias<T, D, MT, false>(a, stream);
 }
 
 // m-tiles per warp by head dim (register budget: O is MT·D/2 floats per

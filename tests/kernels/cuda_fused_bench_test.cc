@@ -78,6 +78,38 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
                     causal ? " causal" : "");
       std::printf("BENCH %-34s %-22s %10.1f %7.1f TFLOP/s\n", what, shape, us, flops / us * 1e-6);
     }
+    // Masked forms exporters produce (BERT: an additive [B,1,S,S] bias; or a
+    // key-padding mask [B,S]), default m-tiles, non-causal.
+    if (sh.S > 512) continue;
+    a.causal = false;
+    void* bias16 = mem.random_half(int64_t(sh.B) * sh.S * sh.S);
+    void* bias32 = mem.alloc(int64_t(sh.B) * sh.S * sh.S * 4);
+    cuda_check::ck(cudaMemset(bias32, 0, int64_t(sh.B) * sh.S * sh.S * 4), "memset");
+    void* mask = mem.alloc(int64_t(sh.B) * sh.S * 8);
+    cuda_check::ck(cudaMemset(mask, 0, int64_t(sh.B) * sh.S * 8), "memset");  // all masked: same work
+    for (int form = 0; form < 3; ++form) {
+      a.mask = form == 2 ? mask : nullptr;
+      a.bias = form == 0 ? bias16 : form == 1 ? bias32 : nullptr;
+      a.bias_dtype = form == 0 ? DType::Float16 : DType::Float;
+      a.bias_sb = int64_t(sh.S) * sh.S;
+      a.bias_sh = 0;
+      a.bias_si = sh.S;
+      a.bias_sj = 1;
+      double us = time_us(s, [&](int i) {
+        a.q = qkv[i % kSets];
+        a.k = static_cast<char*>(qkv[i % kSets]) + sh.H * sh.D * 2;
+        a.v = static_cast<char*>(qkv[i % kSets]) + 2 * sh.H * sh.D * 2;
+        a.y = y[i % kSets];
+        cuda_fused::launch_attention(a, s);
+      });
+      double flops = 4.0 * sh.B * sh.H * double(sh.S) * sh.S * sh.D;
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "%dx%dx%dx%d", sh.B, sh.H, sh.S, sh.D);
+      const char* what = form == 0 ? "attention fp16 bias fp16 [B,1,S,S]" : form == 1 ? "attention fp16 bias fp32 [B,1,S,S]"
+                                                                                   : "attention fp16 mask int64 [B,S]";
+      std::printf("BENCH %-34s %-22s %10.1f %7.1f TFLOP/s\n", what, shape, us, flops / us * 1e-6);
+    }
+    a.mask = a.bias = nullptr;
   }
 
   cuda_fused::attention_set_m_tiles(1, 2);
