@@ -63,22 +63,38 @@ __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, 
   }
 }
 
-// 16 bytes per thread; n % N == 0, so a vector never straddles two rows.
+// 16 bytes per vector; n % N == 0, so a vector never straddles two rows. Two
+// vectors per thread and iteration, both loaded before either is computed:
+// twice the bytes in flight per thread (one at a time left HBM half idle:
+// 2.26 TB/s at 4096x3072 fp16, NOTES-perf.md).
 template <class T, int N>
 __global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t nvec, int64_t nv_row) {
   using V = Vec<T, N>;
   V* yv = reinterpret_cast<V*>(y);
   const V* bv = reinterpret_cast<const V*>(bias);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += int64_t(gridDim.x) * blockDim.x) {
-    V x = yv[i], bb, o;
-    if (bias) bb = bv[i % nv_row];
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      float v = to_f(x.v[k]);
-      if (bias) v += to_f(bb.v[k]);
-      o.v[k] = from_f<T>(gelu_erf(v));
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += 2 * stride) {
+    const int64_t j = i + stride;
+    const bool second = j < nvec;
+    V x[2], bb[2];
+    x[0] = yv[i];
+    if (second) x[1] = yv[j];
+    if (bias) {
+      bb[0] = bv[i % nv_row];
+      if (second) bb[1] = bv[j % nv_row];
     }
-    yv[i] = o;
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (u == 1 && !second) break;
+      V o;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        float v = to_f(x[u].v[k]);
+        if (bias) v += to_f(bb[u].v[k]);
+        o.v[k] = from_f<T>(gelu_erf(v));
+      }
+      yv[u == 0 ? i : j] = o;
+    }
   }
 }
 
@@ -125,7 +141,7 @@ void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int
     constexpr int N = 16 / sizeof(T);
     if (n % N == 0 && aligned16(y) && (!bias || aligned16(bias))) {
       const int64_t nvec = total / N;
-      bias_gelu_vec_kernel<T, N><<<grid_for(nvec, kThreads), kThreads, 0, stream>>>(
+      bias_gelu_vec_kernel<T, N><<<grid_for((nvec + 1) / 2, kThreads), kThreads, 0, stream>>>(
           static_cast<T*>(y), static_cast<const T*>(bias), nvec, n / N);
     } else {
       bias_gelu_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
