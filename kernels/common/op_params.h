@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -131,8 +132,8 @@ inline TileView resolve_tile(KernelContext& ctx, const RtTensor& x) {
 enum class PadMode { Constant = 0, Reflect = 1, Edge = 2, Wrap = 3 };
 
 // Pad's geometry: the mode, and per dim the count of leading pad elements
-// (begin, negative crops) and the output extent. The pad value is read by
-// each backend itself (the two readers differ, see pad_tile_expand.cc).
+// (begin, negative crops) and the output extent. The pad value comes from
+// pad_value_bytes below.
 struct PadParams {
   PadMode mode = PadMode::Constant;
   std::string mode_name;
@@ -175,6 +176,32 @@ inline PadParams resolve_pad(KernelContext& ctx, const RtTensor& x) {
              "pads " << shape_str(pads) << " remove more than input " << shape_str(x.shape) << " has");
   }
   return p;
+}
+
+// A float attribute as one element of dtype `dt` (its bytes), with Cast's
+// rules (dm::convert): bool is value != 0, integers truncate toward zero,
+// NaN becomes 0. Pad opset < 11 reads its `value` attribute this way.
+inline std::vector<uint8_t> float_attr_bytes(float f, DType dt, const Node& node) {
+  std::vector<uint8_t> bytes(dtype_size(dt), 0);
+  visit_dtype(dt, node, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T t = convert<T>(f);
+    std::memcpy(bytes.data(), &t, sizeof(T));
+  });
+  return bytes;
+}
+
+// Pad's constant value as bytes of the data's dtype: input 2 (opset >= 11),
+// else the float attribute `value` (opset < 11), else 0.
+inline std::vector<uint8_t> pad_value_bytes(KernelContext& ctx, DType dt) {
+  std::vector<uint8_t> bytes(dtype_size(dt), 0);
+  if (const RtTensor* v = opt_host_input(ctx, 2)) {
+    DM_CHECK(ctx, v->dtype == dt && v->numel() == 1, "constant_value must be one " << dtype_name(dt) << " element");
+    std::memcpy(bytes.data(), v->data, bytes.size());
+  } else if (ctx.node().has_attr("value")) {
+    bytes = float_attr_bytes(ctx.node().attr_float("value", 0.0f), dt, ctx.node());
+  }
+  return bytes;
 }
 
 // Split sizes: the `split` input (opset >= 13) or attribute (< 13); else

@@ -12,25 +12,6 @@ namespace {
 
 using namespace dm;
 
-// The pad value as bytes of the data's dtype: input 2 (opset >= 11) or the
-// float attribute `value` (opset < 11), default 0.
-std::vector<uint8_t> pad_value_bytes(KernelContext& ctx, DType dt, size_t es) {
-  std::vector<uint8_t> bytes(es, 0);
-  if (const RtTensor* v = opt_host_input(ctx, 2)) {
-    DM_CHECK(ctx, v->dtype == dt && v->numel() == 1,
-             "constant_value must be one " << dtype_name(dt) << " element");
-    std::memcpy(bytes.data(), v->data, es);
-  } else if (ctx.node().has_attr("value")) {
-    const float f = ctx.node().attr_float("value", 0.0f);
-    visit_dtype(dt, ctx.node(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T t = convert<T>(f);
-      std::memcpy(bytes.data(), &t, es);
-    });
-  }
-  return bytes;
-}
-
 // Input coordinate read by output coordinate `o` of one dim, or -1 for the
 // pad value.
 int64_t source_index(int64_t o, int64_t begin, int64_t in, PadMode mode) {
@@ -59,7 +40,7 @@ FUSEOPT_KERNEL(CpuPad, "", "Pad", Backend::CPU, {}) {
   const std::vector<int64_t>& begin = params.begin;
   const std::vector<int64_t>& out_shape = params.out_shape;
   const size_t es = elem_size(ctx, x.dtype);
-  const std::vector<uint8_t> value = pad_value_bytes(ctx, x.dtype, es);
+  const std::vector<uint8_t> value = pad_value_bytes(ctx, x.dtype);  // shared with the CUDA kernel
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
   if (y->numel() == 0) return;
   if (mode != PadMode::Constant) {

@@ -245,21 +245,11 @@ FUSEOPT_KERNEL(CudaPad, "", "Pad", Backend::CUDA, {}) {
   const std::string& mode_s = params.mode_name;
   const std::vector<int64_t>& begin = params.begin;
   const std::vector<int64_t>& out_shape = params.out_shape;
-  const size_t es = dtype_size(x.dtype);
+  // The same value bytes as the CPU reference (attribute `value` cast with
+  // Cast's rules for bool and integer data).
+  const std::vector<uint8_t> value_bytes = dm::pad_value_bytes(ctx, x.dtype);
   uint64_t value_bits = 0;
-  if (const RtTensor* v = opt_host_input(ctx, 2)) {
-    DM_CHECK(ctx, v->dtype == x.dtype && v->numel() == 1, "constant_value must be one " << dtype_name(x.dtype) << " element");
-    std::memcpy(&value_bits, v->data, es);
-  } else if (ctx.node().has_attr("value")) {
-    const float f = ctx.node().attr_float("value", 0.0f);
-    switch (x.dtype) {
-      case DType::Float: std::memcpy(&value_bits, &f, 4); break;
-      case DType::Float16: value_bits = float_to_half(f); break;
-      case DType::BFloat16: value_bits = float_to_bf16(f); break;
-      case DType::Double: { double d = f; std::memcpy(&value_bits, &d, 8); break; }
-      default: { int64_t i = static_cast<int64_t>(f); std::memcpy(&value_bits, &i, es); }
-    }
-  }
+  std::memcpy(&value_bits, value_bytes.data(), std::min(value_bytes.size(), sizeof(value_bits)));
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
   const int64_t n = y->numel();
   if (n == 0) return;
