@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/float_convert.h"
+#include "kernels/cuda/index_errors.h"
 #include "runtime/backend.h"
 #include "util/error.h"
 
@@ -117,9 +118,11 @@ class CudaBackend final : public BackendImpl {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     cuda_check(cudaEventCreate(&start_), "cudaEventCreate");
     cuda_check(cudaEventCreate(&stop_), "cudaEventCreate");
+    cuda::attach_index_errors(stream_);  // the stream's out-of-range index slot
   }
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    if (stream_) cuda::detach_index_errors(stream_);
     pool_.release_cached();
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
@@ -154,6 +157,8 @@ class CudaBackend final : public BackendImpl {
   }
   void* stream() override { return stream_; }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
+  void reset_device_errors() override { cuda::reset_index_errors(stream_); }
+  void raise_device_errors() override { cuda::raise_index_errors(stream_); }
 
   bool supports_capture() const override { return true; }
 

@@ -2,20 +2,27 @@
 // ScatterND, ScatterElements. Indices (int64 or int32) are read on the
 // device, so a run never copies them to the host; negative indices count
 // from the end. An out-of-range index cannot throw from a kernel: a gather
-// then yields 0 bits for that element and a scatter skips it (the CPU
-// backend reports such inputs as errors).
+// then yields 0 bits for that element and a scatter skips it, and the kernel
+// records the first bad index (kernels/cuda/index_errors.h); the Session then
+// throws an Error naming the node at the end of the run, as the CPU backend
+// does at once.
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/index_errors.h"
 
 namespace fuseopt {
 namespace cuda {
 namespace {
 
-template <class I> __device__ __forceinline__ int64_t fix_index(I v, int64_t dim, bool* ok) {
+// The index normalised into [0, dim); *ok false (and the index reported to
+// `err`) when it is outside [-dim, dim-1].
+template <class I>
+__device__ __forceinline__ int64_t fix_index(I v, int64_t dim, bool* ok, const IndexErrorSink& err) {
   int64_t k = static_cast<int64_t>(v);
   if (k < 0) k += dim;
   *ok = k >= 0 && k < dim;
+  if (!*ok) report_bad_index(err, static_cast<int64_t>(v), dim);
   return k;
 }
 
@@ -32,12 +39,12 @@ template <class F> void dispatch_index(KernelContext& ctx, DType t, F&& f) {
 // lookups are in every transformer and 64-bit division dominates them).
 template <class E, class I, class U>
 __global__ void gather_kernel(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ y, U total, U n,
-                              U inner, int64_t axis_dim) {
+                              U inner, int64_t axis_dim, IndexErrorSink err) {
   for (U i = blockIdx.x * (U)blockDim.x + threadIdx.x; i < total; i += (U)blockDim.x * gridDim.x) {
     const U t = i % inner, row = i / inner;
     const U j = row % n, o = row / n;
     bool ok;
-    const int64_t k = fix_index(idx[j], axis_dim, &ok);
+    const int64_t k = fix_index(idx[j], axis_dim, &ok, err);
     y[i] = ok ? x[(static_cast<int64_t>(o) * axis_dim + k) * static_cast<int64_t>(inner) + t] : E(0);
   }
 }
@@ -54,6 +61,7 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
   const int64_t total = y->numel();
   if (!total) return;
   const int64_t inner = dm::prod(x.shape, axis + 1, x.rank());
+  const IndexErrorSink err = index_error_sink(ctx);
   dispatch_bytes(ctx, x.dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dispatch_index(ctx, idx.dtype, [&](auto itag) {
@@ -61,10 +69,10 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
       if (total < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31))
         gather_kernel<E, I, uint32_t><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
             x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), static_cast<uint32_t>(total), static_cast<uint32_t>(idx.numel()),
-            static_cast<uint32_t>(inner), x.shape[axis]);
+            static_cast<uint32_t>(inner), x.shape[axis], err);
       else
         gather_kernel<E, I, int64_t><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
-            x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, idx.numel(), inner, x.shape[axis]);
+            x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, idx.numel(), inner, x.shape[axis], err);
     });
   });
   check_launch(ctx);
@@ -73,12 +81,13 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
 // ---- GatherElements ---------------------------------------------------------
 template <class E, class I>
 __global__ void gather_elements_kernel(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ y,
-                                       int64_t total, BcastIndex<1> ix, int64_t axis_stride, int64_t axis_dim) {
+                                       int64_t total, BcastIndex<1> ix, int64_t axis_stride, int64_t axis_dim,
+                                       IndexErrorSink err) {
   CUDA_GRID_STRIDE(i, total) {
     int64_t off[1];
     ix.offsets(i, off);
     bool ok;
-    const int64_t k = fix_index(idx[i], axis_dim, &ok);
+    const int64_t k = fix_index(idx[i], axis_dim, &ok, err);
     y[i] = ok ? x[off[0] + k * axis_stride] : E(0);
   }
 }
@@ -100,12 +109,13 @@ FUSEOPT_KERNEL(CudaGatherElements, "", "GatherElements", Backend::CUDA, {}) {
   const int64_t axis_stride = st[axis];
   st[axis] = 0;
   auto ix = make_index<1>(ctx, idx.shape, {st});
+  const IndexErrorSink err = index_error_sink(ctx);
   dispatch_bytes(ctx, x.dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dispatch_index(ctx, idx.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       gather_elements_kernel<E, I><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
-          x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, ix, axis_stride, x.shape[axis]);
+          x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, ix, axis_stride, x.shape[axis], err);
     });
   });
   check_launch(ctx);
@@ -114,7 +124,8 @@ FUSEOPT_KERNEL(CudaGatherElements, "", "GatherElements", Backend::CUDA, {}) {
 // ---- GatherND -----------------------------------------------------------------
 template <class E, class I>
 __global__ void gather_nd_kernel(const E* __restrict__ x, const I* __restrict__ idx, E* __restrict__ y, int64_t total,
-                                 int64_t inner, int64_t per_batch, int64_t batch_stride, int k, I64s dims, I64s strides) {
+                                 int64_t inner, int64_t per_batch, int64_t batch_stride, int k, I64s dims, I64s strides,
+                                 IndexErrorSink err) {
   CUDA_GRID_STRIDE(i, total) {
     const int64_t t = i % inner, row = i / inner;
     const int64_t bi = row / per_batch;
@@ -122,7 +133,7 @@ __global__ void gather_nd_kernel(const E* __restrict__ x, const I* __restrict__ 
     bool all_ok = true;
     for (int d = 0; d < k; ++d) {
       bool ok;
-      off += fix_index(idx[row * k + d], dims.v[d], &ok) * strides.v[d];
+      off += fix_index(idx[row * k + d], dims.v[d], &ok, err) * strides.v[d];
       all_ok = all_ok && ok;
     }
     y[i] = all_ok ? x[off + t] : E(0);
@@ -152,13 +163,14 @@ FUSEOPT_KERNEL(CudaGatherND, "", "GatherND", Backend::CUDA, {}) {
   const int64_t per_batch = std::max<int64_t>(1, dm::prod(idx.shape, b, q - 1));
   const int64_t batch_stride = dm::prod(x.shape, b, r);
   const int64_t inner = dm::prod(x.shape, b + k, r);
+  const IndexErrorSink err = index_error_sink(ctx);
   dispatch_bytes(ctx, x.dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dispatch_index(ctx, idx.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       gather_nd_kernel<E, I><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
           x.ptr<E>(), idx.ptr<I>(), y->ptr<E>(), total, inner, per_batch, batch_stride, static_cast<int>(k),
-          to_i64s(ctx, kd), to_i64s(ctx, ks));
+          to_i64s(ctx, kd), to_i64s(ctx, ks), err);
     });
   });
   check_launch(ctx);
@@ -195,14 +207,14 @@ template <class T> __device__ __forceinline__ T combine(T a, T b, int red) {
 // Parallel over every (index row, inner element); no reduction.
 template <class E, class I>
 __global__ void scatter_nd_set(E* __restrict__ y, const I* __restrict__ idx, const E* __restrict__ u, int64_t total,
-                               int64_t inner, int k, I64s dims, I64s strides) {
+                               int64_t inner, int k, I64s dims, I64s strides, IndexErrorSink err) {
   CUDA_GRID_STRIDE(i, total) {
     const int64_t t = i % inner, row = i / inner;
     int64_t off = 0;
     bool all_ok = true;
     for (int d = 0; d < k; ++d) {
       bool ok;
-      off += fix_index(idx[row * k + d], dims.v[d], &ok) * strides.v[d];
+      off += fix_index(idx[row * k + d], dims.v[d], &ok, err) * strides.v[d];
       all_ok = all_ok && ok;
     }
     if (all_ok) y[off + t] = u[i];
@@ -211,14 +223,14 @@ __global__ void scatter_nd_set(E* __restrict__ y, const I* __restrict__ idx, con
 // Parallel over inner elements, index rows applied in order (deterministic).
 template <class T, class I>
 __global__ void scatter_nd_reduce(T* __restrict__ y, const I* __restrict__ idx, const T* __restrict__ u, int64_t rows,
-                                  int64_t inner, int k, I64s dims, I64s strides, int red) {
+                                  int64_t inner, int k, I64s dims, I64s strides, int red, IndexErrorSink err) {
   CUDA_GRID_STRIDE(t, inner) {
     for (int64_t row = 0; row < rows; ++row) {
       int64_t off = 0;
       bool all_ok = true;
       for (int d = 0; d < k; ++d) {
         bool ok;
-        off += fix_index(idx[row * k + d], dims.v[d], &ok) * strides.v[d];
+        off += fix_index(idx[row * k + d], dims.v[d], &ok, err) * strides.v[d];
         all_ok = all_ok && ok;
       }
       if (all_ok) y[off + t] = combine(y[off + t], u[row * inner + t], red);
@@ -248,19 +260,20 @@ FUSEOPT_KERNEL(CudaScatterND, "", "ScatterND", Backend::CUDA, {}) {
   const std::vector<int64_t> st = dense_strides(x.shape);
   const I64s dims = to_i64s(ctx, std::vector<int64_t>(x.shape.begin(), x.shape.begin() + k));
   const I64s strides = to_i64s(ctx, std::vector<int64_t>(st.begin(), st.begin() + k));
+  const IndexErrorSink err = index_error_sink(ctx);
   dispatch_index(ctx, idx.dtype, [&](auto itag) {
     using I = typename decltype(itag)::type;
     if (red == kNone) {
       dispatch_bytes(ctx, x.dtype, [&](auto tag) {
         using E = typename decltype(tag)::type;
         scatter_nd_set<E, I><<<grid_for(rows * inner), kThreads, 0, stream_of(ctx)>>>(
-            y->ptr<E>(), idx.ptr<I>(), upd.ptr<E>(), rows * inner, inner, static_cast<int>(k), dims, strides);
+            y->ptr<E>(), idx.ptr<I>(), upd.ptr<E>(), rows * inner, inner, static_cast<int>(k), dims, strides, err);
       });
     } else {
       dispatch_numeric(ctx, x.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         scatter_nd_reduce<T, I><<<grid_for(inner), kThreads, 0, stream_of(ctx)>>>(
-            y->ptr<T>(), idx.ptr<I>(), upd.ptr<T>(), rows, inner, static_cast<int>(k), dims, strides, red);
+            y->ptr<T>(), idx.ptr<I>(), upd.ptr<T>(), rows, inner, static_cast<int>(k), dims, strides, red, err);
       });
     }
   });
@@ -270,7 +283,7 @@ FUSEOPT_KERNEL(CudaScatterND, "", "ScatterND", Backend::CUDA, {}) {
 template <class T, class I>
 __global__ void scatter_elements_kernel(T* __restrict__ y, const I* __restrict__ idx, const T* __restrict__ u,
                                         int64_t total, BcastIndex<1> ix, int64_t axis_stride, int64_t axis_dim, int red,
-                                        bool serial) {
+                                        bool serial, IndexErrorSink err) {
   // serial: one thread applies every update in order (reductions with
   // possibly repeated targets stay deterministic and race-free).
   const int64_t step = serial ? 1 : (int64_t)blockDim.x * gridDim.x;
@@ -280,7 +293,7 @@ __global__ void scatter_elements_kernel(T* __restrict__ y, const I* __restrict__
     int64_t off[1];
     ix.offsets(i, off);
     bool ok;
-    const int64_t k = fix_index(idx[i], axis_dim, &ok);
+    const int64_t k = fix_index(idx[i], axis_dim, &ok, err);
     if (!ok) continue;
     T* dst = y + off[0] + k * axis_stride;
     *dst = red == kNone ? u[i] : combine(*dst, u[i], red);
@@ -306,19 +319,20 @@ FUSEOPT_KERNEL(CudaScatterElements, "", "ScatterElements", Backend::CUDA, {}) {
   const int64_t axis_stride = st[axis];
   st[axis] = 0;
   auto ix = make_index<1>(ctx, idx.shape, {st});
+  const IndexErrorSink err = index_error_sink(ctx);
   dispatch_index(ctx, idx.dtype, [&](auto itag) {
     using I = typename decltype(itag)::type;
     if (red == kNone) {
       dispatch_bytes(ctx, x.dtype, [&](auto tag) {
         using E = typename decltype(tag)::type;
         scatter_elements_kernel<E, I><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
-            y->ptr<E>(), idx.ptr<I>(), upd.ptr<E>(), total, ix, axis_stride, x.shape[axis], kNone, false);
+            y->ptr<E>(), idx.ptr<I>(), upd.ptr<E>(), total, ix, axis_stride, x.shape[axis], kNone, false, err);
       });
     } else {
       dispatch_numeric(ctx, x.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         scatter_elements_kernel<T, I><<<1, 1, 0, stream_of(ctx)>>>(y->ptr<T>(), idx.ptr<I>(), upd.ptr<T>(), total, ix,
-                                                                   axis_stride, x.shape[axis], red, true);
+                                                                   axis_stride, x.shape[axis], red, true, err);
       });
     }
   });

@@ -30,6 +30,14 @@ class BackendImpl {
   // finite). false when the backend cannot: the caller converts on the host.
   virtual bool convert_float(void* dst, DType to, const void* src, DType from, int64_t n) { return false; }
 
+  // Errors kernels meet on the device (an out-of-range Gather index), which
+  // cannot throw there. The Session calls reset_device_errors() before a
+  // run's work is enqueued (so it precedes a replayed graph) and
+  // raise_device_errors() after the run's synchronize; it throws an Error
+  // naming the node.
+  virtual void reset_device_errors() {}
+  virtual void raise_device_errors() {}
+
   // Graph capture (CUDA graphs). capture() records everything `body` enqueues
   // on stream() and returns a handle; replay() launches it again.
   virtual bool supports_capture() const { return false; }

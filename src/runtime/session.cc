@@ -780,6 +780,7 @@ const RtTensor* StepContext::host_input(size_t i) {
   }
   // Device data needed on the host: copy and record it.
   im_.be.synchronize();
+  im_.be.raise_device_errors();  // e.g. an out-of-range index upstream: report it, not its zeros
   void* p = plan_.host_pool->acquire(sl.dev.nbytes());
   im_.be.copy_to_host(p, sl.dev.data, sl.dev.nbytes());
   sl.host = RtTensor{sl.dev.dtype, sl.dev.shape, p, Backend::CPU};
@@ -874,6 +875,7 @@ Tensor Session::Impl::host_copy(Plan& p, int id, const Node& reader) {
     if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
   } else {
     be.synchronize();
+    be.raise_device_errors();
     be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
     SessionProfile& pr = prof();
     pr.device_to_host_copies++;
@@ -1014,6 +1016,7 @@ void Session::Impl::execute_steps(Plan& p) {
 
 std::vector<Tensor> Session::Impl::collect_outputs(Plan& p, bool record) {
   if (device) be.synchronize();
+  if (device) be.raise_device_errors();  // an out-of-range index a kernel met: Error naming the node
   std::vector<Tensor> outs;
   if (record) p.out_views.clear();
   for (int id : output_slots) {
@@ -1081,6 +1084,7 @@ std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, T
   for (size_t i = 0; i < output_slots.size(); ++i)
     outs.push_back(fetch_output(p, i, p.out_views[i], slots[output_slots[i]].model_dtype()));
   be.synchronize();
+  be.raise_device_errors();  // an out-of-range index met by the replayed kernels
   return outs;
 }
 
@@ -1153,6 +1157,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   check_inputs(graph_, im.input_slots, im.slots, inputs);
   Plan& p = im.plan_for(im.signature(inputs));
   im.last_plan = &p;
+  backend_->reset_device_errors();  // enqueued before this run's kernels or replayed graph
   profile_.runs++;
   if (p.graph) {
     profile_.graph_replays++;
