@@ -99,6 +99,13 @@ TEST_CASE("Einsum with upper-case letters and ellipsis (numpy references)", "[cp
   expect_near(run_einsum("A...j,...j->A...", {{2, 3, 4}, {3, 4}})[0], {-3, -3, -12, -12, -20, -15}, {2, 3});
   expect_near(run_einsum("Ba,aB->B", {{3, 2}, {2, 3}})[0], {-2, -20, 2}, {3});
   expect_near(run_einsum("...a,...a", {{2, 1, 3}, {4, 3}})[0], {-13, 22, 24, 26, -9, 18, 23, 28}, {2, 4});
+  expect_near(run_einsum("BA...,A...C->...BC", {{3, 4, 2}, {4, 2, 5}})[0],
+              {-7, 7, 10, -9, -39, -9, 44, -24, -4, 16, -11, 37, -25, -10, 16,
+               -16, -26, 30, -13, -23, -10, -25, 37, -11, -26, -4, -24, 44, -9, -29},
+              {2, 3, 5});
+  // Two ellipsis dims (one broadcast from size 1) next to A and B.
+  expect_near(run_einsum("...AB,...BC->...AC", {{2, 1, 2, 3}, {2, 3, 2}})[0],
+              {5, 13, -1, 19, 9, -27, 9, -26, -18, -30, -24, -24, -24, 19, -24, 20}, {2, 2, 2, 2});
 }
 
 TEST_CASE("Einsum implicit output with upper-case letters (numpy references)", "[cpu][einsum]") {

@@ -160,3 +160,48 @@ TEST_CASE("cuda Gather-family out-of-range index is an Error naming the node, ea
     }
   }
 }
+
+TEST_CASE("cuda index kernels report the first out-of-range index to their backend", "[cuda][gather][index_error]") {
+  if (!gpu_ready()) return;
+  BackendImpl& be = backend();  // the harness's CUDA backend: kernels run on its stream
+  struct K {
+    const char* op;
+    Tensor data, idx;
+    int64_t axis;
+    const char* message;
+  };
+  Tensor i32(DType::Int32, {3});
+  i32.data<int32_t>()[0] = -4;
+  i32.data<int32_t>()[1] = 2;
+  i32.data<int32_t>()[2] = -5;  // out of range for dim 4
+  const K cases[] = {
+      {"Gather", randn({10, 4}), ints({3, 12, -2}, {3}), 0, "Gather 'Gather_under_test': index 12 out of range [-10, 9]"},
+      {"Gather", randn({3, 4}), i32, 1, "Gather 'Gather_under_test': index -5 out of range [-4, 3]"},
+      {"GatherElements", randn({2, 3}), ints({0, 2, -3, 1, 3, 0}, {2, 3}), 1,
+       "GatherElements 'GatherElements_under_test': index 3 out of range [-3, 2]"},
+      {"GatherND", randn({2, 3}), ints({1, 2, -3, 0}, {2, 2}), 0,
+       "GatherND 'GatherND_under_test': index -3 out of range [-2, 1]"},
+  };
+  for (const K& k : cases) {
+    INFO(k.message);
+    be.reset_device_errors();
+    Case c(k.op, 2);
+    if (std::string(k.op) != "GatherND") c.attr(Attribute::make_int("axis", k.axis));
+    c.in(0, k.data).in(1, k.idx);
+    c.run_cuda(DType::Float);  // the kernel itself cannot throw
+    CHECK_THROWS_WITH(be.raise_device_errors(), Catch::Equals(k.message));
+    CHECK_NOTHROW(be.raise_device_errors());  // reported once
+  }
+  // In range (negative ones included): nothing to report.
+  be.reset_device_errors();
+  Case good("Gather", 2);
+  good.in(0, randn({10, 4})).in(1, ints({-10, 9, -1, 0}, {2, 2}));
+  good.check();
+  CHECK_NOTHROW(be.raise_device_errors());
+  Case se("ScatterElements", 3);
+  se.attr(Attribute::make_int("axis", 0)).in(0, randn({4, 2})).in(1, ints({1, -5}, {1, 2})).in(2, randn({1, 2}));
+  se.run_cuda(DType::Float);
+  CHECK_THROWS_WITH(be.raise_device_errors(),
+                    Catch::Equals("ScatterElements 'ScatterElements_under_test': index -5 out of range [-4, 3]"));
+  be.reset_device_errors();
+}
