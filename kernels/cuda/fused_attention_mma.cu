@@ -166,6 +166,29 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   const int warp_row0 = q0 + warp * 16 * MT;  // first query row of this warp
   const bool any_elem_checks = a.bias || a.mask;
 
+  // With one m-tile per warp (head dim 64), a bias in T is read one key tile
+  // ahead into registers (32 values per thread): its loads are in flight
+  // during the softmax and P·V of the tile before instead of stalling the
+  // tile's own score update. (Two m-tiles would need 64 more registers.)
+  constexpr bool kPrefetchBias = BIAS_T && MT == 1;
+  T bias_r[kPrefetchBias ? MT : 1][kPrefetchBias ? kSNb : 1][4];
+  auto load_bias = [&](int k0) {
+    if constexpr (kPrefetchBias) {
+      const T* bias = static_cast<const T*>(a.bias) + b * a.bias_sb + h * a.bias_sh;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < kSNb; ++nb)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int i = warp_row0 + mt * 16 + g + (c >> 1) * 8;
+            const int j = k0 + nb * 8 + 2 * t + (c & 1);
+            bias_r[mt][nb][c] = bias[min(i, a.Sq - 1) * a.bias_si + min(j, a.Skv - 1) * a.bias_sj];
+          }
+    }
+  };
+  if (n_tiles > 0) load_bias(0);
+
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile & 1;
     if (tile + 1 < n_tiles) {
@@ -250,13 +273,15 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
             float v = s[mt][nb][c] * a.scale;
             const int64_t bias_idx = b * a.bias_sb + h * a.bias_sh + min(i, a.Sq - 1) * a.bias_si +
                                      min(j, a.Skv - 1) * a.bias_sj;
-            if constexpr (BIAS_T) v += to_f(static_cast<const T*>(a.bias)[bias_idx]);
+            if constexpr (kPrefetchBias) v += to_f(bias_r[mt][nb][c]);
+            else if constexpr (BIAS_T) v += to_f(static_cast<const T*>(a.bias)[bias_idx]);
             else if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v, bias_idx);
             v = col_rep[nb][c & 1] ? col_val[nb][c & 1] : v;
             if (a.causal && j > i + causal_off) v = -INFINITY;
             s[mt][nb][c] = v;
           }
       }
+      if (tile + 1 < n_tiles) load_bias(k0 + kBc);  // bias_r is consumed: fetch the next tile's
     }
     float corr[MT][2], base[MT][2];
 #pragma unroll

@@ -59,7 +59,7 @@ __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, 
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float v = to_f(y[i]);
     if (bias) v += to_f(bias[i % n]);
-    y[i] = from_f<T>(gelu_erf(v));
+    y[i] = from_f<T>(gelu_erf_for<T>(v));
   }
 }
 
@@ -91,7 +91,7 @@ __global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bi
       for (int k = 0; k < N; ++k) {
         float v = to_f(x[u].v[k]);
         if (bias) v += to_f(bb[u].v[k]);
-        o.v[k] = from_f<T>(gelu_erf(v));
+        o.v[k] = from_f<T>(gelu_erf_for<T>(v));
       }
       yv[u == 0 ? i : j] = o;
     }
