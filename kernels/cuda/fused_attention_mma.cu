@@ -91,10 +91,7 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
 }
 
 // Out of line on purpose: called from fully unrolled code, inlining the
-// dtype switches would bloat the kernel past the instruction cache.
-__device__ __noinline__ bool mask_keep_call(const void* mask, DType dt, int64_t idx) {
-  return mask_keep(mask, dt, idx);
-}
+// dtype switch would bloat the kernel past the instruction cache.
 __device__ __noinline__ float bias_call(const void* bias, DType dt, float fill, float v, int64_t idx) {
   switch (dt) {
     case DType::Bool: return static_cast<const uint8_t*>(bias)[idx] ? v : fill;
@@ -172,25 +169,45 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   // tile's own score update. (Two m-tiles would need 64 more registers.)
   constexpr bool kPrefetchBias = BIAS_T && MT == 1;
   T bias_r[kPrefetchBias ? MT : 1][kPrefetchBias ? kSNb : 1][4];
+  // A thread's columns come in adjacent pairs (2t, 2t+1): one 4-byte load
+  // per pair when the bias rows are contiguous and 4-byte aligned.
+  const T* bias_bh = static_cast<const T*>(a.bias) + b * a.bias_sb + h * a.bias_sh;
+  const bool bias_pairs = a.bias_sj == 1 && a.Skv % 2 == 0 && a.bias_si % 2 == 0 &&
+                          (reinterpret_cast<uintptr_t>(bias_bh) & 3) == 0;
   auto load_bias = [&](int k0) {
     if constexpr (kPrefetchBias) {
-      const T* bias = static_cast<const T*>(a.bias) + b * a.bias_sb + h * a.bias_sh;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nb = 0; nb < kSNb; ++nb)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int i = warp_row0 + mt * 16 + g + (c >> 1) * 8;
-            const int j = k0 + nb * 8 + 2 * t + (c & 1);
-            bias_r[mt][nb][c] = bias[min(i, a.Sq - 1) * a.bias_si + min(j, a.Skv - 1) * a.bias_sj];
+          for (int r = 0; r < 2; ++r) {
+            const int64_t row = int64_t(min(warp_row0 + mt * 16 + g + r * 8, a.Sq - 1)) * a.bias_si;
+            const int j = k0 + nb * 8 + 2 * t;
+            if (bias_pairs) {
+              // j is even; past S_kv the scores are replaced anyway, any pair in range will do.
+              const Vec<T, 2> p = *reinterpret_cast<const Vec<T, 2>*>(bias_bh + row + min(j, a.Skv - 2));
+              bias_r[mt][nb][2 * r] = p.v[0];
+              bias_r[mt][nb][2 * r + 1] = p.v[1];
+            } else {
+              bias_r[mt][nb][2 * r] = bias_bh[row + min(j, a.Skv - 1) * a.bias_sj];
+              bias_r[mt][nb][2 * r + 1] = bias_bh[row + min(j + 1, a.Skv - 1) * a.bias_sj];
+            }
           }
     }
   };
+  // Key-padding mask of the current key tile, one flag per key, written by
+  // the first kBc threads before the tile's barrier (the previous tile's
+  // readers have passed the barrier that ends their iteration).
+  __shared__ bool col_masked[kBc];
   if (n_tiles > 0) load_bias(0);
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile & 1;
+    if (a.mask && threadIdx.x < kBc) {
+      const int j = tile * kBc + threadIdx.x;
+      col_masked[threadIdx.x] = j < a.Skv && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.Skv + j);
+    }
     if (tile + 1 < n_tiles) {
       load_tile<T, D, kBc>(k_s + (stage ^ 1) * kBc * kStride, kb, a.k_seq_stride, (tile + 1) * kBc, a.Skv);
       load_tile<T, D, kBc>(v_s + (stage ^ 1) * kBc * kStride, vb, a.v_seq_stride, (tile + 1) * kBc, a.Skv);
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
         for (int cc = 0; cc < 2; ++cc) {
           const int j = k0 + nb * 8 + 2 * t + cc;
           const bool valid = j < a.Skv;
-          const bool masked = valid && a.mask && !mask_keep_call(a.mask, a.mask_dtype, int64_t(b) * a.Skv + j);
+          const bool masked = valid && a.mask && col_masked[nb * 8 + 2 * t + cc];
           col_rep[nb][cc] = !valid || masked;
           col_val[nb][cc] = valid ? a.mask_filter_value : -INFINITY;
         }

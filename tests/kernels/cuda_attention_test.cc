@@ -143,6 +143,11 @@ TEST_CASE("cuda Attention separate Q/K/V, GQA, S_kv != S, bias forms", "[cuda][a
       {2, 40, 40, 4, 4, 64, 64, false, false, 0, 3, kFinfoMin, kNoAttr},  // bool bias
       {2, 40, 40, 4, 1, 32, 32, false, true, 0, 4, kNoAttr, kNoAttr},     // bias [S,Skv], MQA
       {1, 70, 33, 2, 2, 64, 64, false, true, 0, 0, kNoAttr, kNoAttr},     // S > S_kv causal: NaN rows
+      // Several key tiles: the bias read one tile ahead, the per-tile mask flags;
+      // odd S_kv (bias read element-wise) and even S_kv (read in pairs).
+      {2, 33, 131, 4, 4, 64, 64, false, false, 1, 2, kFinfoMin, kNoAttr},
+      {2, 70, 130, 4, 4, 64, 64, false, false, 1, 1, kFinfoMin, kNoAttr},
+      {3, 130, 130, 4, 4, 64, 64, true, true, 2, 2, kFinfoMin, kNoAttr},
   };
   run_all(cases);
 }
