@@ -152,6 +152,73 @@ def build(name, torch, tf):
                                  intermediate_size=64, max_position_embeddings=64, relative_attention=True,
                                  position_buckets=8, pos_att_type=["p2c", "c2p"], **common)
         return Wrap(tf.DebertaV2Model(cfg)), text_inputs(torch, vocab=200), "text"
+    # ---- architectures added in session 2 (tiny configs; 17ts + 18dynamo) ----
+    g = torch.Generator().manual_seed(0)
+    image = {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=g)}
+    txt = text_inputs(torch, vocab=200)
+    if name == "phi":
+        return Wrap(tf.PhiModel(tf.PhiConfig(partial_rotary_factor=0.5, **t))), txt, "text"
+    if name == "gptj":
+        cfg = tf.GPTJConfig(vocab_size=200, n_embd=32, n_layer=2, n_head=2, n_inner=64, rotary_dim=8, n_positions=64,
+                            **common)
+        return Wrap(tf.GPTJModel(cfg)), txt, "text"
+    if name == "falcon":
+        cfg = tf.FalconConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                              new_decoder_architecture=False, multi_query=True, parallel_attn=True, alibi=False,
+                              bias=False, max_position_embeddings=64, **common)
+        return Wrap(tf.FalconModel(cfg)), txt, "text"
+    if name == "bigcode":
+        cfg = tf.GPTBigCodeConfig(vocab_size=200, n_embd=32, n_layer=2, n_head=2, n_inner=64, n_positions=64,
+                                  multi_query=True, **common)
+        return Wrap(tf.GPTBigCodeModel(cfg)), txt, "text"
+    if name == "qwen3":
+        return Wrap(tf.Qwen3Model(tf.Qwen3Config(num_key_value_heads=1, head_dim=16, **t))), txt, "text"
+    if name == "stablelm":
+        return Wrap(tf.StableLmModel(tf.StableLmConfig(num_key_value_heads=2, partial_rotary_factor=0.25, **t))), \
+            txt, "text"
+    if name == "gemma2":
+        return Wrap(tf.Gemma2Model(tf.Gemma2Config(num_key_value_heads=1, head_dim=16, **t))), txt, "text"
+    if name == "mixtral":
+        cfg = tf.MixtralConfig(num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2, **t)
+        return Wrap(tf.MixtralModel(cfg)), txt, "text"
+    if name == "modernbert":
+        cfg = tf.ModernBertConfig(vocab_size=200, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=2, max_position_embeddings=64, pad_token_id=0, **common)
+        return Wrap(tf.ModernBertModel(cfg)), txt, "text"
+    if name == "roformer":
+        cfg = tf.RoFormerConfig(vocab_size=200, embedding_size=32, hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=64, max_position_embeddings=64, **common)
+        return Wrap(tf.RoFormerModel(cfg)), txt, "text"
+    if name == "mobilebert":
+        cfg = tf.MobileBertConfig(vocab_size=200, hidden_size=64, embedding_size=32, intra_bottleneck_size=32,
+                                  true_hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64,
+                                  num_feedforward_networks=2, max_position_embeddings=64, **common)
+        return Wrap(tf.MobileBertModel(cfg, add_pooling_layer=False)), text_inputs(torch, True, vocab=200), "text"
+    if name == "deberta":
+        cfg = tf.DebertaConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                               pos_att_type=["p2c", "c2p"], **common)
+        return Wrap(tf.DebertaModel(cfg)), txt, "text"
+    v = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
+             patch_size=8, **common)
+    if name == "deit":
+        return Wrap(tf.DeiTModel(tf.DeiTConfig(**v), add_pooling_layer=False)), image, "image"
+    if name == "beit":
+        return Wrap(tf.BeitModel(tf.BeitConfig(use_relative_position_bias=True, **v), add_pooling_layer=False)), \
+            image, "image"
+    if name == "dinov2":
+        v2 = {k: x for k, x in v.items() if k != "intermediate_size"}
+        return Wrap(tf.Dinov2Model(tf.Dinov2Config(mlp_ratio=2, **v2))), image, "image"
+    if name == "clipvision":
+        return Wrap(tf.CLIPVisionModel(tf.CLIPVisionConfig(**v))), image, "image"
+    if name == "wav2vec2":
+        cfg = tf.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                                num_conv_pos_embedding_groups=2, **common)
+        return Wrap(tf.Wav2Vec2Model(cfg)), {"input_values": torch.randn(BATCH, 400, generator=g)}, "audio"
+    if name == "convnext":
+        cfg = tf.ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], image_size=32)
+        return Wrap(tf.ConvNextModel(cfg)), image, "image"
     raise KeyError(name)
 
 
@@ -159,6 +226,9 @@ ARCHS = ["bert", "distilbert", "roberta", "albert", "electra", "gpt2", "llama", 
 # Tiny extra architectures for generality checks: `--only` them explicitly or use `--more`.
 MORE_ARCHS = ["bart", "mistral", "qwen2", "phi3", "gemma", "opt", "gptneox", "bloom", "mpnet", "cliptext", "swin",
               "debertav2"]
+# Added in session 2 for unseen-architecture checks: `--extra` (variants 17ts and 18dynamo).
+EXTRA_ARCHS = ["phi", "gptj", "falcon", "bigcode", "qwen3", "stablelm", "gemma2", "mixtral", "modernbert", "roformer",
+               "mobilebert", "deberta", "deit", "beit", "dinov2", "clipvision", "wav2vec2", "convnext"]
 # (opset, exporter) variants per model; TorchScript at 14 and 17, dynamo at 18.
 VARIANTS = [(14, "ts"), (17, "ts"), (18, "dynamo")]
 
@@ -228,17 +298,18 @@ def main():
     ap.add_argument("--variants", default="", help="comma-separated like 14ts,17ts,18dynamo (default: all)")
     ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
     ap.add_argument("--more", action="store_true", help="export MORE_ARCHS (tiny configs) instead")
+    ap.add_argument("--extra", action="store_true", help="export EXTRA_ARCHS (tiny configs) instead")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(ARCHS + MORE_ARCHS))
+        print("\n".join(ARCHS + MORE_ARCHS + EXTRA_ARCHS))
         return 0
     global ATTN
     ATTN = a.attn
     import torch
     import transformers as tf
     torch.manual_seed(0)
-    archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else ARCHS)
+    archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else EXTRA_ARCHS if a.extra else ARCHS)
     variants = VARIANTS
     if a.variants:
         want = set(a.variants.split(","))

@@ -6,10 +6,10 @@
 #   tools/gpu.sh run [-t FILTER] [-- CMD ...]
 #                                     # on the GPU machine: CUDA tests (Catch2 filter, default "[cuda]"),
 #                                     # then CMD with .gpu/bin on PATH; "-t none" skips the tests
-#   tools/gpu.sh models [--all] [--precisions fp32,fp16,bf16] [-j N] [-- ARGS ...]
+#   tools/gpu.sh models [--all | --set DIR] [--precisions fp32,fp16,bf16] [-j N] [-- ARGS ...]
 #                                     # on the GPU machine: fuserun --backend cuda --check (first run
 #                                     # and a CUDA-graph replay) on every models/real model (--all:
-#                                     # also models/exported and models/synthetic), original and
+#                                     # also models/exported and models/synthetic; --set: models/DIR), original and
 #                                     # fuseopt-optimized, N runs at a time (default 6); ARGS go to fuserun
 #
 # The GPU machine has CUDA 13 (cudart, cuBLASLt) but no ONNX/protobuf/spdlog/fmt
@@ -125,6 +125,7 @@ models() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --all) sets="real exported synthetic"; shift ;;
+      --set) sets="$2"; shift 2 ;;
       --precisions) precisions="${2//,/ }"; shift 2 ;;
       -j) jobs="$2"; shift 2 ;;
       --) shift; break ;;
@@ -172,5 +173,5 @@ case "${1:-}" in
   pack) shift; pack "$@" ;;
   run) shift; run "$@" ;;
   models) shift; models "$@" ;;
-  *) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  *) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac
