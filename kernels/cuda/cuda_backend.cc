@@ -5,6 +5,7 @@
 // usable GPU is present, so machines without a GPU skip it cleanly.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -132,7 +133,18 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::CUDA; }
   std::string device_name() const override { return name_; }
 
-  void* alloc(size_t bytes) override { return pool_.alloc(bytes); }
+  void* alloc(size_t bytes) override {
+    void* p = pool_.alloc(bytes);
+    // Debugging aid: FUSEOPT_CUDA_POISON=1 fills every block handed out with
+    // 0xFF bytes (NaN in every float type), so a kernel that reads memory
+    // nobody wrote produces NaN at once (see fuserun --compare-cpu).
+    static const bool poison = [] {
+      const char* e = std::getenv("FUSEOPT_CUDA_POISON");
+      return e && e[0] == '1';
+    }();
+    if (poison && p && bytes) cuda_check(cudaMemsetAsync(p, 0xFF, bytes, stream_), "poison");
+    return p;
+  }
   void free(void* p) override { pool_.free(p); }
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override {

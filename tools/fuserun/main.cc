@@ -15,6 +15,8 @@
 #include "onnx_io/onnx_io.h"
 #include "runtime/backend.h"
 #include "runtime/session.h"
+#include "tools/fuserun/compare.h"
+#include "tools/fuserun/compare_backends.h"
 #include "tools/fuserun/inputs.h"
 #include "util/error.h"
 
@@ -22,50 +24,6 @@ using namespace fuseopt;
 using namespace fuseopt::fuserun;
 
 namespace {
-
-struct OutputCheck {
-  std::string name;
-  std::vector<int64_t> shape, ref_shape;
-  double max_abs = 0, rel = 0;
-  bool nan = false, shape_ok = true, pass = true;
-  std::string note;
-};
-
-double element(const Tensor& t, int64_t i) { return t.as_double(i); }
-
-OutputCheck compare(const std::string& name, const Tensor& out, const Tensor& ref, double atol, double rtol) {
-  OutputCheck c;
-  c.name = name;
-  c.shape = out.dims;
-  c.ref_shape = ref.dims;
-  if (out.dims != ref.dims) {
-    c.shape_ok = c.pass = false;
-    c.note = "shape " + shape_str(out.dims) + " but the reference is " + shape_str(ref.dims);
-    return c;
-  }
-  double diff2 = 0, ref2 = 0;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    double o = element(out, i), r = element(ref, i);
-    if (std::isnan(o) || std::isnan(r)) {
-      if (!(std::isnan(o) && std::isnan(r))) c.nan = true;  // NaN never passes, except where the reference is NaN too
-      continue;
-    }
-    if (std::isinf(o) || std::isinf(r)) {
-      if (o != r) c.nan = true;
-      continue;
-    }
-    double d = std::fabs(o - r);
-    c.max_abs = std::max(c.max_abs, d);
-    diff2 += d * d;
-    ref2 += r * r;
-  }
-  c.rel = ref2 > 0 ? std::sqrt(diff2) / std::sqrt(ref2) : std::sqrt(diff2);
-  c.pass = !c.nan && (c.rel <= rtol || c.max_abs <= atol);
-  if (c.nan) c.note = "NaN/Inf where the reference has a number";
-  if (out.dtype != ref.dtype) c.note += std::string(c.note.empty() ? "" : "; ") + "dtype " + dtype_name(out.dtype) +
-                                        " vs reference " + dtype_name(ref.dtype);
-  return c;
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -114,7 +72,7 @@ struct Options {
   double atol = -1, rtol = -1;
   int warmup = -1, iters = -1, threads = 0;
   uint64_t seed = 1;
-  bool profile = false, verbose = false, quiet = false, no_graphs = false;
+  bool profile = false, verbose = false, quiet = false, no_graphs = false, compare_cpu = false;
 };
 
 // True when the model itself is half precision: a float16/bfloat16 graph
@@ -194,6 +152,10 @@ int run_tool(const Options& o) {
   so.profile = o.profile;
   so.threads = o.threads;
   so.cuda_graphs = !o.no_graphs;
+  if (o.compare_cpu) {
+    std::printf("model: %s\n", o.model.c_str());
+    return compare_with_cpu(*g, inputs, so, rtol, 12) == 0 ? 0 : 1;
+  }
   Session session(*g, so);
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
   spdlog::info("session ready on {} ({}) in {:.1f} ms", backend_name(backend), session.backend().device_name(), setup_ms);
@@ -410,6 +372,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed for generated inputs (default 1)");
   app.add_option("--threads", o.threads, "CPU threads for kernels (default: all cores)");
   app.add_flag("--profile", o.profile, "time every node; print per-node and per-op-type tables");
+  app.add_flag("--compare-cpu", o.compare_cpu,
+               "debugging: expose every node output, run once here and once on the CPU reference, list the "
+               "node outputs that differ (first in graph order = the likely faulty kernel); exit 1 if any");
   app.add_flag("--no-cuda-graphs", o.no_graphs, "never capture CUDA graphs");
   app.add_flag("-v,--verbose", o.verbose, "log what happens");
   app.add_flag("-q,--quiet", o.quiet, "no notices");
