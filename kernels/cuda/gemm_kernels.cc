@@ -117,8 +117,10 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
     // B shared by every batch item: one GEMM with the batch folded into M.
     g.M = M * na;
     cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
-  } else if (na == batches || na == 1) {
+  } else if ((na == batches || na == 1) && nb == batches) {
     // One strided-batched GEMM (A repeated with stride 0 when it has no batch).
+    // B must have every batch item: a B broadcast in some batch dims (MQA's
+    // K [B,1,S,D] against Q [B,H,S,D]) takes the general path below.
     g.M = M;
     g.batch = batches;
     g.stride_a = na == 1 ? 0 : M * K;

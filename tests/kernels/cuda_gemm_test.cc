@@ -49,6 +49,9 @@ TEST_CASE("cuda MatMul shapes and dtypes", "[cuda][gemm]") {
       {{2, 3, 33, 65}, {2, 3, 65, 17}},     // strided batched
       {{65}, {4, 65, 31}},                  // 1-D A, A broadcast over the batch
       {{2, 1, 5, 7}, {1, 3, 7, 4}},         // general broadcast: one GEMM per item
+      {{2, 3, 5, 7}, {2, 1, 7, 4}},         // B broadcast over heads (multi-query attention)
+      {{2, 3, 5, 7}, {1, 3, 7, 4}},         // B broadcast over the batch (DeBERTa position terms)
+      {{1, 3, 5, 7}, {2, 3, 7, 4}},         // A broadcast over the batch
       {{7}, {7}},                           // dot product
       {{5, 7}, {7}},                        // 1-D B
       {{129, 257}, {257, 95}},              // odd sizes
