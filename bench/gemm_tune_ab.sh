@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-/tmp/fuseopt-tune-ab}"
 mkdir -p "$OUT"
 G="$ROOT/.gpu"
-[ -d "$G/bin" ] || tar -C "$G" -xzf "$G/pack.tar.gz"
+[ -d "$G/bin" ] || tar -C "$G" -xf "$G/pack.tar.xz"
 export LD_LIBRARY_PATH="$G/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 cd "$ROOT"
 

@@ -12,7 +12,7 @@ OUT="${OUT:-/tmp/fuseopt-bench}/bench"
 mkdir -p "$OUT"
 SHAPES="${1:-1x128 32x128 8x512}"
 G="$ROOT/.gpu"
-[ -d "$G/bin" ] || tar -C "$G" -xzf "$G/pack.tar.gz"
+[ -d "$G/bin" ] || tar -C "$G" -xf "$G/pack.tar.xz"
 export LD_LIBRARY_PATH="$G/lib:${LD_LIBRARY_PATH:-}"
 W=/tmp/fuseopt-bench-models
 mkdir -p "$W"

@@ -52,17 +52,17 @@ pack() {
   done
   # Debug sections are not needed there; the device code (.nv_fatbin) stays.
   strip --strip-debug "$GPU_DIR"/bin/* "$GPU_DIR"/lib/*.so* 2>/dev/null || true
-  # The carried tree is capped (64 MiB with the repo): ship one gzip'd tar.
-  tar -C "$GPU_DIR" -czf "$ROOT/.gpu-pack.tar.gz" bin lib
+  # The carried tree is capped (64 MiB with the repo): ship one xz tar (a quarter smaller than gzip).
+  XZ_OPT=-6T2 tar -C "$GPU_DIR" -cJf "$ROOT/.gpu-pack.tar.xz" bin lib
   rm -rf "$GPU_DIR"
   mkdir -p "$GPU_DIR"
-  mv "$ROOT/.gpu-pack.tar.gz" "$GPU_DIR/pack.tar.gz"
-  echo "== packed $(du -sh "$GPU_DIR/pack.tar.gz" | cut -f1) into $GPU_DIR/pack.tar.gz (carry \".gpu\")"
+  mv "$ROOT/.gpu-pack.tar.xz" "$GPU_DIR/pack.tar.xz"
+  echo "== packed $(du -sh "$GPU_DIR/pack.tar.xz" | cut -f1) into $GPU_DIR/pack.tar.xz (carry \".gpu\")"
 }
 
 setup_env() {
-  if [ ! -d "$GPU_DIR/bin" ] && [ -f "$GPU_DIR/pack.tar.gz" ]; then
-    tar -C "$GPU_DIR" -xzf "$GPU_DIR/pack.tar.gz"
+  if [ ! -d "$GPU_DIR/bin" ] && [ -f "$GPU_DIR/pack.tar.xz" ]; then
+    tar -C "$GPU_DIR" -xf "$GPU_DIR/pack.tar.xz"
   fi
   [ -d "$GPU_DIR/bin" ] || { echo "gpu.sh: $GPU_DIR is missing: run 'tools/gpu.sh pack' here and carry .gpu" >&2; exit 2; }
   export LD_LIBRARY_PATH="$GPU_DIR/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
