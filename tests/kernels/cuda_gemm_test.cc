@@ -124,23 +124,6 @@ TEST_CASE("cuda FusedMatMul epilogues", "[cuda][gemm]") {
         }
 }
 
-// N a multiple of the 16-byte vector and enough rows that the erf-GELU pass
-// runs its vectorised kernel with two vectors per thread (and a ragged end).
-TEST_CASE("cuda FusedMatMul erf-GELU vectorised pass", "[cuda][gemm]") {
-  if (!cuda_check::gpu_ready()) return;
-  for (DType dt : kFloatTypes)
-    for (int with_bias = 0; with_bias < 2; ++with_bias) {
-      OpCase c("fuseopt", "FusedMatMul", 3, 1);
-      c.attr(Attribute::make_string("activation", "gelu"));
-      Tensor a = cuda_check::random_tensor({4, 257, 96});
-      Tensor b = cuda_check::random_tensor({96, 264});
-      Tensor bias = cuda_check::random_tensor({264});
-      c.inputs = {&a, &b, with_bias ? &bias : nullptr};
-      INFO("bias " << with_bias);
-      check_case(c, dt);
-    }
-}
-
 TEST_CASE("cuda FusedMatMul batched B and 1-D A", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   for (DType dt : kFloatTypes) {
