@@ -49,6 +49,17 @@ struct ResizeAxis {
   bool identity = true;  // output coordinate o reads input o exactly: the axis is skipped
 };
 
+// a * b rounded on its own: nvcc would otherwise fuse it with a following
+// add into an FMA (the host does not), and a nearest tie or the
+// tf_crop_and_resize edge test could then go differently on the two backends.
+FUSEOPT_HD double resize_mul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // Source coordinate of output coordinate o (ONNX coordinate_transformation_mode).
 // *outside: tf_crop_and_resize maps o outside the input (extrapolation_value).
 FUSEOPT_HD double resize_source_coord(const ResizeAxis& a, int64_t o, bool* outside) {
@@ -59,18 +70,18 @@ FUSEOPT_HD double resize_source_coord(const ResizeAxis& a, int64_t o, bool* outs
     case ResizeCoord::HalfPixel: return (x + 0.5) / a.scale - 0.5;
     case ResizeCoord::HalfPixelSymmetric: {
       // Centres the (possibly truncated) output on the input.
-      const double adjustment = out / (a.scale * in);
-      const double offset = in / 2 * (1 - adjustment);
+      const double adjustment = out / resize_mul(a.scale, in);
+      const double offset = resize_mul(in / 2, 1 - adjustment);
       return offset + (x + 0.5) / a.scale - 0.5;
     }
     case ResizeCoord::PytorchHalfPixel: return a.out > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
-    case ResizeCoord::AlignCorners: return a.out > 1 ? x * (in - 1) / (out - 1) : 0.0;
+    case ResizeCoord::AlignCorners: return a.out > 1 ? resize_mul(x, in - 1) / (out - 1) : 0.0;
     case ResizeCoord::Asymmetric: return x / a.scale;
     case ResizeCoord::TfHalfPixelForNn: return (x + 0.5) / a.scale;
     case ResizeCoord::TfCropAndResize: {
-      const double span = (a.roi_end - a.roi_start) * (in - 1);
-      const double c = a.out > 1 ? a.roi_start * (in - 1) + x * span / (out - 1)
-                                 : 0.5 * (a.roi_start + a.roi_end) * (in - 1);
+      const double span = resize_mul(a.roi_end - a.roi_start, in - 1);
+      const double c = a.out > 1 ? resize_mul(a.roi_start, in - 1) + resize_mul(x, span) / (out - 1)
+                                 : resize_mul(0.5 * (a.roi_start + a.roi_end), in - 1);
       *outside = c < 0 || c > in - 1;
       return c;
     }
