@@ -1,0 +1,74 @@
+// ONNX RMSNormalization (opset 23) on CUDA: one block per row of D
+// elements, mean square in fp32, scale dense [D] or read through broadcast
+// strides over the normalised shape. CPU reference:
+// kernels/cpu/rms_normalization.cc.
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fuseopt {
+namespace cuda {
+namespace {
+
+template <class T, class P, bool DENSE>
+__global__ void rms_normalization_kernel(const T* __restrict__ x, const P* __restrict__ g, T* __restrict__ y,
+                                         int64_t rows, int64_t D, float eps, BcastIndex<1> pix) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    float sq = 0.f;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+      const float v = float(load_c(xr[i]));
+      sq += v * v;
+    }
+    const float inv = rsqrtf(block_sum(sq, shm) / float(D) + eps);
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+      int64_t gi = i;
+      if constexpr (!DENSE) {
+        int64_t off[1];
+        pix.offsets(i, off);
+        gi = off[0];
+      }
+      yr[i] = store_c<T>(static_cast<compute_t<T>>(float(load_c(xr[i])) * inv * float(load_c(g[gi]))));
+    }
+    __syncthreads();  // shm is reused by the next row
+  }
+}
+
+FUSEOPT_KERNEL(CudaRMSNormalization, "", "RMSNormalization", Backend::CUDA,
+               {DType::Float, DType::Float16, DType::BFloat16}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const RtTensor* scale = opt_input(ctx, 1);
+  DM_CHECK(ctx, scale, "needs X and scale");
+  DM_CHECK(ctx, x.rank() >= 1, "X must have rank >= 1");
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", -1), rank);
+  const float eps = ctx.node().attr_float("epsilon", 1e-5f);
+  const int64_t rows = dm::prod(x.shape, 0, axis), D = dm::prod(x.shape, axis, rank);
+  const std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
+  DM_CHECK(ctx, broadcast_shapes(ctx, {scale->shape, norm_shape}) == norm_shape,
+           "scale " << shape_str(scale->shape) << " does not broadcast to " << shape_str(norm_shape));
+  const bool dense = scale->numel() == D;
+  BcastIndex<1> pix{};
+  if (!dense) pix = make_index<1>(ctx, norm_shape, {bcast_strides(scale->shape, norm_shape)});
+  RtTensor* y = ctx.output(0, x.dtype, x.shape);
+  if (!rows || !D) return;
+  const int threads = D >= 4096 ? 512 : D >= 512 ? 256 : D >= 128 ? 128 : 32;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, 65535));
+  dispatch_float(ctx, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_float(ctx, scale->dtype, [&](auto ptag) {
+      using P = typename decltype(ptag)::type;
+      if (dense)
+        rms_normalization_kernel<T, P, true><<<blocks, threads, 0, stream_of(ctx)>>>(x.ptr<T>(), scale->ptr<P>(),
+                                                                                     y->ptr<T>(), rows, D, eps, pix);
+      else
+        rms_normalization_kernel<T, P, false><<<blocks, threads, 0, stream_of(ctx)>>>(x.ptr<T>(), scale->ptr<P>(),
+                                                                                      y->ptr<T>(), rows, D, eps, pix);
+    });
+  });
+  check_launch(ctx);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace fuseopt
