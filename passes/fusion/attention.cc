@@ -55,6 +55,8 @@ struct HeadPath {
   Value* src = nullptr;     // [B, S, heads·D] (found head reshape) or [B, heads, S, D] (materialize)
   bool materialize = false;
   bool bshd = false;        // materialize from [B, S, heads, D] (a Reshape only) instead of [B, heads, S, D]
+  std::vector<int64_t> to_bshd = {0, 1, 2, 3};  // materialize: Transpose(src, to_bshd) is [B, S, heads, D]
+  int64_t unit_axis = -1;   // src is [B, S, W] with a size-1 axis inserted here (Squeeze it to materialize)
   int64_t heads = -1;       // heads of src (kv heads for K/V)
   int64_t dim = -1;         // head dim
   int64_t repeat = 1;       // GQA: each src head used `repeat` times
@@ -63,8 +65,21 @@ struct HeadPath {
   std::string fail;         // legality problem (rule 7 / 5), empty when fine
 };
 
+// A Reshape whose inferred output shape is its input's, dim for dim (known values or
+// the same symbols): a no-op view (Falcon's TorchScript export re-views [B, H, S, D]).
+bool is_identity_reshape(const Node* n) {
+  if (!n->is("Reshape") || !n->input(0) || !n->output(0)) return false;
+  const auto& a = n->input(0)->shape;
+  const auto& c = n->output(0)->shape;
+  if (!a || !c || a->size() != c->size() || a->empty()) return false;
+  for (size_t i = 0; i < a->size(); ++i)
+    if (!attn::dims_same((*a)[i], (*c)[i])) return false;
+  return true;
+}
+
 bool is_passthrough(const Node* n) {
   if (n->is("Identity")) return true;
+  if (is_identity_reshape(n)) return true;
   if (n->is("Concat") && n->inputs.size() == 1) return true;
   if (n->is("Dropout")) return n->inputs.size() == 1 || (n->input(2) && const_scalar(n->input(2)) == 0.0);
   if (n->is("Cast")) return n->input(0) && dtype_of(n->input(0)) != DType::Undefined &&
@@ -103,9 +118,35 @@ std::optional<std::pair<int64_t, int64_t>> reshape_heads(const Node* r, int h_ax
   return std::nullopt;
 }
 
+// A head-split Reshape whose input is [B, S, W] with one size-1 axis inserted at
+// 0, 1 or 2 (GPT-BigCode: Split of Unsqueeze(qkv, 1) = [B, 1, S, W]): returns that
+// axis when the inferred shapes prove the output is [B, S, h, d] of the same B and
+// S (row-major order ignores a size-1 axis, so the Reshape only splits W), else -1.
+int64_t unit_axis_view(const Node* r) {
+  if (!r->is("Reshape") || !r->input(0) || !r->output(0)) return -1;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 4 || c->size() != 4) return -1;
+  for (int64_t k = 0; k < 3; ++k) {
+    if (!(*a)[k].known() || (*a)[k].value != 1) continue;
+    std::vector<Dim> rest;
+    for (int64_t i = 0; i < 4; ++i)
+      if (i != k) rest.push_back((*a)[i]);
+    if (attn::dims_same(rest[0], (*c)[0]) && attn::dims_same(rest[1], (*c)[1])) return k;
+  }
+  return -1;
+}
+
 // Rule 7: Reshape [B, S, W] -> [B, S, h, d] only splits the last axis.
 std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   auto in = r->input(0);
+  if (unit_axis_view(r) >= 0) {
+    auto w = attn::last_dim(in);
+    if (!w || *w != h * d)
+      return "rule 7: " + r->label() + " splits width " + (w ? std::to_string(*w) : std::string("?")) + " into " +
+             std::to_string(h) + " x " + std::to_string(d) + " heads";
+    return "";
+  }
   if (attn::rank_of(in) && *attn::rank_of(in) != 3)
     return "rule 7: " + r->label() + " reshapes a tensor of rank " + std::to_string(*attn::rank_of(in)) + ", not [B, S, hidden]";
   if (auto w = attn::last_dim(in); w && *w != h * d)
@@ -294,6 +335,10 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat = false) {
       hp.src = x;
       hp.heads = heads->first;
       hp.dim = heads->second;
+      if (attn::rank_of(x) == 4) {  // [B, S, W] with a size-1 axis: squeezed outside the op
+        hp.unit_axis = unit_axis_view(n);
+        hp.materialize = true;
+      }
       return hp;
     }
     break;
@@ -302,32 +347,44 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat = false) {
     hp.fail = "rule 7: a [B*H, S, D] operand does not come from a [B, H, S, D] tensor";
     return hp;
   }
-  // Not a head reshape but already in [B, S, heads, D] layout (a per-head interleaved
-  // QKV split: GPT-NeoX / BLOOM): re-packed outside by a Reshape alone.
-  if (compose({0, 1, 2, 3}, p) == want && attn::rank_of(v) == 4) {
-    hp.src = v;
-    hp.materialize = true;
-    hp.bshd = true;
-    if (auto d = attn::known_dims(v); d && d->size() == 4) {
-      hp.heads = (*d)[2];
-      hp.dim = (*d)[3];
-    }
+  // Not a head reshape: the operand is Transpose(v, p) exactly, so v re-laid out as
+  // Transpose(v, p ∘ want⁻¹) is the operand's [B, S, heads, D] (v in [B, S, heads, D]:
+  // GPT-NeoX / BLOOM per-head QKV split; [B, heads, S, D]: rotary applied after the
+  // head transpose; [heads, B, S, D]: Falcon's dynamo K/V gathered from a transposed
+  // fused QKV). It is re-packed outside by a Transpose (when needed) and a Reshape.
+  // Which operand axes are batch and heads is checked across Q, K and V in analyze().
+  if (!v || (attn::rank_of(v) && *attn::rank_of(v) != 4)) {
+    hp.fail = "rule 7: operand '" + (v ? v->name : std::string("?")) + "' is not rank 4";
     return hp;
   }
-  // Not a head reshape: v is taken as [B, heads, S, D] and re-packed outside.
-  if (compose({0, 2, 1, 3}, p) != want) {
-    hp.fail = "rule 4: operand '" + (v ? v->name : std::string("?")) + "' is not in a head layout the rewrite can prove";
-    return hp;
-  }
+  Perm inv(4);
+  for (int i = 0; i < 4; ++i) inv[want[i]] = i;
+  hp.to_bshd = compose(p, inv);
   hp.src = v;
   hp.materialize = true;
+  hp.bshd = hp.to_bshd == Perm{0, 1, 2, 3};
   if (auto d = attn::known_dims(v); d && d->size() == 4) {
-    hp.heads = (*d)[1];
-    hp.dim = (*d)[3];
-  } else if (attn::rank_of(v) && *attn::rank_of(v) != 4) {
-    hp.fail = "rule 7: operand '" + v->name + "' is not rank 4";
+    hp.heads = (*d)[hp.to_bshd[2]];
+    hp.dim = (*d)[hp.to_bshd[3]];
   }
   return hp;
+}
+
+// The dim of hp.src that is axis k (0 batch, 1 sequence) of the operand's [B, S, heads, D].
+std::optional<Dim> src_dim(const HeadPath& hp, int k) {
+  if (!hp.src || !hp.src->shape) return std::nullopt;
+  const Shape& s = *hp.src->shape;
+  int64_t axis = k;
+  if (hp.unit_axis >= 0) axis = k >= hp.unit_axis ? k + 1 : k;
+  else if (hp.materialize) axis = hp.to_bshd[k];
+  if (axis >= static_cast<int64_t>(s.size())) return std::nullopt;
+  return s[axis];
+}
+
+// Index of that axis in hp.src (for proofs on shape tensors built from Shape(src)).
+int src_axis(const HeadPath& hp, int k) {
+  if (hp.unit_axis >= 0) return k >= hp.unit_axis ? k + 1 : k;
+  return hp.materialize ? static_cast<int>(hp.to_bshd[k]) : k;
 }
 
 // True when v is computed from a MatMul of two variable rank-4-ish operands
@@ -336,7 +393,7 @@ bool reaches_qk(const Value* v, int depth) {
   if (!v || !v->producer || depth > 8) return false;
   const Node* m = v->producer;
   if (m->is("MatMul")) return !const_of(m->input(0)) && !const_of(m->input(1));
-  if (is_passthrough(m) || m->is("Cast") || m->is("Reshape")) return reaches_qk(m->input(0), depth + 1);
+  if (is_passthrough(m) || m->is("Cast") || m->is("Reshape") || m->is("Tanh")) return reaches_qk(m->input(0), depth + 1);
   if (m->is("Add") || m->is("Mul") || m->is("Div"))
     return reaches_qk(m->input(0), depth + 1) || reaches_qk(m->input(1), depth + 1);
   if (m->is("Where")) return reaches_qk(m->input(1), depth + 1) || reaches_qk(m->input(2), depth + 1);
@@ -417,10 +474,8 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
 // The mask's dims are provably [B, S_kv] of the keys.
 bool mask_dims_match(const Value* m, const HeadPath& k) {
   if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
-  const Shape& ks = *k.src->shape;
-  const size_t seq_axis = k.materialize ? 2 : 1;
-  if (ks.size() <= seq_axis) return false;
-  return attn::dims_same((*m->shape)[0], ks[0]) && attn::dims_same((*m->shape)[1], ks[seq_axis]);
+  auto b = src_dim(k, 0), s = src_dim(k, 1);
+  return b && s && attn::dims_same((*m->shape)[0], *b) && attn::dims_same((*m->shape)[1], *s);
 }
 
 // ---- causal mask proofs ------------------------------------------------------------
@@ -432,7 +487,7 @@ bool mask_dims_match(const Value* m, const HeadPath& k) {
 // Entry i of a shape tensor is the query sequence length.
 bool entry_is_seq(const Value* t, int i, const HeadPath& q) {
   if (!q.src) return false;
-  const int dim = q.materialize ? 2 : 1;
+  const int dim = src_axis(q, 1);
   std::vector<const Value*> same = q.materialize ? std::vector<const Value*>{q.src} : attn::same_leading_dims(q.src);
   return attn::shape_entry_is_dim(t, i, q.src, same, dim);
 }
@@ -543,6 +598,11 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
   if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
   Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  std::vector<Node*> out_views;  // no-op re-views of P·V before the transpose (Falcon TorchScript)
+  while (pv && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
+    out_views.push_back(pv);
+    pv = pv->input(0)->producer;
+  }
   Node* pv_split = nullptr;
   if (pv && splits_bh(pv) && pv->input(0)->producer) {  // bmm-style: [B·H, S, D] -> [B, H, S, D]
     pv_split = pv;
@@ -553,6 +613,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl.out_transpose = tr;
   pl.pv = pv;
   pl.core = {root, tr, pv};
+  pl.core.insert(pl.core.end(), out_views.begin(), out_views.end());
   if (pv_split) pl.core.push_back(pv_split);
   // P back to Softmax.
   Value* pval = pv->input(0);
@@ -656,6 +717,16 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       s = n->input(side);
       continue;
     }
+    if (n->is("Tanh") || n->is("Sigmoid") || n->is("Erf") || n->is("Relu") || n->is("Abs") || n->is("Neg")) {
+      // A non-linear map of the scores between Q·Kᵀ and the Softmax (Gemma-2's logit
+      // soft-capping: cap * tanh(scores / cap)): the fused op cannot express it.
+      if (pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " transforms the attention scores non-linearly (e.g. logit soft-capping " +
+                  "cap*tanh(s/cap)); Attention has no such step";
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
     if (n->is("Where")) {
       if (n->inputs.size() != 3 || !n->input(1) || !n->input(2)) return "malformed Where";
       auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
@@ -726,10 +797,29 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // Heads: the total comes from any path that knows it; kv heads from K/V sources.
   auto total = [](const HeadPath& h) { return h.heads > 0 ? h.heads * h.repeat : -1; };
   int64_t H = total(pl.q);
-  // Multi-query attention written as a MatMul broadcast of one kv head (Falcon-style):
-  // the same as repeating that head H times.
-  if (H > 1 && pl.k.heads == 1 && pl.v.heads == 1 && pl.k.repeat == 1 && pl.v.repeat == 1)
-    pl.k.repeat = pl.v.repeat = H;
+  // Batch axis: the Q·Kᵀ and P·V MatMuls broadcast their batch dims, the fused op does
+  // not: K and V must provably have Q's batch dim (a size-1 batch against Q's B would
+  // share one key set across the batch).
+  if (auto qb = src_dim(pl.q, 0)) {
+    for (const auto& [hp, what] : {std::pair<const HeadPath*, const char*>{&pl.k, "key"}, {&pl.v, "value"}}) {
+      auto kb = src_dim(*hp, 0);
+      if (!kb || attn::dims_same(*qb, *kb) || !pl.fail.empty()) continue;
+      const bool one = kb->known() && kb->value == 1;
+      pl.fail = std::string("rule 7: the ") + what + " operand '" + hp->src->name + "' has batch dim " +
+                (kb->known() ? std::to_string(kb->value) : kb->symbol.empty() ? std::string("?") : kb->symbol) +
+                ", query has " + (qb->known() ? std::to_string(qb->value) : qb->symbol.empty() ? std::string("?") : qb->symbol) +
+                (one ? ": the MatMul broadcasts it over the batch, which Attention cannot express"
+                     : ": cannot prove they are the same batch");
+    }
+  }
+  // Multi-query attention written as a MatMul broadcast of one kv head (Falcon, GPT-BigCode):
+  // K, V [B, 1, S, D] against Q [B, H, S, D] is exactly kv_num_heads = 1 (each query head
+  // reads the one kv head). Needs Q's head count to be known.
+  if (pl.k.heads == 1 && pl.v.heads == 1 && pl.k.repeat == 1 && pl.v.repeat == 1) {
+    if (H > 1) pl.k.repeat = pl.v.repeat = H;
+    else if (H < 0 && pl.fail.empty())
+      pl.fail = "rule 7: key/value have one head broadcast over the query heads, but the query head count is unknown";
+  }
   if (H < 0) H = total(pl.v);
   if (H < 0) H = total(pl.k);
   int64_t Hkv = pl.v.heads > 0 ? pl.v.heads : (pl.k.heads > 0 ? pl.k.heads : -1);
@@ -844,8 +934,11 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
 // [B, heads, S, D] (or [B, S, heads, D]) -> [B, S, heads·D] outside the fused op.
 Value* materialize(Rewriter& rw, const HeadPath& hp) {
   Value* v = hp.src;
-  if (!hp.bshd)
-    v = rw.create_node("", "Transpose", {v}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, 1, "attn_heads_back")->output(0);
+  if (hp.unit_axis >= 0)  // [B, S, W] with a size-1 axis: drop it (opset >= 13: axes as input)
+    return rw.create_node("", "Squeeze", {v, rw.add_int64s("attn_unit_axis", {hp.unit_axis})}, {}, 1, "attn_unit_squeeze")
+        ->output(0);
+  if (hp.to_bshd != Perm{0, 1, 2, 3})
+    v = rw.create_node("", "Transpose", {v}, {Attribute::make_ints("perm", hp.to_bshd)}, 1, "attn_heads_back")->output(0);
   return rw.create_node("", "Reshape", {v, rw.add_int64s("attn_merge_shape", {0, 0, -1})}, {}, 1, "attn_heads_merge")
       ->output(0);
 }
