@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The kernels added for less common exporter ops against ONNX Runtime, op by op.
+
+For each case a one-node model is built with the onnx helper, ONNX Runtime
+computes the outputs on seeded random inputs, the pair is written in the
+backend-test layout, and `fuserun --backend cpu --check` must pass (norm-wise
+rtol 1e-5; integer outputs exact). Covers InstanceNormalization,
+GroupNormalization (opset 18 per-group and 21 per-channel scale), RMSNormalization
+(opset 23), ConvTranspose (pads, output_padding, output_shape, auto_pad, groups,
+1-D/3-D), TopK, ArgMax/ArgMin, Selu/Celu/Mish/ThresholdedRelu/Shrink, IsInf and
+GridSample (opset 16 and 20 spellings). Cases whose opset this onnxruntime does
+not implement are reported and skipped.
+Invoked by ctest as: test_extra_ops_ort.py --bin <build>/bin --src <repo>.
+FUSERUN_BACKEND=cuda (and FUSERUN_RTOL) runs the same cases on another backend.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _fuseopt_testlib import parse_args, require  # noqa: E402
+
+np, onnx, ort = require("numpy", "onnx", "onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+B = TensorProto.BOOL
+
+
+def case(name, op, inputs, attrs=None, opset=17, consts=None, outs=(F,)):
+    return dict(name=name, op=op, inputs=inputs, attrs=attrs or {}, opset=opset, consts=consts or [], outs=outs)
+
+
+def r(*shape, seed=0, lo=None, scale=1.0, offset=0.0):
+    a = (np.random.RandomState(seed + sum(shape)).randn(*shape) * scale + offset).astype(np.float32)
+    return np.abs(a) + lo if lo is not None else a
+
+
+def grid(*shape, seed=0):
+    return np.random.RandomState(seed).uniform(-1.3, 1.3, size=shape).astype(np.float32)
+
+
+def with_inf():
+    a = r(3, 5)
+    a[0, 1], a[1, 2], a[2, 3] = np.inf, -np.inf, np.nan
+    return a
+
+
+def k(v):
+    return [("k", np.array([v], np.int64))]
+
+
+CASES = [
+    case("instancenorm_3d", "InstanceNormalization", [("x", r(2, 5, 7, offset=3)), ("s", r(5, seed=1)), ("b", r(5, seed=2))]),
+    case("instancenorm_4d_eps", "InstanceNormalization", [("x", r(2, 3, 6, 5)), ("s", r(3, seed=1)), ("b", r(3, seed=2))], {"epsilon": 1e-2}),
+    case("instancenorm_spatial1", "InstanceNormalization", [("x", r(2, 4, 1)), ("s", r(4, seed=1)), ("b", r(4, seed=2))]),
+    case("groupnorm18_per_group", "GroupNormalization", [("x", r(2, 6, 5, 3)), ("s", r(3, seed=1)), ("b", r(3, seed=2))],
+         {"num_groups": 3}, opset=18),
+    case("groupnorm21_per_channel", "GroupNormalization", [("x", r(2, 6, 11)), ("s", r(6, seed=1)), ("b", r(6, seed=2))],
+         {"num_groups": 2, "epsilon": 1e-3}, opset=21),
+    case("rmsnorm23_last", "RMSNormalization", [("x", r(2, 5, 16)), ("s", r(16, seed=1))], {"epsilon": 1e-6}, opset=23),
+    case("rmsnorm23_axis1", "RMSNormalization", [("x", r(2, 3, 4)), ("s", r(3, 4, seed=1))], {"axis": 1}, opset=23),
+    case("convtranspose_2d", "ConvTranspose", [("x", r(2, 4, 5, 6)), ("w", r(4, 3, 3, 3, seed=1)), ("b", r(6, seed=2))],
+         {"group": 2, "strides": [2, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 0]}),
+    case("convtranspose_1d_dil", "ConvTranspose", [("x", r(1, 3, 9)), ("w", r(3, 2, 4, seed=1))],
+         {"dilations": [2], "strides": [3], "pads": [2, 1]}),
+    case("convtranspose_output_shape", "ConvTranspose", [("x", r(1, 2, 5, 5)), ("w", r(2, 3, 3, 3, seed=1))],
+         {"strides": [2, 2], "output_shape": [10, 9]}),
+    case("convtranspose_same_upper", "ConvTranspose", [("x", r(1, 2, 4, 5)), ("w", r(2, 2, 4, 3, seed=1))],
+         {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    case("convtranspose_same_lower", "ConvTranspose", [("x", r(1, 2, 4, 5)), ("w", r(2, 2, 4, 3, seed=1))],
+         {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    case("convtranspose_3d", "ConvTranspose", [("x", r(1, 2, 3, 4, 3)), ("w", r(2, 2, 2, 3, 2, seed=1)), ("b", r(2, seed=2))],
+         {"strides": [2, 1, 2], "pads": [0, 1, 0, 0, 1, 1]}),
+    case("topk_largest", "TopK", [("x", r(4, 30))], {"axis": 1}, consts=k(5), outs=(F, I64)),
+    case("topk_smallest_axis0", "TopK", [("x", r(7, 3, 4))], {"axis": 0, "largest": 0}, consts=k(3), outs=(F, I64)),
+    case("topk_moe", "TopK", [("x", r(16, 8))], {}, consts=k(2), outs=(F, I64)),
+    case("argmax_keep", "ArgMax", [("x", r(3, 7, 5))], {"axis": 1}, outs=(I64,)),
+    case("argmax_nokeep", "ArgMax", [("x", r(3, 7, 5))], {"axis": -1, "keepdims": 0}, outs=(I64,)),
+    case("argmin_last", "ArgMin", [("x", np.round(r(4, 9)))], {"axis": 1, "select_last_index": 1}, outs=(I64,)),
+    case("selu", "Selu", [("x", r(4, 5, scale=3))]),
+    case("selu_attrs", "Selu", [("x", r(4, 5, scale=3))], {"alpha": 1.5, "gamma": 2.0}),
+    case("celu", "Celu", [("x", r(4, 5, scale=3))], {"alpha": 0.7}),
+    case("mish", "Mish", [("x", r(4, 5, scale=10))], opset=18),
+    case("thresholdedrelu", "ThresholdedRelu", [("x", r(4, 5))], {"alpha": 0.3}),
+    case("shrink", "Shrink", [("x", r(4, 5, scale=2))], {"lambd": 0.6, "bias": 0.2}),
+    case("isinf", "IsInf", [("x", with_inf())], outs=(B,)),
+    case("isinf_neg_only", "IsInf", [("x", with_inf())], {"detect_positive": 0}, outs=(B,)),
+    case("gridsample16_bilinear_zeros", "GridSample", [("x", r(2, 3, 7, 9)), ("g", grid(2, 5, 6, 2))], opset=16),
+    case("gridsample16_reflection_ac", "GridSample", [("x", r(2, 3, 7, 9)), ("g", grid(2, 5, 6, 2))],
+         {"padding_mode": "reflection", "align_corners": 1}, opset=16),
+    case("gridsample16_nearest_border", "GridSample", [("x", r(1, 2, 5, 4)), ("g", grid(1, 6, 6, 2))],
+         {"mode": "nearest", "padding_mode": "border"}, opset=16),
+    case("gridsample20_linear_reflection", "GridSample", [("x", r(1, 2, 5, 4)), ("g", grid(1, 6, 6, 2))],
+         {"mode": "linear", "padding_mode": "reflection"}, opset=20),
+]
+
+
+def build(c):
+    nodes_in, graph_inputs, inits = [], [], []
+    for n, a in c["inputs"]:
+        nodes_in.append(n)
+        graph_inputs.append(helper.make_tensor_value_info(n, F if a.dtype == np.float32 else I64, list(a.shape)))
+    for n, a in c["consts"]:
+        nodes_in.append(n)
+        inits.append(numpy_helper.from_array(a, n))
+    outs = [f"y{i}" for i in range(len(c["outs"]))]
+    node = helper.make_node(c["op"], nodes_in, outs, name=c["name"], **c["attrs"])
+    g = helper.make_graph([node], c["name"], graph_inputs,
+                          [helper.make_tensor_value_info(o, t, None) for o, t in zip(outs, c["outs"])],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", c["opset"])],
+                             ir_version=10 if c["opset"] >= 21 else 8)
+
+
+def main():
+    args = parse_args()
+    fuserun = os.path.join(args.bin, "fuserun")
+    failures, skipped = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in CASES:
+            if args.k and args.k not in c["name"]:
+                continue
+            d = os.path.join(tmp, c["name"])
+            data = os.path.join(d, "test_data_set_0")
+            os.makedirs(data)
+            path = os.path.join(d, "model.onnx")
+            onnx.save(build(c), path)
+            try:
+                sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                outs = sess.run(None, {n: a for n, a in c["inputs"]})
+            except Exception as e:  # an opset this onnxruntime lacks
+                print("skip " + c["name"] + ": onnxruntime: " + str(e).splitlines()[0][:200])
+                skipped.append(c["name"])
+                continue
+            for i, (n, a) in enumerate(c["inputs"]):
+                with open(os.path.join(data, f"input_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(a, n).SerializeToString())
+            for i, o in enumerate(outs):
+                with open(os.path.join(data, f"output_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(np.asarray(o), f"y{i}").SerializeToString())
+            backend = os.environ.get("FUSERUN_BACKEND", "cpu")
+            rtol = os.environ.get("FUSERUN_RTOL", "1e-5")
+            p = subprocess.run([fuserun, "--backend", backend, "-q", "--rtol", rtol, "--check", data, path],
+                               capture_output=True, text=True, timeout=120)
+            ok = p.returncode == 0 and "check: PASS" in p.stdout
+            print(("ok   " if ok else "FAIL ") + c["name"])
+            if not ok:
+                failures.append(c["name"])
+                print(p.stdout[-1500:], p.stderr[-1500:])
+    ran = len(CASES) - len(skipped)
+    print(f"{ran - len(failures)}/{ran} cases pass, {len(skipped)} skipped")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
