@@ -819,6 +819,11 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     if (H > 1) pl.k.repeat = pl.v.repeat = H;
     else if (H < 0 && pl.fail.empty())
       pl.fail = "rule 7: key/value have one head broadcast over the query heads, but the query head count is unknown";
+  } else if ((pl.k.heads == 1) != (pl.v.heads == 1) && pl.k.heads > 0 && pl.v.heads > 0 && pl.k.repeat == 1 &&
+             pl.v.repeat == 1 && H > 1 && pl.fail.empty()) {
+    pl.fail = "rule 7: key and value have different kv head counts (key " + std::to_string(pl.k.heads) + ", value " +
+              std::to_string(pl.v.heads) + "): the MatMul broadcasts only one of them over the " + std::to_string(H) +
+              " query heads";
   }
   if (H < 0) H = total(pl.v);
   if (H < 0) H = total(pl.k);
