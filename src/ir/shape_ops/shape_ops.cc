@@ -694,8 +694,26 @@ void resize_fn(ShapeContext& c) {
       c.set_output_shape(0, Shape(x->size()));
       return;
     }
-    if (c.node().attr_string("keep_aspect_ratio_policy", "stretch") != "stretch") {
-      c.set_output_shape(0, Shape(x->size()));
+    const std::string policy = c.node().attr_string("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") {
+      // One scale for all the axes (the smallest or largest of size / input
+      // dim), sizes rounded half up: known when every size and dim is.
+      double s = 0;
+      bool known = true, first = true;
+      for (size_t i = 0; i < axes.size() && known; ++i) {
+        const Dim& d = (*x)[c.normalize_axis(axes[i], static_cast<int64_t>(x->size()))];
+        const std::optional<int64_t> v = content_int((*sizes)[i]);
+        known = v && d.known() && d.value > 0;
+        if (!known) break;
+        const double si = static_cast<double>(*v) / static_cast<double>(d.value);
+        if (first || (policy == "not_larger" ? si < s : si > s)) s = si;
+        first = false;
+      }
+      for (size_t i = 0; i < axes.size(); ++i) {
+        Dim& d = out[c.normalize_axis(axes[i], static_cast<int64_t>(x->size()))];
+        d = known ? Dim::of(static_cast<int64_t>(s * static_cast<double>(d.value) + 0.5)) : Dim::unknown();
+      }
+      c.set_output_shape(0, out);
       return;
     }
     for (size_t i = 0; i < axes.size(); ++i)
