@@ -93,6 +93,21 @@ CASES = [
          {"padding_mode": "reflection", "align_corners": 1}, opset=16),
     case("gridsample16_nearest_border", "GridSample", [("x", r(1, 2, 5, 4)), ("g", grid(1, 6, 6, 2))],
          {"mode": "nearest", "padding_mode": "border"}, opset=16),
+    case("attention23_4d_gqa", "Attention", [("q", r(2, 4, 5, 8)), ("k", r(2, 2, 7, 8, seed=1)), ("v", r(2, 2, 7, 6, seed=2))],
+         opset=23),
+    case("attention23_3d_float_mask_scale", "Attention",
+         [("q", r(2, 5, 16)), ("k", r(2, 7, 16, seed=1)), ("v", r(2, 7, 16, seed=2)), ("m", r(5, 7, seed=3))],
+         {"q_num_heads": 4, "kv_num_heads": 4, "scale": 0.3}, opset=23),
+    case("attention23_causal_past", "Attention",
+         [("q", r(1, 4, 2, 8)), ("k", r(1, 2, 2, 8, seed=1)), ("v", r(1, 2, 2, 8, seed=2)), ("m", np.ones((1, 1, 2, 5), bool)),
+          ("pk", r(1, 2, 3, 8, seed=3)), ("pv", r(1, 2, 3, 8, seed=4))],
+         {"is_causal": 1}, opset=23, outs=(F, F, F)),
+    case("attention23_bool_mask_softcap", "Attention",
+         [("q", r(2, 2, 4, 8, scale=3)), ("k", r(2, 2, 4, 8, seed=1, scale=3)), ("v", r(2, 2, 4, 8, seed=2)),
+          ("m", np.broadcast_to(np.array([[1, 1, 0, 1], [1, 1, 1, 0]], bool).reshape(2, 1, 1, 4), (2, 1, 4, 4)).copy())],
+         {"softcap": 2.0}, opset=23),
+    case("attention23_causal_3d_gqa", "Attention", [("q", r(1, 6, 24)), ("k", r(1, 6, 8, seed=1)), ("v", r(1, 6, 8, seed=2))],
+         {"is_causal": 1, "q_num_heads": 6, "kv_num_heads": 2}, opset=23),
     case("gridsample20_linear_reflection", "GridSample", [("x", r(1, 2, 5, 4)), ("g", grid(1, 6, 6, 2))],
          {"mode": "linear", "padding_mode": "reflection"}, opset=20),
 ]
@@ -102,7 +117,7 @@ def build(c):
     nodes_in, graph_inputs, inits = [], [], []
     for n, a in c["inputs"]:
         nodes_in.append(n)
-        graph_inputs.append(helper.make_tensor_value_info(n, F if a.dtype == np.float32 else I64, list(a.shape)))
+        graph_inputs.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)))
     for n, a in c["consts"]:
         nodes_in.append(n)
         inits.append(numpy_helper.from_array(a, n))
@@ -118,11 +133,12 @@ def build(c):
 def main():
     args = parse_args()
     fuserun = os.path.join(args.bin, "fuserun")
-    failures, skipped = [], []
+    failures, skipped, ran = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for c in CASES:
             if args.k and args.k not in c["name"]:
                 continue
+            ran += 1
             d = os.path.join(tmp, c["name"])
             data = os.path.join(d, "test_data_set_0")
             os.makedirs(data)
@@ -150,7 +166,7 @@ def main():
             if not ok:
                 failures.append(c["name"])
                 print(p.stdout[-1500:], p.stderr[-1500:])
-    ran = len(CASES) - len(skipped)
+    ran -= len(skipped)
     print(f"{ran - len(failures)}/{ran} cases pass, {len(skipped)} skipped")
     return 1 if failures else 0
 

@@ -1,5 +1,6 @@
 // Shape functions for ops that had none: GridSample (2-D: [N, C, H, W] and
-// grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]).
+// grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]) and ONNX Attention (opset 23: Y like
+// Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]).
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -14,8 +15,35 @@ void grid_sample_fn(ShapeContext& c) {
   c.set_output_shape(0, Shape{(*x)[0], (*x)[1], (*g)[1], (*g)[2]});
 }
 
+void onnx_attention_fn(ShapeContext& c) {
+  const DType t = c.input_dtype(0);
+  for (size_t o = 0; o < 3 && o < c.num_outputs(); ++o) c.set_output_dtype(o, t);
+  if (c.num_outputs() > 3) c.set_output_dtype(3, t);
+  const Shape* q = shape_of(c, 0);
+  const Shape* k = shape_of(c, 1);
+  const Shape* v = shape_of(c, 2);
+  if (!q || !k || !v || q->size() != k->size() || q->size() != v->size()) return;
+  const Shape* past = c.has_input(4) ? shape_of(c, 4) : nullptr;
+  if (q->size() == 4) {
+    c.set_output_shape(0, Shape{(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
+    const Dim total = past && past->size() == 4 ? dim_add((*past)[2], (*k)[2]) : (c.has_input(4) ? Dim::unknown() : (*k)[2]);
+    if (c.has_output(1)) c.set_output_shape(1, Shape{(*k)[0], (*k)[1], total, (*k)[3]});
+    if (c.has_output(2)) c.set_output_shape(2, Shape{(*v)[0], (*v)[1], total, (*v)[3]});
+    return;
+  }
+  if (q->size() != 3) return;
+  const int64_t hq = c.node().attr_int("q_num_heads", 0), hkv = c.node().attr_int("kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0) return;
+  const Dim dv = dim_div_exact((*v)[2], Dim::of(hkv));
+  c.set_output_shape(0, Shape{(*q)[0], (*q)[1], dim_mul(dv, Dim::of(hq))});
+  const Dim total = past && past->size() == 4 ? dim_add((*past)[2], (*k)[1]) : (c.has_input(4) ? Dim::unknown() : (*k)[1]);
+  if (c.has_output(1)) c.set_output_shape(1, Shape{(*k)[0], Dim::of(hkv), total, dim_div_exact((*k)[2], Dim::of(hkv))});
+  if (c.has_output(2)) c.set_output_shape(2, Shape{(*v)[0], Dim::of(hkv), total, dv});
+}
+
 }  // namespace
 
 FUSEOPT_SHAPE_FN("", "GridSample", grid_sample_fn);
+FUSEOPT_SHAPE_FN("", "Attention", onnx_attention_fn);
 
 }  // namespace fuseopt::shape_ops
