@@ -1,4 +1,4 @@
-// ONNX Resize (opsets 10, 11, 13, 18, 19), shared by the CPU reference kernel
+// ONNX Resize (opsets 10, 11, 13, 18, 19) and Upsample (7, 9), shared by the CPU reference kernel
 // (kernels/cpu/resize.cc) and the CUDA kernel (kernels/cuda/resize.cu):
 //  - resolve_resize(): host-side parameter resolution (attributes, scales or
 //    sizes, axes, keep_aspect_ratio_policy, roi) into the output shape and
@@ -209,8 +209,10 @@ inline ResizeParams resolve_resize(KernelContext& ctx, const RtTensor& x) {
   p.mode = proto.mode;
 
   // Resize-10 is (X, scales) and has none of the later attributes: its
-  // coordinates are asymmetric (x / scale).
-  const bool opset10 = ctx.num_inputs() == 2;
+  // coordinates are asymmetric (x / scale). Upsample (opsets 7 and 9, scales
+  // as an attribute or the second input) is the same operation.
+  const bool upsample = n.op_type == "Upsample";
+  const bool opset10 = upsample || ctx.num_inputs() == 2;
   const std::string coord =
       opset10 ? "asymmetric" : n.attr_string("coordinate_transformation_mode", "half_pixel");
   if (coord == "half_pixel") proto.coord = ResizeCoord::HalfPixel;
@@ -261,12 +263,15 @@ inline ResizeParams resolve_resize(KernelContext& ctx, const RtTensor& x) {
   const RtTensor* scales_t = given(opset10 ? 1 : 2);
   const RtTensor* sizes_t = opset10 ? nullptr : given(3);
   DM_CHECK(ctx, !(scales_t && sizes_t), "both scales and sizes are given; exactly one is allowed");
-  DM_CHECK(ctx, scales_t || sizes_t, "neither scales nor sizes is given");
+  const bool scales_attr = upsample && !scales_t && n.has_attr("scales");  // Upsample-7
+  DM_CHECK(ctx, scales_t || sizes_t || scales_attr, "neither scales nor sizes is given");
 
   p.out_shape = x.shape;
   std::vector<double> scale(rank, 1.0);
-  if (scales_t) {
-    const std::vector<double> s = read_resize_floats(ctx, *scales_t, "scales");
+  if (scales_t || scales_attr) {
+    std::vector<double> s;
+    if (scales_t) s = read_resize_floats(ctx, *scales_t, "scales");
+    else for (float v : n.attr_floats("scales")) s.push_back(v);
     DM_CHECK(ctx, s.size() == na,
              "scales has " << s.size() << " values for " << na << " axes of input " << shape_str(x.shape));
     for (size_t i = 0; i < na; ++i) {

@@ -1,5 +1,5 @@
-// Resize (opsets 10 to 19), the CPU reference. Parameters and coordinate
-// math come from kernels/common/resize_params.h (shared with the CUDA
+// Resize (opsets 10 to 19) and Upsample, the CPU reference. Parameters and
+// coordinate math come from kernels/common/resize_params.h (shared with the CUDA
 // kernel). Nearest is one gather (any dtype, values copied exactly);
 // linear and cubic run one separable 1-D pass per resized axis in fp32
 // (fp16 / bf16 / double inputs converted once), as the ONNX reference does.
@@ -92,5 +92,8 @@ FUSEOPT_KERNEL(CpuResize, "", "Resize", Backend::CPU, {}) {
     if (y->numel() > 0) resize_nearest<T>(x, y, p);
   });
 }
+
+// Upsample (deprecated since opset 10) is Resize-10 with another name.
+FUSEOPT_KERNEL(CpuUpsample, "", "Upsample", Backend::CPU, {}) { CpuResize(ctx); }
 
 }  // namespace fuseopt

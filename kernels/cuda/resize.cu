@@ -1,5 +1,5 @@
-// Resize (opsets 10 to 19) on the GPU. Parameters are resolved on the host
-// by kernels/common/resize_params.h (shared with the CPU reference kernel)
+// Resize (opsets 10 to 19) and Upsample on the GPU. Parameters are resolved
+// on the host by kernels/common/resize_params.h (shared with the CPU reference kernel)
 // and reach the kernels by value, as do the per-axis coordinate functions,
 // so nothing is copied host-to-device inside a run.
 //  - nearest: one gather over the output (any dtype, moved as raw bytes;
@@ -152,6 +152,9 @@ FUSEOPT_KERNEL(CudaResize, "", "Resize", Backend::CUDA, {}) {
     resize_interpolate<T>(ctx, x, y, p);
   });
 }
+
+// Upsample (deprecated since opset 10) is Resize-10 with another name.
+FUSEOPT_KERNEL(CudaUpsample, "", "Upsample", Backend::CUDA, {}) { CudaResize(ctx); }
 
 }  // namespace cuda
 }  // namespace fuseopt

@@ -77,6 +77,16 @@ TEST_CASE("Resize-10 (X, scales): asymmetric, nearest floors up and ceils down",
   expect_near(lin.run()[0], {0, 5.f / 3, 10.f / 3, 5, 20.f / 3, 25.f / 3}, {1, 6});
 }
 
+TEST_CASE("Upsample (opsets 7 and 9) is Resize-10", "[cpu][resize]") {
+  // Values from onnxruntime on x = 0..9.
+  OpTest up9("Upsample");
+  up9.input("x", iota({1, 10})).const_input("scales", floats1({1, 2.5f}));
+  expect_near(up9.run()[0], {0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4, 5, 5, 6, 6, 6, 7, 7, 8, 8, 8, 9, 9}, {1, 25});
+  OpTest up7("Upsample");
+  up7.input("x", iota({1, 10})).attr(Attribute::make_floats("scales", {1, 1.5f}));
+  expect_near(up7.run()[0], {0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8, 9}, {1, 15});
+}
+
 TEST_CASE("Resize nearest copies integers exactly; negative axes; empty scales", "[cpu][resize]") {
   // x = [[1,2,3],[4,5,6]] int64, asymmetric floor, x2 on the last axis via axes = [-1].
   OpTest t("Resize");

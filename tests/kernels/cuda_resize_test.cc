@@ -3,8 +3,8 @@
 // poisoned with NaN before every run (cuda_generic_check.h), several shapes
 // including odd sizes, every mode x coordinate transformation x nearest
 // rounding, cubic_coeff_a / exclude_outside, tf_crop_and_resize with
-// extrapolation, axes, keep_aspect_ratio_policy, antialias, Resize-10, fp16 /
-// bf16 runs and integer / bool data in nearest mode.
+// extrapolation, axes, keep_aspect_ratio_policy, antialias, Resize-10 and
+// Upsample, fp16 / bf16 runs and integer / bool data in nearest mode.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -119,7 +119,7 @@ TEST_CASE("cuda Resize cubic_coeff_a, exclude_outside and antialias", "[cuda][re
   }
 }
 
-TEST_CASE("cuda Resize axes, keep_aspect_ratio_policy and Resize-10", "[cuda][resize]") {
+TEST_CASE("cuda Resize axes, keep_aspect_ratio_policy, Resize-10 and Upsample", "[cuda][resize]") {
   if (!gpu_ready()) return;
   for (const char* mode : {"nearest", "linear", "cubic"}) {
     Case ax("Resize", 4);  // opset 18 axes, negative and out of order
@@ -141,6 +141,18 @@ TEST_CASE("cuda Resize axes, keep_aspect_ratio_policy and Resize-10", "[cuda][re
     r10.in(0, randn({1, 2, 9, 10})).in(1, floats1({1, 1, 0.6f, 1.5f}), false);
     INFO(mode << " Resize-10");
     r10.check();
+  }
+  for (const char* mode : {"nearest", "linear"}) {
+    Case up9("Upsample", 2);  // opset 9: scales input
+    up9.attr(Attribute::make_string("mode", mode));
+    up9.in(0, randn({2, 3, 5, 7})).in(1, floats1({1, 1, 2.5f, 1.5f}), false);
+    INFO(mode << " Upsample-9");
+    up9.check();
+    Case up7("Upsample", 1);  // opset 7: scales attribute
+    up7.attr(Attribute::make_string("mode", mode)).attr(Attribute::make_floats("scales", {1, 2, 1.5f, 3}));
+    up7.in(0, randn({2, 3, 5, 7}));
+    INFO(mode << " Upsample-7");
+    up7.check();
   }
   Case same("Resize", 4);  // nothing to resize: a plain copy
   same.attr(Attribute::make_string("mode", "linear"));
