@@ -1,6 +1,7 @@
 // Elementwise activations that exporters emit less often than the core set
-// in elementwise.cc: Selu, Celu, Mish, ThresholdedRelu, Shrink (float and
-// double, computed in double) and IsInf (bool output). The CUDA backend has
+// in elementwise.cc: Selu, Celu, Mish, ThresholdedRelu, Shrink, Sinh, Cosh,
+// Asin, Acos, Asinh, Acosh, Atanh (float and double, computed in double) and
+// IsInf (bool output). The CUDA backend has
 // the same ops (kernels/cuda/extra_unary.cu); these are its reference.
 #include <cmath>
 
@@ -58,6 +59,18 @@ FUSEOPT_KERNEL(cpu_Shrink, "", "Shrink", Backend::CPU, FLOATS_AND_DOUBLE) {
   const double lambd = ctx.node().attr_float("lambd", 0.5f), bias = ctx.node().attr_float("bias", 0.0f);
   unary_double(ctx, [=](double v) { return v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0); });
 }
+
+// Hyperbolic and inverse trigonometric functions (opset 7/9/22).
+#define EXTRA_TRIG(NAME, FN) \
+  FUSEOPT_KERNEL(cpu_##NAME, "", #NAME, Backend::CPU, FLOATS_AND_DOUBLE) { unary_double(ctx, [](double v) { return FN(v); }); }
+EXTRA_TRIG(Sinh, std::sinh)
+EXTRA_TRIG(Cosh, std::cosh)
+EXTRA_TRIG(Asin, std::asin)
+EXTRA_TRIG(Acos, std::acos)
+EXTRA_TRIG(Asinh, std::asinh)
+EXTRA_TRIG(Acosh, std::acosh)
+EXTRA_TRIG(Atanh, std::atanh)
+#undef EXTRA_TRIG
 
 // IsInf (opset 10/20): detect_negative / detect_positive select the signs.
 FUSEOPT_KERNEL(cpu_IsInf, "", "IsInf", Backend::CPU, FLOATS_AND_DOUBLE) {

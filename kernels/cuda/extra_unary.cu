@@ -1,4 +1,5 @@
-// Less common activations on the GPU (Celu, Mish, ThresholdedRelu, Shrink):
+// Less common activations on the GPU (Celu, Mish, ThresholdedRelu, Shrink)
+// and Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh:
 // one grid-stride kernel per (op, dtype), fp16/bf16 computed in fp32. The
 // CPU reference is kernels/cpu/extra_unary.cc.
 #include "kernels/cuda/cuda_common.cuh"
@@ -7,13 +8,20 @@ namespace fuseopt {
 namespace cuda {
 namespace {
 
-enum class ExtraUn { Celu, Mish, ThresholdedRelu, Shrink };
+enum class ExtraUn { Celu, Mish, ThresholdedRelu, Shrink, Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh };
 
 template <ExtraUn OP> __device__ __forceinline__ float apply_extra(float v, float a, float b) {
   if constexpr (OP == ExtraUn::Celu) return v > 0.f ? v : a * expm1f(v / a);
   if constexpr (OP == ExtraUn::Mish) return v * tanhf(v > 20.f ? v : log1pf(expf(v)));
   if constexpr (OP == ExtraUn::ThresholdedRelu) return v > a ? v : 0.f;
   if constexpr (OP == ExtraUn::Shrink) return v < -a ? v + b : (v > a ? v - b : 0.f);
+  if constexpr (OP == ExtraUn::Sinh) return sinhf(v);
+  if constexpr (OP == ExtraUn::Cosh) return coshf(v);
+  if constexpr (OP == ExtraUn::Asin) return asinf(v);
+  if constexpr (OP == ExtraUn::Acos) return acosf(v);
+  if constexpr (OP == ExtraUn::Asinh) return asinhf(v);
+  if constexpr (OP == ExtraUn::Acosh) return acoshf(v);
+  if constexpr (OP == ExtraUn::Atanh) return atanhf(v);
   return v;
 }
 
@@ -50,6 +58,17 @@ FUSEOPT_KERNEL(CudaThresholdedRelu, "", "ThresholdedRelu", Backend::CUDA, FLOATS
 FUSEOPT_KERNEL(CudaShrink, "", "Shrink", Backend::CUDA, FLOATS) {
   run_extra<ExtraUn::Shrink>(ctx, ctx.node().attr_float("lambd", 0.5f), ctx.node().attr_float("bias", 0.0f));
 }
+
+#define EXTRA_TRIG(NAME) \
+  FUSEOPT_KERNEL(Cuda##NAME, "", #NAME, Backend::CUDA, FLOATS) { run_extra<ExtraUn::NAME>(ctx); }
+EXTRA_TRIG(Sinh)
+EXTRA_TRIG(Cosh)
+EXTRA_TRIG(Asin)
+EXTRA_TRIG(Acos)
+EXTRA_TRIG(Asinh)
+EXTRA_TRIG(Acosh)
+EXTRA_TRIG(Atanh)
+#undef EXTRA_TRIG
 
 }  // namespace
 }  // namespace cuda

@@ -114,3 +114,21 @@ TEST_CASE("TopK with K larger than the axis is a one-line Error naming the node"
   REQUIRE_THROWS_WITH(topk(tie_rows(), 9, -1, 1), Catch::Contains("TopK_node") && Catch::Contains("K = 9"));
   REQUIRE_THROWS_WITH(topk(tie_rows(), -1, -1, 1), Catch::Contains("TopK_node"));
 }
+
+TEST_CASE("Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh match numpy", "[cpu][extra_ops]") {
+  auto run = [](const char* op, std::vector<float> x) {
+    OpTest t(op);
+    t.input("x", floats(std::move(x), {2, 3}));
+    return t.run()[0];
+  };
+  const std::vector<float> x = {-0.9f, -0.5f, 0, 0.3f, 0.75f, 0.99f};
+  const float tol = 2e-6f;
+  expect_near(run("Sinh", x), {-1.026517f, -0.5210953f, 0, 0.3045203f, 0.8223167f, 1.159829f}, {2, 3}, tol, tol);
+  expect_near(run("Cosh", x), {1.433086f, 1.127626f, 1, 1.045339f, 1.294683f, 1.531406f}, {2, 3}, tol, tol);
+  expect_near(run("Asin", x), {-1.11977f, -0.5235988f, 0, 0.3046927f, 0.8480621f, 1.429257f}, {2, 3}, tol, tol);
+  expect_near(run("Acos", x), {2.690566f, 2.094395f, 1.570796f, 1.266104f, 0.7227342f, 0.1415395f}, {2, 3}, tol, tol);
+  expect_near(run("Asinh", x), {-0.8088669f, -0.4812118f, 0, 0.295673f, 0.6931472f, 0.8742848f}, {2, 3}, tol, tol);
+  expect_near(run("Atanh", x), {-1.472219f, -0.5493061f, 0, 0.3095196f, 0.9729551f, 2.646652f}, {2, 3}, tol, tol);
+  expect_near(run("Acosh", {1, 1.5f, 2, 3, 10, 100}), {0, 0.9624237f, 1.316958f, 1.762747f, 2.993223f, 5.298292f},
+              {2, 3}, tol, tol);
+}

@@ -104,3 +104,19 @@ TEST_CASE("cuda TopK", "[cuda][extra_ops]") {
   bad.in(0, randn({2, 4})).in(1, ints1({5}));
   REQUIRE_THROWS_WITH(bad.run_cuda(DType::Float), Catch::Contains("TopK") && Catch::Contains("K = 5"));
 }
+
+TEST_CASE("cuda Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh", "[cuda][extra_ops]") {
+  if (!gpu_ready()) return;
+  for (const char* op : {"Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh"})
+    for (DType dt : kFloatRuns) {
+      const std::string name = op;
+      Case c(op, 1);
+      // Inside each domain: (-1, 1) for Asin/Acos/Atanh, [1, 50) for Acosh.
+      Tensor x = name == "Acosh" ? uniform({7, 130}, 1.f, 50.f)
+                 : (name == "Asin" || name == "Acos" || name == "Atanh") ? uniform({7, 130}, -0.99f, 0.99f)
+                                                                         : randn({7, 130}, 3.f);
+      c.in(0, x);
+      INFO(op);
+      c.check(dt);
+    }
+}

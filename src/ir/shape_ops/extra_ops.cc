@@ -1,6 +1,7 @@
 // Shape functions for ops that had none: GridSample (2-D: [N, C, H, W] and
 // grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]) and ONNX Attention (opset 23: Y like
-// Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]).
+// Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]),
+// Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape).
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -45,5 +46,12 @@ void onnx_attention_fn(ShapeContext& c) {
 
 FUSEOPT_SHAPE_FN("", "GridSample", grid_sample_fn);
 FUSEOPT_SHAPE_FN("", "Attention", onnx_attention_fn);
+FUSEOPT_SHAPE_FN("", "Sinh", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Cosh", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Asin", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Acos", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Asinh", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Acosh", [](ShapeContext& c) { same_as_input(c); });
+FUSEOPT_SHAPE_FN("", "Atanh", [](ShapeContext& c) { same_as_input(c); });
 
 }  // namespace fuseopt::shape_ops
