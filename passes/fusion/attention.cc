@@ -812,6 +812,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
                      : ": cannot prove they are the same batch");
     }
   }
+  // Heads axis: the MatMuls broadcast a size-1 head axis, so an operand re-laid out from a
+  // rank-4 tensor needs a known head count to tell a broadcast from a full set of heads.
+  for (const auto& [hp, what] : {std::pair<const HeadPath*, const char*>{&pl.q, "query"}, {&pl.k, "key"}, {&pl.v, "value"}}) {
+    if (hp->materialize && hp->heads <= 0 && hp->src && pl.fail.empty())
+      pl.fail = std::string("rule 7: the head count of the ") + what + " operand '" + hp->src->name +
+                "' is unknown, so the MatMul broadcast of its head axis cannot be proven";
+  }
   // Multi-query attention written as a MatMul broadcast of one kv head (Falcon, GPT-BigCode):
   // K, V [B, 1, S, D] against Q [B, H, S, D] is exactly kv_num_heads = 1 (each query head
   // reads the one kv head). Needs Q's head count to be known.

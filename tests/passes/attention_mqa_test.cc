@@ -9,7 +9,8 @@
 // Positive tests check kv_num_heads = 1 and that the fused graph gives the
 // original's numbers; negative tests check that broadcasts the fused op cannot
 // express (over the batch axis, K and V with different head counts, a query head
-// count that K's does not divide) and Gemma-2 logit soft-capping are rejected
+// count that K's does not divide, a key head count that is not known) and Gemma-2
+// logit soft-capping are rejected
 // with their reason.
 #include <cmath>
 #include <limits>
@@ -31,6 +32,7 @@ enum class Kv {
   VAllHeads,     // K has one head, V has H heads: not one kv head count
   TwoKeyHeads,   // Q has 3 heads, K and V 2 (not a divisor; the MatMul cannot broadcast it either)
   SoftCap,       // Falcon layout plus cap * tanh(scores / cap) before the Softmax (Gemma-2)
+  UnknownKeyHeads,  // K is a graph input [batch, kv_heads, seq, Dh] with a symbolic head count
 };
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
@@ -88,6 +90,9 @@ int64_t build(GraphBuilder& b, Kv kind, bool with_mask) {
         return transpose(b, g, {1, 0, 2, 3}, n + "_t");                                     // [B, 1, S, Dh]
       };
       kt = transpose(b, pick(H, "k_pick"), {0, 1, 3, 2}, "k_tt");
+      if (kind == Kv::UnknownKeyHeads)
+        kt = transpose(b, b.input("k_in", DType::Float, {-1, -1, -1, Dh}, {"batch", "kv_heads", "seq"}), {0, 1, 3, 2},
+                       "k_in_t");
       v4 = kind == Kv::VAllHeads ? transpose(b, slice(b, view, 2, 0, H, "v_slice"), {0, 2, 1, 3}, "v_t")
                                  : pick(H + 1, "v_pick");
     }
@@ -184,4 +189,8 @@ TEST_CASE("Attention MQA rule 7: two key heads for three query heads are rejecte
 
 TEST_CASE("Attention rule 7: logit soft-capping (Gemma-2 tanh) is rejected with its reason", "[passes][Attention]") {
   expect_rejected(Kv::SoftCap, "transforms the attention scores non-linearly");
+}
+
+TEST_CASE("Attention MQA rule 7: a key head count that is not known is rejected", "[passes][Attention]") {
+  expect_rejected(Kv::UnknownKeyHeads, "head count of the key operand 'k_in' is unknown");
 }
