@@ -87,7 +87,7 @@ TEST_CASE("Upsample (opsets 7 and 9) is Resize-10", "[cpu][resize]") {
   expect_near(up7.run()[0], {0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8, 9}, {1, 15});
 }
 
-TEST_CASE("Resize nearest copies integers exactly; negative axes; empty scales", "[cpu][resize]") {
+TEST_CASE("Resize nearest copies integers exactly, with negative axes and empty scales", "[cpu][resize]") {
   // x = [[1,2,3],[4,5,6]] int64, asymmetric floor, x2 on the last axis via axes = [-1].
   OpTest t("Resize");
   t.input("x", ints({1, 2, 3, 4, 5, 6}, {2, 3})).omitted_input().const_input("scales", floats1({2}));
