@@ -29,8 +29,10 @@ I64 = TensorProto.INT64
 B = TensorProto.BOOL
 
 
-def case(name, op, inputs, attrs=None, opset=17, consts=None, outs=(F,)):
-    return dict(name=name, op=op, inputs=inputs, attrs=attrs or {}, opset=opset, consts=consts or [], outs=outs)
+def case(name, op, inputs, attrs=None, opset=17, consts=None, outs=(F,), order=None):
+    """order: the node's input names when they are not inputs then consts ("" = omitted)."""
+    return dict(name=name, op=op, inputs=inputs, attrs=attrs or {}, opset=opset, consts=consts or [], outs=outs,
+                order=order)
 
 
 def r(*shape, seed=0, lo=None, scale=1.0, offset=0.0):
@@ -115,6 +117,15 @@ CASES = [
          {"softcap": 2.0}, opset=23),
     case("attention23_causal_3d_gqa", "Attention", [("q", r(1, 6, 24)), ("k", r(1, 6, 8, seed=1)), ("v", r(1, 6, 8, seed=2))],
          {"is_causal": 1, "q_num_heads": 6, "kv_num_heads": 2}, opset=23),
+    case("stft_real_window", "STFT", [("x", r(2, 64, 1)), ("w", np.hanning(16).astype(np.float32))], {},
+         opset=17, consts=[("step", np.array(4, np.int64))], order=["x", "step", "w"]),
+    case("stft_real_frame_length", "STFT", [("x", r(1, 50, 1))], {},
+         opset=17, consts=[("step", np.array(7, np.int64)), ("n", np.array(12, np.int64))], order=["x", "step", "", "n"]),
+    case("stft_complex_twosided", "STFT", [("x", r(2, 40, 2)), ("w", r(10, seed=3))], {"onesided": 0},
+         opset=17, consts=[("step", np.array(5, np.int64)), ("n", np.array(10, np.int64))], order=["x", "step", "w", "n"]),
+    case("hann_periodic", "HannWindow", [], {}, opset=17, consts=[("n", np.array(10, np.int64))]),
+    case("hamming_symmetric", "HammingWindow", [], {"periodic": 0}, opset=17, consts=[("n", np.array(9, np.int64))]),
+    case("blackman_periodic", "BlackmanWindow", [], {}, opset=17, consts=[("n", np.array(12, np.int32))]),
     case("gridsample20_linear_reflection", "GridSample", [("x", r(1, 2, 5, 4)), ("g", grid(1, 6, 6, 2))],
          {"mode": "linear", "padding_mode": "reflection"}, opset=20),
 ]
@@ -128,6 +139,8 @@ def build(c):
     for n, a in c["consts"]:
         nodes_in.append(n)
         inits.append(numpy_helper.from_array(a, n))
+    if c["order"] is not None:
+        nodes_in = c["order"]
     outs = [f"y{i}" for i in range(len(c["outs"]))]
     node = helper.make_node(c["op"], nodes_in, outs, name=c["name"], **c["attrs"])
     g = helper.make_graph([node], c["name"], graph_inputs,

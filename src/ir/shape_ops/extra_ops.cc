@@ -1,7 +1,8 @@
 // Shape functions for ops that had none: GridSample (2-D: [N, C, H, W] and
 // grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]) and ONNX Attention (opset 23: Y like
 // Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]),
-// Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape).
+// Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape), STFT and the window
+// generators.
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -42,8 +43,39 @@ void onnx_attention_fn(ShapeContext& c) {
   if (c.has_output(2)) c.set_output_shape(2, Shape{(*v)[0], Dim::of(hkv), total, dv});
 }
 
+// STFT: [B, L, 1|2] -> [B, frames, bins, 2] when frame_step / frame_length
+// (or the window's length) are known.
+void stft_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* x = shape_of(c, 0);
+  if (!x || x->size() != 3) return;
+  auto step = c.input_ints(1);
+  std::optional<int64_t> n;
+  if (c.has_input(3)) {
+    if (auto v = c.input_ints(3); v && v->size() == 1) n = (*v)[0];
+  } else if (const Shape* w = c.has_input(2) ? shape_of(c, 2) : nullptr; w && w->size() == 1 && (*w)[0].known()) {
+    n = (*w)[0].value;
+  }
+  const bool onesided = c.node().attr_int("onesided", 1) != 0;
+  Dim frames = Dim::unknown();
+  if (step && step->size() == 1 && (*step)[0] > 0 && n && (*x)[1].known())
+    frames = Dim::of(1 + ((*x)[1].value - *n) / (*step)[0]);
+  const Dim bins = n ? Dim::of(onesided ? *n / 2 + 1 : *n) : Dim::unknown();
+  c.set_output_shape(0, Shape{(*x)[0], frames, bins, Dim::of(2)});
+}
+
+void window_fn(ShapeContext& c) {
+  c.set_output_dtype(0, static_cast<DType>(c.node().attr_int("output_datatype", static_cast<int64_t>(DType::Float))));
+  auto size = c.input_ints(0);
+  c.set_output_shape(0, Shape{size && size->size() == 1 ? Dim::of((*size)[0]) : Dim::unknown()});
+}
+
 }  // namespace
 
+FUSEOPT_SHAPE_FN("", "STFT", stft_fn);
+FUSEOPT_SHAPE_FN("", "HannWindow", window_fn);
+FUSEOPT_SHAPE_FN("", "HammingWindow", window_fn);
+FUSEOPT_SHAPE_FN("", "BlackmanWindow", window_fn);
 FUSEOPT_SHAPE_FN("", "GridSample", grid_sample_fn);
 FUSEOPT_SHAPE_FN("", "Attention", onnx_attention_fn);
 FUSEOPT_SHAPE_FN("", "Sinh", [](ShapeContext& c) { same_as_input(c); });
