@@ -533,9 +533,21 @@ void Session::Impl::setup() {
   check_kernels();
 
   // Precision: float constants (initializers, folded Constant nodes) are
-  // stored in their compute dtype, converted once here.
+  // stored in their compute dtype, converted once here -- except Resize's roi
+  // and scales (Upsample's scales): they set output lengths (floor(len *
+  // scale)), which must not change with the precision (fp16(0.3) = 0.2998).
+  auto parameter_only = [](const Value* v) {
+    if (!v || v->uses.empty()) return false;
+    for (const Use& u : v->uses) {
+      const bool param = (u.node->is("Resize") && (u.index == 1 || u.index == 2)) ||
+                         (u.node->is("Upsample") && u.index == 1);
+      if (!param) return false;
+    }
+    return true;
+  };
   for (Slot& sl : slots) {
     if (!sl.is_const || compute_dtype(sl.host.dtype) == sl.host.dtype) continue;
+    if (sl.host.dtype == DType::Float && parameter_only(sl.v)) continue;
     Tensor t(sl.host.dtype, sl.host.shape);
     if (t.bytes.size()) std::memcpy(t.bytes.data(), sl.host.data, t.bytes.size());
     owned_consts.push_back(convert_float(t, compute_dtype(sl.host.dtype)));

@@ -149,3 +149,31 @@ TEST_CASE("cuda Session in fp16 and bf16 stays within 1e-2", "[cuda][session]") 
     }
   }
 }
+
+// Resize's scales set the output length (floor(len * scale)): under fp16 and
+// bf16 they stay fp32 (fp16(0.3) = 0.2998 would give floor(10 * 0.2998) = 2).
+TEST_CASE("cuda Session keeps Resize scales in fp32 under fp16/bf16", "[cuda][session]") {
+  GraphBuilder b(13);
+  Value* x = b.input("x", DType::Float, {1, 1, 10, 10});
+  Tensor scales = Tensor::from_floats({1.f, 1.f, 0.3f, 0.3f}, {4});
+  Value* y = b.op("Resize", {x, b.constant("roi", Tensor(DType::Float, {0})), b.constant("scales", scales)},
+                  {Attribute::make_string("mode", "nearest")});
+  b.output(y);
+  std::unique_ptr<Graph> g = b.release();
+  SessionOptions cpu_o;
+  cpu_o.backend = Backend::CPU;
+  Session cpu(*g, cpu_o);
+  const std::map<std::string, Tensor> in{{"x", randn({1, 1, 10, 10}, 1.f)}};
+  const auto want = cpu.run(in);
+  REQUIRE(want[0].dims == std::vector<int64_t>({1, 1, 3, 3}));
+  if (!gpu_ready()) return;
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SessionOptions o;
+    o.backend = Backend::CUDA;
+    o.precision = p;
+    Session s(*g, o);
+    const auto got = s.run(in);
+    INFO(precision_name(p));
+    CHECK(got[0].dims == want[0].dims);
+  }
+}
