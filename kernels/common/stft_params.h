@@ -53,6 +53,57 @@ inline StftParams resolve_stft(KernelContext& ctx, const RtTensor& signal, const
   return p;
 }
 
+// DFT (opset 17: axis attribute, default 1; opset 20: axis input 2, default
+// -2): X [..., n, ..., 1|2] along `axis` (never the last, complex dim),
+// dft_length (input 1) zero-pads or truncates the signal, onesided keeps
+// bins 0..N/2, inverse uses exp(+2 pi i k n / N) / N.
+// Y[o, k, i] = sum_n X[o, n, i] * exp(-+2 pi i k n / N).
+struct DftParams {
+  int64_t outer = 0, n_in = 0, N = 0, bins = 0, inner = 0;
+  bool complex_in = false, inverse = false;
+  std::vector<int64_t> out_shape;
+};
+
+inline DftParams resolve_dft(KernelContext& ctx, const RtTensor& x) {
+  DftParams p;
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  DM_CHECK(ctx, rank >= 2 && (x.shape.back() == 1 || x.shape.back() == 2),
+           "input must be [..., 1 or 2] (real or complex), got " << shape_str(x.shape));
+  int64_t axis;
+  const RtTensor* axis_t = opt_host_input(ctx, 2);
+  if (ctx.node().has_attr("axis")) {
+    axis = ctx.node().attr_int("axis", 1);
+  } else if (axis_t) {
+    DM_CHECK(ctx, axis_t->numel() == 1, "axis must be a scalar");
+    axis = int_at(ctx, *axis_t, 0);
+  } else {
+    // Opset 17 defaults to 1 and opset 20 to -2: the same axis for rank 2 and 3.
+    DM_CHECK(ctx, rank <= 3, "no axis given and the default differs between opsets 17 and 20 for rank " << rank);
+    axis = rank - 2;
+  }
+  DM_CHECK(ctx, axis >= -rank && axis < rank, "axis " << axis << " is out of range for rank " << rank);
+  if (axis < 0) axis += rank;
+  DM_CHECK(ctx, axis != rank - 1, "axis must not be the last (real/imaginary) dim");
+  p.complex_in = x.shape.back() == 2;
+  p.inverse = ctx.node().attr_int("inverse", 0) != 0;
+  const bool onesided = ctx.node().attr_int("onesided", 0) != 0;
+  DM_CHECK(ctx, !(onesided && p.inverse), "onesided with inverse is not supported");
+  p.outer = prod(x.shape, 0, static_cast<size_t>(axis));
+  p.n_in = x.shape[axis];
+  p.inner = prod(x.shape, static_cast<size_t>(axis) + 1, static_cast<size_t>(rank - 1));
+  p.N = p.n_in;
+  if (const RtTensor* len_t = opt_host_input(ctx, 1)) {
+    DM_CHECK(ctx, len_t->numel() == 1, "dft_length must be a scalar");
+    p.N = int_at(ctx, *len_t, 0);
+  }
+  DM_CHECK(ctx, p.N > 0, "dft_length must be positive, got " << p.N);
+  p.bins = onesided ? p.N / 2 + 1 : p.N;
+  p.out_shape = x.shape;
+  p.out_shape[axis] = p.bins;
+  p.out_shape.back() = 2;
+  return p;
+}
+
 // Window generators: size (scalar), periodic (default 1), output_datatype.
 enum class WindowKind { Hann, Hamming, Blackman };
 

@@ -1,4 +1,5 @@
-// STFT (opset 17) on CUDA: one thread per (batch, frame, bin), a direct DFT
+// STFT (opset 17) and DFT (opset 17/20) on CUDA: one thread per output
+// complex value (STFT: per batch, frame, bin), a direct DFT
 // over the frame with the angle taken from (k * n) mod N and sums in double
 // (the H200 has fast fp64; the result then matches the CPU reference to fp32
 // rounding). Window generators (HannWindow, HammingWindow, BlackmanWindow)
@@ -49,6 +50,42 @@ FUSEOPT_KERNEL(CudaSTFT, "", "STFT", Backend::CUDA, {DType::Float, DType::Float1
     };
     if (window) dispatch_float(ctx, window->dtype, launch);
     else launch(Tag<T>{});
+  });
+  check_launch(ctx);
+}
+
+template <class T>
+__global__ void dft_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t n_in, int64_t N,
+                           int64_t bins, int64_t inner, bool complex_in, bool inverse) {
+  const int64_t ch = complex_in ? 2 : 1, n_used = N < n_in ? N : n_in;
+  const double sign = inverse ? 1.0 : -1.0, norm = inverse ? 1.0 / static_cast<double>(N) : 1.0;
+  CUDA_GRID_STRIDE(t, total) {
+    const int64_t i = t % inner, k = (t / inner) % bins, o = t / (inner * bins);
+    double re = 0, im = 0;
+    for (int64_t n = 0; n < n_used; ++n) {
+      double s, c;
+      sincospi(2.0 * static_cast<double>((k * n) % N) / static_cast<double>(N), &s, &c);
+      s *= sign;
+      const T* e = x + ((o * n_in + n) * inner + i) * ch;
+      const double xr = float(load_c(e[0])), xi = complex_in ? float(load_c(e[1])) : 0.f;
+      re += xr * c - xi * s;
+      im += xr * s + xi * c;
+    }
+    y[2 * t] = store_c<T>(static_cast<compute_t<T>>(static_cast<float>(re * norm)));
+    y[2 * t + 1] = store_c<T>(static_cast<compute_t<T>>(static_cast<float>(im * norm)));
+  }
+}
+
+FUSEOPT_KERNEL(CudaDFT, "", "DFT", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
+  const RtTensor& x = req_input(ctx, 0);
+  const dm::DftParams p = dm::resolve_dft(ctx, x);
+  RtTensor* y = ctx.output(0, x.dtype, p.out_shape);
+  const int64_t total = p.outer * p.bins * p.inner;
+  if (!total) return;
+  dispatch_float(ctx, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dft_kernel<T><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), total, p.n_in, p.N, p.bins,
+                                                                     p.inner, p.complex_in, p.inverse);
   });
   check_launch(ctx);
 }

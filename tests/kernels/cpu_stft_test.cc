@@ -40,3 +40,30 @@ TEST_CASE("HannWindow, HammingWindow, BlackmanWindow", "[cpu][stft]") {
   expect_near(window("BlackmanWindow", 6, 1), {0, 0.13f, 0.63f, 1, 0.63f, 0.13f}, {6});
   REQUIRE_THROWS_WITH(window("HannWindow", -1, 1), Catch::Contains("HannWindow_node"));
 }
+
+namespace {
+Tensor dft(Tensor x, std::vector<Attribute> attrs, const int64_t* length = nullptr) {
+  OpTest t("DFT");
+  t.input("x", std::move(x));
+  if (length) t.const_input("n", ints({*length}, {}));
+  for (Attribute& a : attrs) t.attr(std::move(a));
+  return t.run()[0];
+}
+}  // namespace
+
+TEST_CASE("DFT: forward, onesided with padding, inverse of a complex signal (numpy.fft)", "[cpu][stft]") {
+  const Tensor x = floats({1, 2, 0, -1, 3}, {1, 5, 1});
+  expect_near(dft(x, {Attribute::make_int("axis", 1)}),
+              {5, 0, 3.354102f, 0.3632713f, -3.354102f, 1.538842f, -3.354102f, -1.538842f, 3.354102f, -0.3632713f},
+              {1, 5, 2}, 1e-5f, 1e-5f);
+  const int64_t eight = 8;  // rfft(x, n=8): zero-padded
+  expect_near(dft(x, {Attribute::make_int("axis", 1), Attribute::make_int("onesided", 1)}, &eight),
+              {5, 0, 0.1213203f, -0.7071068f, 4, -3, -4.12132f, -0.7071068f, 3, 0}, {1, 5, 2}, 1e-5f, 1e-5f);
+  expect_near(dft(floats({1, 1, 2, -1, 0, 0.5f, -1, 0}, {1, 4, 2}), {Attribute::make_int("inverse", 1)}),
+              {0.5f, 0.125f, 0.5f, 0.875f, 0, 0.625f, 0, -0.625f}, {1, 4, 2}, 1e-6f, 1e-5f);
+}
+
+TEST_CASE("DFT rejects the complex dim as axis and an ambiguous default axis", "[cpu][stft]") {
+  REQUIRE_THROWS_WITH(dft(iota({1, 5, 1}), {Attribute::make_int("axis", 2)}), Catch::Contains("DFT_node"));
+  REQUIRE_THROWS_WITH(dft(iota({2, 3, 5, 1}), {}), Catch::Contains("DFT_node") && Catch::Contains("default"));
+}

@@ -36,3 +36,20 @@ TEST_CASE("cuda window generators", "[cuda][stft]") {
         c.check(DType::Float, 1e-6, 1e-5);
       }
 }
+
+TEST_CASE("cuda DFT", "[cuda][stft]") {
+  if (!gpu_ready()) return;
+  for (DType dt : {DType::Float, DType::Float16, DType::BFloat16}) {
+    Case real("DFT", 1);
+    real.attr(Attribute::make_int("axis", 1)).in(0, randn({3, 400, 1}));
+    real.check(dt, 1e-4, 1e-4);
+    Case onesided("DFT", 2);
+    onesided.attr(Attribute::make_int("axis", 1)).attr(Attribute::make_int("onesided", 1));
+    onesided.in(0, randn({2, 37, 1})).in(1, scalar_i64(64));
+    onesided.check(dt, 1e-4, 1e-4);
+    Case inv("DFT", 3);  // opset 20 spelling: axis as input 2; truncated to 6
+    inv.attr(Attribute::make_int("inverse", 1));
+    inv.in(0, randn({2, 5, 8, 2})).in(1, scalar_i64(6)).in(2, scalar_i64(2));
+    inv.check(dt, 1e-4, 1e-4);
+  }
+}

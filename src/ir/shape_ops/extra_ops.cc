@@ -64,6 +64,35 @@ void stft_fn(ShapeContext& c) {
   c.set_output_shape(0, Shape{(*x)[0], frames, bins, Dim::of(2)});
 }
 
+// DFT: the signal axis becomes the bin count, the last dim 2.
+void dft_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  const Shape* x = shape_of(c, 0);
+  if (!x || x->size() < 2) return;
+  const int64_t rank = static_cast<int64_t>(x->size());
+  std::optional<int64_t> axis;
+  if (c.node().has_attr("axis")) axis = c.node().attr_int("axis", 1);
+  else if (c.has_input(2)) {
+    if (auto v = c.input_ints(2); v && v->size() == 1) axis = (*v)[0];
+  } else if (rank <= 3) axis = rank - 2;
+  Shape out = *x;
+  out.back() = Dim::of(2);
+  if (!axis || *axis < -rank || *axis >= rank) {
+    for (int64_t d = 0; d + 1 < rank; ++d) out[d] = Dim::unknown();  // which dim changes is unknown
+    c.set_output_shape(0, out);
+    return;
+  }
+  const int64_t a = *axis < 0 ? *axis + rank : *axis;
+  Dim n = (*x)[a];
+  if (c.has_input(1)) {
+    auto v = c.input_ints(1);
+    n = v && v->size() == 1 ? Dim::of((*v)[0]) : Dim::unknown();
+  }
+  const bool onesided = c.node().attr_int("onesided", 0) != 0;
+  out[a] = !onesided ? n : (n.known() ? Dim::of(n.value / 2 + 1) : Dim::unknown());
+  c.set_output_shape(0, out);
+}
+
 void window_fn(ShapeContext& c) {
   c.set_output_dtype(0, static_cast<DType>(c.node().attr_int("output_datatype", static_cast<int64_t>(DType::Float))));
   auto size = c.input_ints(0);
@@ -73,6 +102,7 @@ void window_fn(ShapeContext& c) {
 }  // namespace
 
 FUSEOPT_SHAPE_FN("", "STFT", stft_fn);
+FUSEOPT_SHAPE_FN("", "DFT", dft_fn);
 FUSEOPT_SHAPE_FN("", "HannWindow", window_fn);
 FUSEOPT_SHAPE_FN("", "HammingWindow", window_fn);
 FUSEOPT_SHAPE_FN("", "BlackmanWindow", window_fn);
