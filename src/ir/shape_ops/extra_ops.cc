@@ -1,8 +1,8 @@
 // Shape functions for ops that had none: GridSample (2-D: [N, C, H, W] and
 // grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]) and ONNX Attention (opset 23: Y like
 // Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]),
-// Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape), STFT and the window
-// generators.
+// Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape), STFT, DFT, the window
+// generators, QuantizeLinear and DequantizeLinear.
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -99,8 +99,21 @@ void window_fn(ShapeContext& c) {
   c.set_output_shape(0, Shape{size && size->size() == 1 ? Dim::of((*size)[0]) : Dim::unknown()});
 }
 
+// QuantizeLinear: x's shape, zero_point's dtype (default uint8 or
+// output_dtype); DequantizeLinear: x's shape, scale's dtype.
+void quantize_fn(ShapeContext& c) {
+  DType t = c.has_input(2) ? c.input_dtype(2) : DType::Undefined;
+  if (t == DType::Undefined)
+    t = static_cast<DType>(c.node().attr_int("output_dtype", static_cast<int64_t>(DType::UInt8)));
+  if (t == DType::Undefined) t = DType::UInt8;
+  same_as_input(c, 0, 0, t);
+}
+void dequantize_fn(ShapeContext& c) { same_as_input(c, 0, 0, c.input_dtype(1)); }
+
 }  // namespace
 
+FUSEOPT_SHAPE_FN("", "QuantizeLinear", quantize_fn);
+FUSEOPT_SHAPE_FN("", "DequantizeLinear", dequantize_fn);
 FUSEOPT_SHAPE_FN("", "STFT", stft_fn);
 FUSEOPT_SHAPE_FN("", "DFT", dft_fn);
 FUSEOPT_SHAPE_FN("", "HannWindow", window_fn);
