@@ -125,3 +125,48 @@ def run_over_models(check_one, *modules):
         print("FAIL " + f)
     print(f"{len(dirs)} models, {len(failures)} failures")
     return 1 if failures else 0
+
+
+GEMM_OPS = {"MatMul", "Gemm", "FusedMatMul", "LayerNormLinear", "GatedMatMul"}
+
+
+def leftover_activations(graph):
+    """Erf/Tanh nodes that a fusion should have absorbed, as (op, name) pairs.
+
+    An Erf is left over when its GELU reads a GEMM output (or a GEMM plus bias): FusedMatMul
+    should have taken it. A GELU after a Conv or a norm has no GEMM to fold into (Whisper's and
+    wav2vec2's convolutional stems). A Tanh is left over unless it soft-caps attention scores on
+    their way to a Softmax (Gemma-2's cap*tanh(s/cap), which the Attention op cannot express)."""
+    prod = {o: n for n in graph.node for o in n.output}
+    cons = {}
+    for n in graph.node:
+        for i in n.input:
+            cons.setdefault(i, []).append(n)
+
+    def from_gemm(v):
+        p = prod.get(v)
+        if p is None:
+            return False
+        if p.op_type in GEMM_OPS:
+            return True
+        return p.op_type == "Add" and any(prod.get(i) is not None and prod[i].op_type in GEMM_OPS for i in p.input)
+
+    def reaches_softmax(n, depth=4):
+        if depth == 0:
+            return False
+        for o in n.output:
+            for c in cons.get(o, []):
+                if c.op_type == "Softmax" or reaches_softmax(c, depth - 1):
+                    return True
+        return False
+
+    left = []
+    for n in graph.node:
+        if n.op_type == "Erf":
+            scaled = prod.get(n.input[0])
+            xs = list(scaled.input) if scaled is not None else [n.input[0]]
+            if any(from_gemm(x) for x in xs):
+                left.append((n.op_type, n.name))
+        elif n.op_type == "Tanh" and not reaches_softmax(n):
+            left.append((n.op_type, n.name))
+    return left

@@ -2,10 +2,11 @@
 transformer in models/real and models/exported through the full default pipeline.
 
 Per model:
-  - acceptance: one fuseopt.Attention per layer (layers = the original's Softmax nodes),
-    at most 4 GEMM nodes per layer (fused QKV, output projection, two FFN GEMMs),
-    no Softmax / ReduceMean / Tanh / standalone LayerNorm primitive / Erf left inside
-    the layers (a GELU after a Conv stem is outside them);
+  - acceptance: one fuseopt.Attention per layer (layers = the original's Softmax nodes;
+    Gemma-2's soft-capped attention is a listed exception), at most 4 GEMM nodes per layer
+    (fused QKV, output projection, two FFN GEMMs; DeBERTa v1 and MobileBERT have more by
+    design, listed), no Softmax / ReduceMean / standalone LayerNorm primitive left, no GELU
+    left after a GEMM (one after a Conv stem or a norm has no GEMM to fold into);
   - the optimized model passes onnx.checker (full_check), ONNX Runtime reproduces
     test_data_set_0 through the function bodies, and `fuserun --backend cpu --check`
     through fuseopt's own kernels (fp32, 1e-4 norm-wise);
@@ -22,7 +23,13 @@ RTOL = ATOL = 1e-4
 GEMMS = {"MatMul", "Gemm", "FusedMatMul", "LayerNormLinear", "GatedMatMul"}
 # GEMMs that are not part of any layer: the embedding projections of ALBERT and ELECTRA,
 # Swin's patch-merging reduction.
-EXTRA_GEMMS = {"albert": 1, "electra": 1, "swin": 1}
+EXTRA_GEMMS = {"albert": 1, "electra": 1, "swin": 1, "wav2vec2": 1}
+# Architectures whose layers have more weight GEMMs by design: DeBERTa (v1) projects the
+# relative-position embeddings per layer; MobileBERT adds bottleneck projections and stacked FFNs.
+GEMMS_PER_LAYER = {"deberta_": 5, "mobilebert": 9}
+# Attention the catalogue op cannot express; the fusion must reject it with its reason
+# (tests/py/test_attention_mqa_models.py checks the reason). Fails on an unexpected fusion.
+KNOWN_UNFUSED_ATTENTION = {"gemma2": "attention logit soft-capping cap*tanh(s/cap)"}
 # Known limits, kept visible (printed as KNOWN, not hidden); the test fails on an
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
 # 5 GEMMs per layer before, is now fuseopt.GatedMatMul.)
@@ -44,26 +51,29 @@ def structural(name, orig, model):
     ops = Counter(n.op_type for n in model.graph.node)
     inits = {t.name: t for t in model.graph.initializer}
     prod = {o: n for n in model.graph.node for o in n.output}
-    if ops["Attention"] != layers:
+    unfusable = next((why for k, why in KNOWN_UNFUSED_ATTENTION.items() if k in name), None)
+    if unfusable:
+        if ops["Attention"]:
+            fails.append(f"{name}: Attention fused although {unfusable} was expected to block it")
+        else:
+            print(f"KNOWN {name}: attention not fused ({unfusable})")
+    elif ops["Attention"] != layers:
         fails.append(f"{name}: {ops['Attention']} Attention nodes for {layers} layers")
     gemms = sum(1 for n in model.graph.node if is_layer_gemm(n, inits))
     extra = next((v for k, v in EXTRA_GEMMS.items() if k in name), 0)
     known = next((v for k, v in KNOWN_GEMM_EXCESS.items() if k in name), 0)
-    if gemms > 4 * layers + extra + known * layers:
-        fails.append(f"{name}: {gemms} GEMM nodes for {layers} layers (at most 4 per layer)")
+    per_layer = next((v for k, v in GEMMS_PER_LAYER.items() if k in name), 4)
+    if gemms > per_layer * layers + extra + known * layers:
+        fails.append(f"{name}: {gemms} GEMM nodes for {layers} layers (at most {per_layer} per layer)")
     elif known and gemms > 4 * layers + extra:
         print(f"KNOWN {name}: {gemms} GEMM nodes for {layers} layers (gated MLP: gate/up not packable)")
     elif known:
         fails.append(f"{name}: known limit no longer holds ({gemms} GEMMs): remove it from KNOWN_GEMM_EXCESS")
-    for op in ("Softmax", "ReduceMean", "Tanh", "Pow"):
-        if ops[op]:
+    for op in ("Softmax", "ReduceMean", "Pow"):
+        if ops[op] and not (unfusable and op == "Softmax"):
             fails.append(f"{name}: {ops[op]} {op} left")
-    for n in model.graph.node:
-        if n.op_type == "Erf":
-            scaled = prod.get(n.input[0])
-            x = prod.get(scaled.input[0]) if scaled is not None and scaled.input else None
-            if x is None or x.op_type != "Conv":
-                fails.append(f"{name}: Erf '{n.name}' left inside a layer (GELU not folded into its GEMM)")
+    for op, node_name in lib.leftover_activations(model.graph):
+        fails.append(f"{name}: {op} '{node_name}' left inside a layer (GELU not folded into its GEMM)")
     # Norms left as LayerNormalization / fuseopt.LayerNorm are fused norms (no primitives): a final
     # norm, or one whose output is rearranged before its GEMMs (Swin's window partition).
     return fails, layers, gemms

@@ -1,4 +1,4 @@
-"""Multi-query attention of real Hugging Face exports (models/extra, when present):
+"""Multi-query attention of real Hugging Face exports (models/exported):
 Falcon (multi_query, one kv head gathered from a fused QKV projection) and GPT-BigCode
 (multi_query, Split of Unsqueeze(qkv, 1)) must fuse one fuseopt.Attention per layer with
 kv_num_heads = 1; Gemma-2 (tanh logit soft-capping, which Attention cannot express) must
@@ -6,7 +6,7 @@ stay unfused with the soft-capping named in the report. Every optimized model pa
 onnx.checker, reproduces test_data_set_0 in ONNX Runtime (through the function bodies)
 and `fuserun --backend cpu --check` (fuseopt's kernels).
 
-Skipped (77) when none of these model folders exist (models/extra is not bundled)."""
+Fails when these bundled model folders are missing."""
 import glob
 import json
 import os
@@ -77,14 +77,14 @@ def main():
     args = lib.parse_args()
     lib.require("onnx", "onnxruntime", "numpy")
     dirs = []
-    for path in sorted(glob.glob(os.path.join(args.src, "models/extra/*/model.onnx"))):
+    for path in sorted(glob.glob(os.path.join(args.src, "models/exported/*/model.onnx"))):
         d = os.path.dirname(path)
         name = os.path.basename(d)
         if name.startswith(MQA + SOFTCAP) and args.k in name and os.path.isdir(os.path.join(d, "test_data_set_0")):
             dirs.append(d)
     if not dirs:
-        print("SKIP: no Falcon / GPT-BigCode / Gemma-2 exports under models/extra")
-        return lib.SKIP
+        print("FAIL: no Falcon / GPT-BigCode / Gemma-2 exports under models/exported")
+        return 1
     fails = []
     with tempfile.TemporaryDirectory() as tmp:
         for d in dirs:

@@ -32,15 +32,11 @@ def structural_failures(name, model):
         left = [n.name for n in g.node if n.op_type == "Relu" and n.input[0] in prod and prod[n.input[0]].op_type == "Add"]
         if left or ops["AddRelu"] == 0:
             fails.append(f"{name}: residual Add+Relu not fused: {left or 'no AddRelu at all'}")
+    for op, node_name in lib.leftover_activations(g):
+        fails.append(f"{name}: {op} '{node_name}' left (an unfused GELU)")
     for n in g.node:
-        if n.op_type not in ("Erf", "Tanh", "Sqrt"):
-            continue
-        # A GELU after a Conv (Whisper's convolutional stem) has no GEMM to fold into.
-        scaled = prod.get(n.input[0])
-        x = prod.get(scaled.input[0]) if scaled is not None and scaled.input else None
-        if n.op_type == "Erf" and x is not None and x.op_type == "Conv":
-            continue
-        fails.append(f"{name}: {n.op_type} '{n.name}' left (an unfused GELU or norm)")
+        if n.op_type == "Sqrt":
+            fails.append(f"{name}: Sqrt '{n.name}' left (an unfused norm)")
     for n in g.node:
         if n.op_type in NORMS and n.input[0] in prod and prod[n.input[0]].op_type == "Add":
             fails.append(f"{name}: residual Add before {n.op_type} '{n.name}' is not fused")
