@@ -58,7 +58,8 @@ void stft_fn(ShapeContext& c) {
   }
   const bool onesided = c.node().attr_int("onesided", 1) != 0;
   Dim frames = Dim::unknown();
-  if (step && step->size() == 1 && (*step)[0] > 0 && n && (*x)[1].known())
+  if (n && *n <= 0) n.reset();  // the kernel reports the error
+  if (step && step->size() == 1 && (*step)[0] > 0 && n && (*x)[1].known() && (*x)[1].value >= *n)
     frames = Dim::of(1 + ((*x)[1].value - *n) / (*step)[0]);
   const Dim bins = n ? Dim::of(onesided ? *n / 2 + 1 : *n) : Dim::unknown();
   c.set_output_shape(0, Shape{(*x)[0], frames, bins, Dim::of(2)});
@@ -86,8 +87,9 @@ void dft_fn(ShapeContext& c) {
   Dim n = (*x)[a];
   if (c.has_input(1)) {
     auto v = c.input_ints(1);
-    n = v && v->size() == 1 ? Dim::of((*v)[0]) : Dim::unknown();
+    n = v && v->size() == 1 && (*v)[0] > 0 ? Dim::of((*v)[0]) : Dim::unknown();
   }
+  if (a == rank - 1) return;  // the kernel reports the error
   const bool onesided = c.node().attr_int("onesided", 0) != 0;
   out[a] = !onesided ? n : (n.known() ? Dim::of(n.value / 2 + 1) : Dim::unknown());
   c.set_output_shape(0, out);
@@ -96,7 +98,7 @@ void dft_fn(ShapeContext& c) {
 void window_fn(ShapeContext& c) {
   c.set_output_dtype(0, static_cast<DType>(c.node().attr_int("output_datatype", static_cast<int64_t>(DType::Float))));
   auto size = c.input_ints(0);
-  c.set_output_shape(0, Shape{size && size->size() == 1 ? Dim::of((*size)[0]) : Dim::unknown()});
+  c.set_output_shape(0, Shape{size && size->size() == 1 && (*size)[0] >= 0 ? Dim::of((*size)[0]) : Dim::unknown()});
 }
 
 // QuantizeLinear: x's shape, zero_point's dtype (default uint8 or
