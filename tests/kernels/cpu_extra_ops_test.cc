@@ -132,3 +132,30 @@ TEST_CASE("Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh match numpy", "[cpu][extr
   expect_near(run("Acosh", {1, 1.5f, 2, 3, 10, 100}), {0, 0.9624237f, 1.316958f, 1.762747f, 2.993223f, 5.298292f},
               {2, 3}, tol, tol);
 }
+
+TEST_CASE("BitwiseAnd/Or/Xor with broadcasting, BitwiseNot, BitShift", "[cpu][extra_ops]") {
+  auto bin = [](const char* op, Tensor a, Tensor b, const char* dir = nullptr) {
+    OpTest t(op);
+    t.input("a", std::move(a)).input("b", std::move(b));
+    if (dir) t.attr(Attribute::make_string("direction", dir));
+    return t.run()[0];
+  };
+  const Tensor a = ints({12, -1, 5, 0, 7, 255}, {2, 3});
+  const Tensor b = ints({10, 6, -8}, {3});
+  expect_ints(bin("BitwiseAnd", a, b), DType::Int64, {8, 6, 0, 0, 6, 248}, {2, 3});
+  expect_ints(bin("BitwiseOr", a, b), DType::Int64, {14, -1, -3, 10, 7, -1}, {2, 3});
+  expect_ints(bin("BitwiseXor", a, b), DType::Int64, {6, -7, -3, 10, 1, -249}, {2, 3});
+  OpTest n("BitwiseNot");
+  n.input("x", int32s({0, -1, 5}, {3}));
+  expect_ints(n.run()[0], DType::Int32, {-1, 0, -6}, {3});
+  auto u8 = [](std::vector<int> v) {
+    Tensor t(DType::UInt8, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+    return t;
+  };
+  expect_ints(bin("BitShift", u8({1, 3, 255, 16}), u8({1, 7, 4, 8}), "LEFT"), DType::UInt8, {2, 128, 240, 0}, {4});
+  expect_ints(bin("BitShift", u8({1, 200, 255, 16}), u8({1, 3, 4, 9}), "RIGHT"), DType::UInt8, {0, 25, 15, 0}, {4});
+  REQUIRE_THROWS_WITH(bin("BitShift", a, b, "LEFT"), Catch::Contains("BitShift_node") && Catch::Contains("unsigned"));
+  REQUIRE_THROWS_WITH(bin("BitShift", u8({1}), u8({1}), "UP"), Catch::Contains("direction"));
+  REQUIRE_THROWS_WITH(bin("BitwiseAnd", a, int32s({1, 2, 3}, {3})), Catch::Contains("BitwiseAnd_node"));
+}

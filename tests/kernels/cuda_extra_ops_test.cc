@@ -120,3 +120,24 @@ TEST_CASE("cuda Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh", "[cuda][extra_ops]
       c.check(dt);
     }
 }
+
+TEST_CASE("cuda BitwiseAnd/Or/Xor/Not and BitShift", "[cuda][extra_ops]") {
+  if (!gpu_ready()) return;
+  for (DType dt : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8})
+    for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
+      Case c(op, 2);
+      c.in(0, randint({5, 1, 33}, -100, 100, dt)).in(1, randint({4, 33}, -100, 100, dt));
+      INFO(op << " " << dtype_name(dt));
+      c.check();
+      Case n("BitwiseNot", 1);
+      n.in(0, randint({77}, -100, 100, dt));
+      n.check();
+    }
+  for (const char* dir : {"LEFT", "RIGHT"}) {
+    Case c("BitShift", 2);
+    c.attr(Attribute::make_string("direction", dir));
+    c.in(0, randint({3, 50}, 0, 255, DType::UInt8)).in(1, randint({50}, 0, 9, DType::UInt8));
+    INFO(dir);
+    c.check();
+  }
+}
