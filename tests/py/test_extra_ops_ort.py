@@ -4,7 +4,8 @@
 For each case a one-node model is built with the onnx helper, ONNX Runtime
 computes the outputs on seeded random inputs, the pair is written in the
 backend-test layout, and `fuserun --backend cpu --check` must pass (norm-wise
-rtol 1e-5; integer outputs exact). Covers InstanceNormalization,
+rtol 1e-5) on the model and on its `fuseopt`-optimized copy (shape functions,
+constant folding and cleanups see the new ops too). Covers InstanceNormalization,
 GroupNormalization (opset 18 per-group and 21 per-channel scale), RMSNormalization
 (opset 23), ConvTranspose (pads, output_padding, output_shape, auto_pad, groups,
 1-D/3-D), TopK, ArgMax/ArgMin, Selu/Celu/Mish/ThresholdedRelu/Shrink, IsInf and
@@ -211,13 +212,21 @@ def main():
                     f.write(numpy_helper.from_array(np.asarray(o), f"y{i}").SerializeToString())
             backend = os.environ.get("FUSERUN_BACKEND", "cpu")
             rtol = os.environ.get("FUSERUN_RTOL", "1e-5")
-            p = subprocess.run([fuserun, "--backend", backend, "-q", "--rtol", rtol, "--check", data, path],
-                               capture_output=True, text=True, timeout=120)
-            ok = p.returncode == 0 and "check: PASS" in p.stdout
+            opt = os.path.join(d, "opt.onnx")
+            po = subprocess.run([os.path.join(args.bin, "fuseopt"), path, opt], capture_output=True, text=True, timeout=120)
+            ok = po.returncode == 0
+            if not ok:
+                print("FAIL " + c["name"] + ": fuseopt: " + po.stderr[-1500:])
+            for model in (path, opt) if ok else ():
+                p = subprocess.run([fuserun, "--backend", backend, "-q", "--rtol", rtol, "--check", data, model],
+                                   capture_output=True, text=True, timeout=120)
+                ok = ok and p.returncode == 0 and "check: PASS" in p.stdout
+                if not ok:
+                    print(os.path.basename(model) + ": " + p.stdout[-1500:] + p.stderr[-1500:])
+                    break
             print(("ok   " if ok else "FAIL ") + c["name"])
             if not ok:
                 failures.append(c["name"])
-                print(p.stdout[-1500:], p.stderr[-1500:])
     ran -= len(skipped)
     print(f"{ran - len(failures)}/{ran} cases pass, {len(skipped)} skipped")
     return 1 if failures else 0
