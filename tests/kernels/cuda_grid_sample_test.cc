@@ -27,3 +27,14 @@ TEST_CASE("cuda GridSample", "[cuda][grid_sample]") {
   one_pixel.attr(Attribute::make_int("align_corners", 1)).in(0, randn({1, 2, 1, 1})).in(1, uniform({1, 3, 3, 2}, -1.f, 1.f));
   one_pixel.check();
 }
+
+TEST_CASE("cuda AffineGrid", "[cuda][grid_sample]") {
+  if (!gpu_ready()) return;
+  for (DType dt : {DType::Float, DType::Float16, DType::BFloat16})
+    for (int align = 0; align < 2; ++align) {
+      Case c("AffineGrid", 2);
+      c.attr(Attribute::make_int("align_corners", align)).in(0, randn({3, 2, 3})).in(1, ints1({3, 4, 17, 1}));
+      INFO("align_corners " << align);
+      c.check(dt);
+    }
+}

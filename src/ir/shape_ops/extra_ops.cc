@@ -2,7 +2,7 @@
 // grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]) and ONNX Attention (opset 23: Y like
 // Q with V's head size, present_key/value [B, Hkv, P + Skv, head size]),
 // Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh (same shape), STFT, DFT, the window
-// generators, QuantizeLinear and DequantizeLinear.
+// generators, QuantizeLinear, DequantizeLinear and AffineGrid (2-D).
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -112,8 +112,19 @@ void quantize_fn(ShapeContext& c) {
 }
 void dequantize_fn(ShapeContext& c) { same_as_input(c, 0, 0, c.input_dtype(1)); }
 
+// AffineGrid (2-D): [N, H, W, 2] from the size input [N, C, H, W].
+void affine_grid_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  auto size = c.input_ints(1);
+  if (!size || size->size() != 4) return;
+  for (int64_t d : *size)
+    if (d < 0) return;
+  c.set_output_shape(0, Shape{Dim::of((*size)[0]), Dim::of((*size)[2]), Dim::of((*size)[3]), Dim::of(2)});
+}
+
 }  // namespace
 
+FUSEOPT_SHAPE_FN("", "AffineGrid", affine_grid_fn);
 FUSEOPT_SHAPE_FN("", "QuantizeLinear", quantize_fn);
 FUSEOPT_SHAPE_FN("", "DequantizeLinear", dequantize_fn);
 FUSEOPT_SHAPE_FN("", "STFT", stft_fn);
