@@ -1,6 +1,7 @@
 #include "tools/fuserun/compare_backends.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "tools/fuserun/compare.h"
@@ -69,6 +70,8 @@ int compare_with_cpu(Graph& g, const std::map<std::string, Tensor>& inputs, cons
   std::vector<size_t> order;
   for (size_t i = n_model_outputs; i < names.size(); ++i) order.push_back(i);
   for (size_t i = 0; i < n_model_outputs && i < names.size(); ++i) order.push_back(i);
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < names.size(); ++i) index_of[names[i]] = i;
   int over = 0, listed = 0;
   for (size_t i : order) {
     if (i >= got.size() || i >= ref.size()) continue;
@@ -83,8 +86,18 @@ int compare_with_cpu(Graph& g, const std::map<std::string, Tensor>& inputs, cons
                 names[i].c_str(), shape_str(got[i].dims).c_str(), c.rel, c.max_abs, c.note.empty() ? "" : "; ",
                 c.note.c_str());
     if (listed == 1 && n) {
-      for (const Value* in : n->inputs)
-        if (in) std::printf("        input '%s' %s %s\n", in->name.c_str(), dtype_name(in->dtype), (in->shape ? shape_str(*in->shape) : std::string("(rank unknown)")).c_str());
+      // The inputs as they were at run time (exported values carry no shapes
+      // in many TorchScript exports): from the reference run where exposed.
+      for (const Value* in : n->inputs) {
+        if (!in) continue;
+        auto it = index_of.find(in->name);
+        std::string desc;
+        if (it != index_of.end()) desc = std::string(dtype_name(ref[it->second].dtype)) + " " + shape_str(ref[it->second].dims);
+        else if (in->is_const() && in->const_data) desc = std::string(dtype_name(in->const_data->dtype)) + " " + shape_str(in->const_data->dims) + " (constant)";
+        else if (auto f = inputs.find(in->name); f != inputs.end()) desc = std::string(dtype_name(f->second.dtype)) + " " + shape_str(f->second.dims) + " (graph input)";
+        else desc = std::string(dtype_name(in->dtype)) + " " + (in->shape ? shape_str(*in->shape) : std::string("(rank unknown)"));
+        std::printf("        input '%s' %s\n", in->name.c_str(), desc.c_str());
+      }
     }
   }
   std::printf("compare-cpu: %d of %zu node outputs over tolerance%s\n", over, names.size(),
