@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cpu/math_util.h"
+#include "kernels/cpu/row_stats.h"
 
 namespace fuseopt {
 namespace {
@@ -29,12 +30,8 @@ void group_norm(KernelContext& ctx, const RtTensor& x, const float* g, const flo
       const int64_t grp = r % G;
       const float* xr = px + r * D;
       float* yr = py + r * D;
-      double sum = 0;
-      for (int64_t i = 0; i < D; ++i) sum += xr[i];
-      const double mean = sum / static_cast<double>(D);
-      double sq = 0;
-      for (int64_t i = 0; i < D; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
-      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(D) + eps);
+      const cpu::RowStats st = cpu::row_stats(xr, D, eps);
+      const double mean = st.mean, inv = st.inv_std;
       for (int64_t cc = 0; cc < Cg; ++cc) {
         const int64_t p = per_group_params ? grp : grp * Cg + cc;
         const double a = inv * g[p], shift = b[p];

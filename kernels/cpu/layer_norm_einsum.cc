@@ -10,6 +10,7 @@
 #include "kernels/common/einsum_equation.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/math_util.h"
+#include "kernels/cpu/row_stats.h"
 
 namespace fuseopt {
 namespace {
@@ -58,12 +59,8 @@ FUSEOPT_KERNEL(cpu_LayerNormalization, "", "LayerNormalization", Backend::CPU, {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = px + r * D;
       float* yr = py + r * D;
-      double sum = 0;
-      for (int64_t i = 0; i < D; ++i) sum += xr[i];
-      const double mean = sum / static_cast<double>(D);
-      double sq = 0;
-      for (int64_t i = 0; i < D; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
-      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(D) + eps);
+      const cpu::RowStats st = cpu::row_stats(xr, D, eps);
+      const double mean = st.mean, inv = st.inv_std;
       for (int64_t i = 0; i < D; ++i) {
         float v = static_cast<float>((xr[i] - mean) * inv) * g[i];
         yr[i] = b ? v + b[i] : v;
