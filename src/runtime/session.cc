@@ -126,11 +126,6 @@ DType declared_target(DType have, DType declared) {
   return DType::Undefined;
 }
 
-Tensor to_declared(Tensor t, DType declared) {
-  const DType to = declared_target(t.dtype, declared);
-  return to == DType::Undefined ? t : convert_float(t, to);
-}
-
 std::string shapes_of(const std::vector<const RtTensor*>& ins) {
   std::string s;
   for (size_t i = 0; i < ins.size(); ++i) {

@@ -10,35 +10,21 @@ namespace fuseopt::fuserun {
 
 namespace {
 
-struct Exposed {
-  const Node* node;
-  std::string value;
-};
-
-// Every node output (in graph order) becomes a graph output; returns which
-// node produced each exposed value, aligned with the session's outputs.
-std::vector<Exposed> expose_intermediates(Graph& g) {
+// Every node output (in graph order) becomes a graph output. Returns the
+// producer of each graph output, aligned with the session's outputs: the
+// model's own outputs first (their order is the session's), then the rest.
+std::vector<const Node*> expose_intermediates(Graph& g) {
   g.topo_sort();
+  std::vector<const Node*> who;
+  for (const Value* v : g.outputs) who.push_back(v->producer);
   std::set<const Value*> already(g.outputs.begin(), g.outputs.end());
-  std::vector<Value*> order;
-  std::vector<Exposed> who;
   for (const auto& n : g.nodes())
     for (Value* v : n->outputs) {
-      if (!v || already.count(v)) continue;
-      order.push_back(v);
-      already.insert(v);
+      if (!v || !already.insert(v).second) continue;
+      g.outputs.push_back(v);
+      v->is_graph_output = true;
+      who.push_back(n.get());
     }
-  std::map<const Value*, const Node*> producer;
-  for (const auto& n : g.nodes())
-    for (Value* v : n->outputs)
-      if (v) producer[v] = n.get();
-  // The model's own outputs first (their order is the session's), then the rest.
-  for (Value* v : g.outputs) who.push_back({producer.count(v) ? producer[v] : nullptr, v->name});
-  for (Value* v : order) {
-    g.outputs.push_back(v);
-    v->is_graph_output = true;
-    who.push_back({producer[v], v->name});
-  }
   return who;
 }
 
@@ -47,7 +33,7 @@ std::vector<Exposed> expose_intermediates(Graph& g) {
 int compare_with_cpu(Graph& g, const std::map<std::string, Tensor>& inputs, const SessionOptions& device, double rtol,
                      int max_listed) {
   const size_t n_model_outputs = g.outputs.size();
-  std::vector<Exposed> who = expose_intermediates(g);
+  std::vector<const Node*> who = expose_intermediates(g);
   SessionOptions ref_o = device;
   ref_o.backend = Backend::CPU;
   ref_o.precision = Precision::FP32;
@@ -80,7 +66,7 @@ int compare_with_cpu(Graph& g, const std::map<std::string, Tensor>& inputs, cons
     ++over;
     if (listed >= max_listed) continue;
     ++listed;
-    const Node* n = i < who.size() ? who[i].node : nullptr;
+    const Node* n = i < who.size() ? who[i] : nullptr;
     std::printf("  %s node '%s' (%s) output '%s' %s: rel err %.3g, max abs %.3g%s%s\n",
                 listed == 1 ? "FIRST" : "     ", n ? n->name.c_str() : "?", n ? n->op_type.c_str() : "?",
                 names[i].c_str(), shape_str(got[i].dims).c_str(), c.rel, c.max_abs, c.note.empty() ? "" : "; ",
