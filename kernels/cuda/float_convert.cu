@@ -3,11 +3,7 @@
 // bandwidth, not by instruction issue.
 #include "kernels/cuda/float_convert.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <algorithm>
+#include "kernels/cuda/cuda_common.cuh"  // grid_for
 
 namespace fuseopt::cuda {
 namespace {
@@ -28,7 +24,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
   return __float2bfloat16_rn(v);
 }
 
-constexpr int kVec = 8, kThreads = 256;
+constexpr int kVec = 8;  // kThreads (256) from cuda_common.cuh
 
 template <class D, class S>
 __global__ void convert_kernel(D* __restrict__ y, const S* __restrict__ x, int64_t n, bool vec) {
@@ -51,20 +47,10 @@ __global__ void convert_kernel(D* __restrict__ y, const S* __restrict__ x, int64
 }
 
 template <class D, class S> void launch(void* y, const void* x, int64_t n, cudaStream_t stream) {
-  static const int sms = [] {
-    int dev = 0, v = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      v = 132;
-    }
-    return v;
-  }();
   const bool vec = reinterpret_cast<uintptr_t>(y) % (sizeof(D) * kVec) == 0 &&
                    reinterpret_cast<uintptr_t>(x) % (sizeof(S) * kVec) == 0;
-  const int64_t per_block = int64_t(kThreads) * kVec;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, int64_t(sms) * 8));
-  convert_kernel<D, S><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<D*>(y),
-                                                                              static_cast<const S*>(x), n, vec);
+  convert_kernel<D, S><<<grid_for((n + kVec - 1) / kVec, kThreads), kThreads, 0, stream>>>(
+      static_cast<D*>(y), static_cast<const S*>(x), n, vec);
 }
 
 template <class S> bool dispatch_to(void* y, DType to, const void* x, int64_t n, cudaStream_t st) {

@@ -5,6 +5,7 @@
 // cancellation), then y = (x - mean) * (scale * inv) + B. The group is
 // re-read from global memory (L2 holds it for the sizes audio/vision
 // exports produce).
+#include "kernels/cuda/block_row_stats.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace fuseopt {
@@ -22,15 +23,8 @@ __global__ void group_norm_kernel(const T* __restrict__ x, const P* __restrict__
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
-    float s = 0.f;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += float(load_c(xr[i]));
-    const float mean = block_sum(s, shm) / float(D);
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-      const float d = float(load_c(xr[i])) - mean;
-      sq += d * d;
-    }
-    const float inv = rsqrtf(block_sum(sq, shm) / float(D) + eps);
+    const float2 st = block_row_stats(xr, D, eps, shm);
+    const float mean = st.x, inv = st.y;
     const int64_t grp = r % G;
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
       const int64_t p = per_group_params ? grp : grp * Cg + (Cg == 1 ? 0 : i / S);

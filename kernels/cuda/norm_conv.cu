@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/common/op_params.h"
+#include "kernels/cuda/block_row_stats.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 
@@ -27,15 +28,8 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const P* __restrict__
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
-    float s = 0.f;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += float(load_c(xr[i]));
-    const float mean = block_sum(s, shm) / float(D);
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-      const float d = float(load_c(xr[i])) - mean;
-      sq += d * d;
-    }
-    const float inv = rsqrtf(block_sum(sq, shm) / float(D) + eps);
+    const float2 st = block_row_stats(xr, D, eps, shm);
+    const float mean = st.x, inv = st.y;
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
       int64_t gi = i, bi = i;
       if constexpr (!DENSE) {
