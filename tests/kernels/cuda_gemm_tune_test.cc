@@ -11,41 +11,19 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "support/cuda_host_buffers.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;
 
 namespace {
 
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) { cuda_check::ck(cudaMalloc(&p, bytes), "cudaMalloc"); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
+using cuda_check::DevBuf;
+using cuda_check::rel_err;
 
-std::vector<float> random_values(size_t n) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  // Rounded to fp16 so the host reference sees exactly what the GPU reads.
-  for (auto& x : v) x = half_to_float(float_to_half(u(cuda_check::rng())));
-  return v;
-}
-
-void upload_half(void* dst, const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-  cuda_check::ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
-}
-
-std::vector<float> download_half(const void* src, size_t n) {
-  std::vector<uint16_t> h(n);
-  cuda_check::ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
-  return v;
-}
+std::vector<float> random_values(size_t n) { return cuda_check::random_values(DType::Float16, n, -1.f, 1.f); }
+void upload_half(void* dst, const std::vector<float>& v) { cuda_check::upload(DType::Float16, dst, v); }
+std::vector<float> download_half(const void* src, size_t n) { return cuda_check::download(DType::Float16, src, n); }
 
 // Row-major Y[M,N] = A[M,K]·W[K,N] (+ bias[N]) (+ D0), in fp64.
 std::vector<double> reference(const std::vector<float>& A, const std::vector<float>& W, const std::vector<float>* bias,
@@ -62,17 +40,6 @@ std::vector<double> reference(const std::vector<float>& A, const std::vector<flo
       if (d0) y[m * N + n] += (*d0)[m * N + n];
     }
   return y;
-}
-
-// ‖got − want‖ / ‖want‖; NaN anywhere (an unwritten element) gives infinity.
-double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / (den > 0 ? den : 1));
 }
 
 struct Problem {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/fused_launch.cuh"
+#include "support/cuda_host_buffers.h"
 #include "support/cuda_kernel_check.h"
 
 namespace fuseopt::cuda_fused {
@@ -21,54 +22,11 @@ using namespace fuseopt;
 
 namespace {
 
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) { cuda_check::ck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-};
-
-float round_dt(DType dt, float v) { return dt == DType::Float16 ? half_to_float(float_to_half(v)) : v; }
-
-std::vector<float> random_values(DType dt, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = round_dt(dt, u(cuda_check::rng()));
-  return v;
-}
-
-void upload(DType dt, void* dst, const std::vector<float>& v) {
-  if (dt == DType::Float) {
-    cuda_check::ck(cudaMemcpy(dst, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "upload");
-    return;
-  }
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-  cuda_check::ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
-}
-
-std::vector<float> download(DType dt, const void* src, size_t n) {
-  std::vector<float> v(n);
-  if (dt == DType::Float) {
-    cuda_check::ck(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "download");
-    return v;
-  }
-  std::vector<uint16_t> h(n);
-  cuda_check::ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
-  for (size_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
-  return v;
-}
-
-double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / (den > 0 ? den : 1));
-}
+using cuda_check::download;
+using cuda_check::random_values;
+using cuda_check::rel_err;
+using cuda_check::upload;
+using Buf = cuda_check::DevBuf;
 
 }  // namespace
 

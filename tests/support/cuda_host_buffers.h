@@ -1,0 +1,71 @@
+// Raw device buffers and host<->device copies of float values stored as fp32
+// or fp16, for the CUDA tests that call launch functions directly (not
+// through a KernelContext): tests/kernels/cuda_gemm_tune_test.cc,
+// cuda_norm_warp_test.cc.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "support/cuda_kernel_check.h"
+
+namespace fuseopt::cuda_check {
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) { ck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+// Uniform on [lo, hi), rounded to `dt` (Float or Float16) so a host reference
+// sees exactly what the GPU reads.
+inline std::vector<float> random_values(DType dt, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    x = u(rng());
+    if (dt == DType::Float16) x = half_to_float(float_to_half(x));
+  }
+  return v;
+}
+
+inline void upload(DType dt, void* dst, const std::vector<float>& v) {
+  if (dt == DType::Float) {
+    ck(cudaMemcpy(dst, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "upload");
+    return;
+  }
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+}
+
+inline std::vector<float> download(DType dt, const void* src, size_t n) {
+  std::vector<float> v(n);
+  if (dt == DType::Float) {
+    ck(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "download");
+    return v;
+  }
+  std::vector<uint16_t> h(n);
+  ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
+  for (size_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
+  return v;
+}
+
+// ‖got − want‖ / ‖want‖; NaN anywhere (an unwritten element) gives infinity.
+inline double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace fuseopt::cuda_check
