@@ -106,14 +106,21 @@ def compare(got, want, atol, rtol):
     return None
 
 
-def run_over_models(check_one, *modules):
+def run_over_models(check_one, *modules, select=None):
     """The driver every per-model test shares: `check_one(args, model_dir, tmp)`
     returns a list of failure lines for one model folder; prints them and a
-    summary, returns the exit status (SKIP when there are no models)."""
+    summary, returns the exit status. Without `select` every model folder is
+    checked (SKIP when there are none); with it, only the folders whose name it
+    accepts, and finding none is a failure (the test names bundled models)."""
     import tempfile
     args = parse_args()
     require(*modules)
     dirs = model_dirs(args.src, args.k)
+    if select is not None:
+        dirs = [d for d in dirs if select(os.path.basename(d))]
+        if not dirs:
+            print("FAIL: none of the models this test needs is under models/")
+            return 1
     if not dirs:
         print("SKIP: no models with test_data_set_0 under models/")
         return SKIP
@@ -125,6 +132,28 @@ def run_over_models(check_one, *modules):
         print("FAIL " + f)
     print(f"{len(dirs)} models, {len(failures)} failures")
     return 1 if failures else 0
+
+
+def ort_failures(name, model_path, model_dir, atol, rtol):
+    """ONNX Runtime on `model_path` against model_dir/test_data_set_0: failure lines."""
+    inputs, refs = load_test_data(model_dir)
+    try:
+        got = run_ort(model_path, inputs)
+    except Exception as e:  # noqa: BLE001 - any ORT refusal is a failure
+        return [f"{name}: onnxruntime failed: {str(e).splitlines()[0]}"]
+    return [f"{name}: onnxruntime output {i}: {why}"
+            for i, (g, w) in enumerate(zip(got, refs)) if (why := compare(g, w, atol, rtol))]
+
+
+def fuserun_cpu_failures(bin_dir, name, model_path, model_dir):
+    """fuseopt's own CPU kernels (not the function bodies) on `model_path`:
+    `fuserun --backend cpu --check model_dir/test_data_set_0`; failure lines."""
+    fr = subprocess.run([os.path.join(bin_dir, "fuserun"), model_path, "--backend", "cpu", "--check",
+                         os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
+    if fr.returncode == 0:
+        return []
+    tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
+    return [f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}"]
 
 
 GEMM_OPS = {"MatMul", "Gemm", "FusedMatMul", "LayerNormLinear", "GatedMatMul"}

@@ -98,23 +98,11 @@ def check_one(args, model_dir, tmp):
         onnx.checker.check_model(out, full_check=True)
     except Exception as e:  # noqa: BLE001
         failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
-    inputs, refs = lib.load_test_data(model_dir)
-    try:
-        got = lib.run_ort(out, inputs)
-        for i, (g, w) in enumerate(zip(got, refs)):
-            why = lib.compare(g, w, ATOL, RTOL)
-            if why:
-                failures.append(f"{name}: onnxruntime output {i}: {why}")
-    except Exception as e:  # noqa: BLE001
-        failures.append(f"{name}: onnxruntime failed: {str(e).splitlines()[0]}")
-    import subprocess
+    failures += lib.ort_failures(name, out, model_dir, ATOL, RTOL)
     half = any(t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
-    fr = None if half else subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
-                         os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
     # (fp16/bf16 models: the CPU backend computes fp32 only; ONNX Runtime checked them above.)
-    if fr is not None and fr.returncode != 0:
-        tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
-        failures.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+    if not half:
+        failures += lib.fuserun_cpu_failures(args.bin, name, out, model_dir)
     out2 = os.path.join(tmp, name + ".again.onnx")
     r2 = lib.run_fuseopt(args.bin, out, out2, "-q")
     if r2.returncode != 0:

@@ -7,12 +7,9 @@ onnx.checker, reproduces test_data_set_0 in ONNX Runtime (through the function b
 and `fuserun --backend cpu --check` (fuseopt's kernels).
 
 Fails when these bundled model folders are missing."""
-import glob
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fuseopt_testlib as lib  # noqa: E402
@@ -56,43 +53,14 @@ def check(args, d, tmp):
         onnx.checker.check_model(out, full_check=True)
     except Exception as e:  # noqa: BLE001
         fails.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
-    inputs, refs = lib.load_test_data(d)
-    try:
-        for i, (g, w) in enumerate(zip(lib.run_ort(out, inputs), refs)):
-            why = lib.compare(g, w, ATOL, RTOL)
-            if why:
-                fails.append(f"{name}: onnxruntime output {i}: {why}")
-    except Exception as e:  # noqa: BLE001
-        fails.append(f"{name}: onnxruntime failed: {str(e).splitlines()[0]}")
-    fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
-                         os.path.join(d, "test_data_set_0")], capture_output=True, text=True, timeout=600)
-    if fr.returncode != 0:
-        tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
-        fails.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+    fails += lib.ort_failures(name, out, d, ATOL, RTOL)
+    fails += lib.fuserun_cpu_failures(args.bin, name, out, d)
     print(f"{'ok' if not fails else 'FAIL'} {name}: layers={layers} attention={len(attn)}")
     return fails
 
 
 def main():
-    args = lib.parse_args()
-    lib.require("onnx", "onnxruntime", "numpy")
-    dirs = []
-    for path in sorted(glob.glob(os.path.join(args.src, "models/exported/*/model.onnx"))):
-        d = os.path.dirname(path)
-        name = os.path.basename(d)
-        if name.startswith(MQA + SOFTCAP) and args.k in name and os.path.isdir(os.path.join(d, "test_data_set_0")):
-            dirs.append(d)
-    if not dirs:
-        print("FAIL: no Falcon / GPT-BigCode / Gemma-2 exports under models/exported")
-        return 1
-    fails = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for d in dirs:
-            fails += check(args, d, tmp)
-    for f in fails:
-        print("FAIL " + f)
-    print(f"{len(dirs)} models, {len(fails)} failures")
-    return 1 if fails else 0
+    return lib.run_over_models(check, "onnx", "onnxruntime", "numpy", select=lambda name: name.startswith(MQA + SOFTCAP))
 
 
 if __name__ == "__main__":

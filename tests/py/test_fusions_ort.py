@@ -67,22 +67,8 @@ def check_one(args, model_dir, tmp):
     # primitives left in them are the expected outcome.
     if not os.path.basename(model_dir).startswith("neg_"):
         failures += structural_failures(name, model)
-    inputs, refs = lib.load_test_data(model_dir)
-    try:
-        got = lib.run_ort(out, inputs)
-    except Exception as e:  # noqa: BLE001
-        return failures + [f"{name}: onnxruntime failed: {str(e).splitlines()[0]}"]
-    for i, (g, w) in enumerate(zip(got, refs)):
-        why = lib.compare(g, w, ATOL, RTOL)
-        if why:
-            failures.append(f"{name}: output {i}: {why}")
-    # Our own CPU kernels (not the function bodies) on the same model.
-    import subprocess
-    fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check",
-                         os.path.join(model_dir, "test_data_set_0")], capture_output=True, text=True, timeout=600)
-    if fr.returncode != 0:
-        tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
-        failures.append(f"{name}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+    failures += lib.ort_failures(name, out, model_dir, ATOL, RTOL)
+    failures += lib.fuserun_cpu_failures(args.bin, name, out, model_dir)
     # Idempotence: the optimized model optimized again keeps its op counts.
     out2 = os.path.join(tmp, os.path.basename(model_dir) + ".again.onnx")
     r2 = lib.run_fuseopt(args.bin, out, out2, "-q", "--passes", PASSES)
