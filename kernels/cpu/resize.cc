@@ -7,6 +7,7 @@
 
 #include "kernels/common/resize_params.h"
 #include "kernels/cpu/dm_util.h"
+#include "runtime/parameter_inputs.h"
 
 namespace fuseopt {
 namespace {
@@ -92,6 +93,11 @@ FUSEOPT_KERNEL(CpuResize, "", "Resize", Backend::CPU, {}) {
     if (y->numel() > 0) resize_nearest<T>(x, y, p);
   });
 }
+
+// roi and scales set the output length (floor(len * scale)): the session
+// keeps them fp32 under fp16/bf16 on every backend.
+FUSEOPT_FP32_PARAMETER_INPUTS(Resize, "Resize", {1, 2});
+FUSEOPT_FP32_PARAMETER_INPUTS(Upsample, "Upsample", {1});
 
 // Upsample (deprecated since opset 10) is Resize-10 with another name.
 FUSEOPT_KERNEL(CpuUpsample, "", "Upsample", Backend::CPU, {}) { CpuResize(ctx); }

@@ -3,6 +3,7 @@
 // plans (pools, uploads, captured graphs), and the step loop with its
 // KernelContext.
 #include "runtime/session.h"
+#include "runtime/parameter_inputs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -528,15 +529,15 @@ void Session::Impl::setup() {
   check_kernels();
 
   // Precision: float constants (initializers, folded Constant nodes) are
-  // stored in their compute dtype, converted once here -- except Resize's roi
-  // and scales (Upsample's scales): they set output lengths (floor(len *
-  // scale)), which must not change with the precision (fp16(0.3) = 0.2998).
+  // stored in their compute dtype, converted once here -- except those read
+  // only as shape-setting parameters (runtime/parameter_inputs.h).
   auto parameter_only = [](const Value* v) {
     if (!v || v->uses.empty()) return false;
     for (const Use& u : v->uses) {
-      const bool param = (u.node->is("Resize") && (u.index == 1 || u.index == 2)) ||
-                         (u.node->is("Upsample") && u.index == 1);
-      if (!param) return false;
+      const std::vector<int>& params = u.node->domain.empty() || u.node->domain == "ai.onnx"
+                                           ? fp32_parameter_inputs(u.node->op_type)
+                                           : std::vector<int>{};
+      if (std::find(params.begin(), params.end(), u.index) == params.end()) return false;
     }
     return true;
   };
