@@ -1,0 +1,108 @@
+// Attention: the scaled-dot-product core of every transformer export
+//
+//   Reshape([B,S,H·Dv]) <- Transpose(0,2,1,3) <- MatMul(P, V4)
+//   P  = Softmax(last axis)( bias/mask ops ( scale ( MatMul(Q4, K4ᵀ) ) ) )
+//   Q4 = Transpose(0,2,1,3)(Reshape(q [B,S,H·Dh] -> [B,S,H,Dh]))      (or rotary'd [B,H,S,Dh])
+//   K4ᵀ= Transpose(0,2,3,1)(Reshape(k)), or Transpose(0,1,3,2)(Transpose(0,2,1,3)(...)), GQA
+//        repeat (Unsqueeze(2)/Expand/Reshape) allowed on the way
+//   V4 = Transpose(0,2,1,3)(Reshape(v))
+// => fuseopt.Attention(qkv packed | q, k, v, mask?, attn_bias?) -> [B, S, H·Dv]
+//
+// The root is the final Reshape. Matching is by hand (many exporter spellings):
+// transposes are composed, Identity / same-type Cast / one-input Concat /
+// Dropout pass through, scalar Mul/Div on the scores, on Q or on K multiply
+// into `scale`. Mask terms: additive tensors (Add) go to attn_bias unchanged;
+// Where(cond, scores, fill) goes to attn_bias as a bool with
+// mask_filter_value = fill. Q/K reaching the core not as a head reshape (rotary
+// applied in [B,H,S,D] layout) are brought back to [B,S,H·D] by a Transpose +
+// Reshape outside the fused op. When Q, K and V are outputs 0/1/2 of one Split
+// of the last axis (the QKV pass makes that, GPT-2 exports have it), the Split
+// input is passed packed.
+//
+// Legality (DESIGN rule 7 + 1, 5): scale factors are constants and are applied
+// before every mask term; head reshapes split only the last axis into
+// num_heads × head_dim with known sizes; K and V agree on kv heads; mask terms
+// are additive float tensors of rank <= 4 or one bool Where with a scalar fill;
+//
+// The pass is split by job: head_paths (layout proofs, Q/K/V tracing),
+// mask_proofs (key-padding / causal proofs), plan (the analysis, run once per
+// candidate: match() computes the Plan, check() and rewrite() use it), rewrite
+// (the rewrite and the Shape-reader rewiring). This file is the pass itself.
+#include <optional>
+#include <set>
+
+#include "pass/pass.h"
+#include "passes/fusion/attention/plan.h"
+#include "passes/fusion/attention/rewrite.h"
+#include "util/error.h"
+
+namespace fuseopt {
+namespace {
+
+class AttentionFusion : public FusionPass {
+ public:
+  std::string name() const override { return "Attention"; }
+  std::string description() const override {
+    return "QK^T/scale/mask/Softmax/V with head reshapes -> fuseopt.Attention (packed QKV when a Split feeds it)";
+  }
+  int run(Rewriter& rw, PassContext& ctx) override {
+    // Head sizes come from reshape shapes: refresh inferred shapes first (metadata only).
+    rw.infer_shapes();
+    plan_.reset();
+    int n = FusionPass::run(rw, ctx);
+    plan_.reset();
+    return n;
+  }
+  // The driver calls match(), then (on a structural match) kept_outputs() and check(),
+  // then rewrite() for the same root with the graph unchanged in between: the plan
+  // computed here is the one check() and rewrite() use.
+  MatchResult match(const Graph& g, Node* root) const override {
+    MatchResult r;
+    plan_.reset();
+    if (!root->is("Reshape")) { r.reason = "not a Reshape"; return r; }
+    attn::Plan pl;
+    std::string why = attn::analyze(g, root, pl);
+    if (!why.empty()) { r.reason = why; return r; }
+    Match m;
+    m.root = root;
+    std::set<Node*> seen;
+    for (Node* n : pl.core)
+      if (seen.insert(n).second) m.matched.push_back(n);
+    r.match = std::move(m);
+    plan_ = std::move(pl);
+    return r;
+  }
+  // Shape nodes reading the transposed output only need its shape, which a view
+  // of the fused output gives (see rewrite): that value is not private.
+  std::vector<const Value*> kept_outputs(const Match& m) const override {
+    std::vector<const Value*> kept;
+    for (auto [v, chain] : attn::output_side(m.root))
+      if (attn::only_shape_readers(v, chain)) kept.push_back(v);
+    for (Value* v : attn::score_values_read_for_shape(m)) kept.push_back(v);
+    return kept;
+  }
+  Status check(const Graph&, const Match& m) const override {
+    const attn::Plan& pl = plan_for(m);
+    if (!pl.fail.empty()) return Status::reject(pl.fail);
+    return Status::ok();
+  }
+  void rewrite(const Match& m, Rewriter& rw) const override {
+    attn::Plan& pl = plan_for(m);
+    attn::rewrite_attention(m, pl, rw, name());
+    plan_.reset();
+  }
+
+ private:
+  // The plan of the last structural match (FusionPass's match/check/rewrite are const).
+  mutable std::optional<attn::Plan> plan_;
+  attn::Plan& plan_for(const Match& m) const {
+    FUSE_CHECK(plan_ && plan_->root == m.root, "internal: Attention plan missing for " << m.root->label());
+    return *plan_;
+  }
+};
+
+}  // namespace
+
+FUSEOPT_REGISTER_PASS(AttentionFusion, PassCategory::Fusion, 500);
+
+}  // namespace fuseopt

@@ -1,0 +1,172 @@
+// Attention fusion: key-padding and causal mask proofs (see mask_proofs.h).
+#include "passes/fusion/attention/mask_proofs.h"
+
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "passes/fusion/attention_util.h"
+
+namespace fuseopt::attn {
+
+namespace {
+
+std::vector<int64_t> unsqueeze_axes(const Node* u) {
+  if (u->has_attr("axes")) return u->attr_ints("axes");
+  return attn::const_ints(u->input(1)).value_or(std::vector<int64_t>{});
+}
+
+}  // namespace
+
+// ---- key-padding mask proofs ---------------------------------------------------
+
+// Peels Casts to bool (Cast(x, BOOL) keeps exactly "x != 0", the mask input's meaning).
+Value* peel_bool_casts(Value* v) {
+  while (v && v->producer && v->producer->is("Cast") && v->producer->attr_int("to", 0) == int64_t(DType::Bool))
+    v = v->producer->input(0);
+  return v;
+}
+
+// v = M[:, None, None, :] for a rank-2 M (Unsqueeze [1,2], or [1] then [2]); returns M.
+Value* from_rank2(Value* v) {
+  v = peel_bool_casts(v);
+  Node* u = v ? v->producer : nullptr;
+  if (!u || !u->is("Unsqueeze")) return nullptr;
+  std::vector<int64_t> ax = unsqueeze_axes(u);
+  Value* m = nullptr;
+  if (ax == std::vector<int64_t>{1, 2}) {
+    m = u->input(0);
+  } else if (ax == std::vector<int64_t>{2}) {
+    Node* u1 = peel_bool_casts(u->input(0))->producer;
+    if (u1 && u1->is("Unsqueeze") && unsqueeze_axes(u1) == std::vector<int64_t>{1}) m = u1->input(0);
+  }
+  if (!m) return nullptr;
+  m = peel_bool_casts(m);
+  return attn::rank_of(m) == 2 ? m : nullptr;
+}
+
+bool is_bool(const Value* v) { return dtype_of(v) == DType::Bool; }
+
+// The [B, S_kv] keep-mask an additive term provably encodes, with its fill:
+//   (1 - float(Mb[:, None, None, :])) * c   or   Where(Mb[:, None, None, :], 0, c)
+// with Mb boolean (values exactly 0/1) and c <= -1e30 (so s + c == c for any
+// finite score: adding it is the same as replacing the score by c).
+std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
+  Node* n = t ? t->producer : nullptr;
+  if (!n) return std::nullopt;
+  auto big_negative = [](std::optional<double> c) { return c && *c <= -1e30; };
+  if (n->is("Where")) {
+    auto zero = const_scalar(n->input(1));
+    auto c = const_scalar(n->input(2));
+    if (zero == 0.0 && big_negative(c) && is_bool(n->input(0)))
+      if (Value* m = from_rank2(n->input(0))) return std::make_pair(m, *c);
+    return std::nullopt;
+  }
+  if (!n->is("Mul")) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto c = const_scalar(n->input(1 - side));
+    Node* sub = n->input(side) ? n->input(side)->producer : nullptr;
+    if (!big_negative(c) || !sub || !sub->is("Sub") || const_scalar(sub->input(0)) != 1.0) continue;
+    Node* cast = sub->input(1) ? sub->input(1)->producer : nullptr;
+    if (!cast || !cast->is("Cast") || !is_bool(cast->input(0))) continue;
+    if (Value* m = from_rank2(cast->input(0))) return std::make_pair(m, *c);
+  }
+  return std::nullopt;
+}
+
+// The mask's dims are provably [B, S_kv] of the keys.
+bool mask_dims_match(const Value* m, const HeadPath& k) {
+  if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
+  auto b = src_dim(k, 0), s = src_dim(k, 1);
+  return b && s && attn::dims_same((*m->shape)[0], *b) && attn::dims_same((*m->shape)[1], *s);
+}
+
+// ---- causal mask proofs ------------------------------------------------------------
+// Both forms below equal "key j visible to query i iff j <= i" on a square [S, S]
+// score matrix, which is causal=1 (bottom-right aligned: the same when S == S_kv; the
+// original graph only broadcasts the [S, S] term when S_kv == S). Masked scores get
+// a fill <= -1e30, so they end with probability 0 exactly like causal exclusions.
+
+namespace {
+
+// Entry i of a shape tensor is the query sequence length.
+bool entry_is_seq(const Value* t, int i, const HeadPath& q) {
+  if (!q.src) return false;
+  const int dim = src_axis(q, 1);
+  std::vector<const Value*> same = q.materialize ? std::vector<const Value*>{q.src} : attn::same_leading_dims(q.src);
+  return attn::shape_entry_is_dim(t, i, q.src, same, dim);
+}
+
+bool entry_is(const Value* t, int i, int64_t v) {
+  auto sv = t ? symbolic_value(t) : std::nullopt;
+  return sv && static_cast<int>(sv->size()) > i && (*sv)[i].known() && (*sv)[i].value == v;
+}
+
+}  // namespace
+
+// Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1): finfo.min above the diagonal.
+bool is_causal_trilu(const MaskTerm& t, const HeadPath& q) {
+  if (t.where) return false;
+  const Node* tr = t.v->producer;
+  if (!tr || !tr->is("Trilu") || tr->attr_int("upper", 1) != 1 || !tr->input(0)) return false;
+  auto k = tr->input(1) ? const_scalar(tr->input(1)) : std::optional<double>(0.0);
+  if (!k || *k != 1.0) return false;
+  const Node* cs = tr->input(0)->producer;
+  if (!cs || !cs->is("ConstantOfShape") || !cs->input(0)) return false;
+  const Attribute* a = cs->attr("value");
+  if (!a || !a->t || a->t->numel() != 1 || !(a->t->as_double(0) <= -1e30)) return false;
+  const Value* shp = cs->input(0);
+  auto sv = symbolic_value(shp);
+  if (!sv) return false;
+  if (sv->size() == 2) return entry_is_seq(shp, 0, q) && entry_is_seq(shp, 1, q);
+  if (sv->size() == 4)
+    return entry_is(shp, 0, 1) && entry_is(shp, 1, 1) && entry_is_seq(shp, 2, q) && entry_is_seq(shp, 3, q);
+  return false;
+}
+
+// Where(buffer[..., :S, :S] (as bool), s, fill) or Where(buffer[..., :S, :S] == 0, fill, s)
+// (nanoGPT / transformers-4 GPT-2) with `buffer` a constant lower-triangular [1, 1, N, N].
+bool is_causal_buffer(const MaskTerm& t, const HeadPath& q) {
+  if (!t.where || !(t.fill <= -1e30)) return false;
+  Value* c = t.v;
+  if (t.inverted) {
+    const Node* eq = c->producer;
+    if (!eq || !eq->is("Equal") || eq->inputs.size() != 2) return false;
+    int side = const_scalar(eq->input(1)) == 0.0 ? 0 : (const_scalar(eq->input(0)) == 0.0 ? 1 : -1);
+    if (side < 0) return false;
+    c = eq->input(side);
+  }
+  c = peel_bool_casts(c);
+  std::set<int64_t> sliced;
+  while (c && c->producer && c->producer->is("Slice")) {
+    const Node* sl = c->producer;
+    if (sl->inputs.size() < 4 || !sl->input(3)) return false;
+    auto axes = attn::const_ints(sl->input(3));
+    if (!axes) return false;
+    if (sl->input(4)) {
+      auto steps = attn::const_ints(sl->input(4));
+      if (!steps) return false;
+      for (int64_t st : *steps)
+        if (st != 1) return false;
+    }
+    for (size_t i = 0; i < axes->size(); ++i) {
+      const int64_t ax = (*axes)[i] < 0 ? (*axes)[i] + 4 : (*axes)[i];
+      if ((ax != 2 && ax != 3) || !entry_is(sl->input(1), static_cast<int>(i), 0) ||
+          !entry_is_seq(sl->input(2), static_cast<int>(i), q))
+        return false;
+      sliced.insert(ax);
+    }
+    c = sl->input(0);
+  }
+  if (sliced != std::set<int64_t>{2, 3}) return false;
+  const Tensor* buf = const_of(c);
+  if (!buf || buf->dims.size() != 4 || buf->dims[0] != 1 || buf->dims[1] != 1 || buf->dims[2] != buf->dims[3] ||
+      buf->dtype == DType::String)
+    return false;
+  const int64_t n = buf->dims[2];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if ((buf->as_double(i * n + j) != 0.0) != (j <= i)) return false;
+  return true;
+}
+
+}  // namespace fuseopt::attn

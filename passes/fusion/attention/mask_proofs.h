@@ -1,0 +1,39 @@
+// Attention fusion, part 2: what a mask term of the scores chain provably is.
+// A key-padding mask [B, S_kv] becomes the op's `mask` input, a causal term
+// becomes causal=1; anything else stays an attn_bias term.
+#pragma once
+#include <optional>
+#include <utility>
+
+#include "ir/graph.h"
+#include "passes/fusion/attention/head_paths.h"
+
+namespace fuseopt::attn {
+
+// One operation of the scores chain that masks: Add(s, v), or Where(v, s, fill) /
+// Where(v, fill, s) (inverted).
+struct MaskTerm {
+  Value* v;
+  bool where;
+  bool inverted;
+  double fill;
+  bool flat = false;  // added to the [B·H, S, S_kv] view: lifted to [B, H, ...] by a Reshape
+};
+
+// ---- key-padding mask proofs ---------------------------------------------------
+// Peels Casts to bool (Cast(x, BOOL) keeps exactly "x != 0", the mask input's meaning).
+Value* peel_bool_casts(Value* v);
+// v = M[:, None, None, :] for a rank-2 M (Unsqueeze [1,2], or [1] then [2]); returns M.
+Value* from_rank2(Value* v);
+// The [B, S_kv] keep-mask an additive term provably encodes, with its fill (<= -1e30).
+std::optional<std::pair<Value*, double>> additive_key_padding(Value* t);
+// The mask's dims are provably [B, S_kv] of the keys.
+bool mask_dims_match(const Value* m, const HeadPath& k);
+
+// ---- causal mask proofs ----------------------------------------------------------
+// Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1).
+bool is_causal_trilu(const MaskTerm& t, const HeadPath& q);
+// Where(tril buffer[..., :S, :S], s, fill) / Where(buffer == 0, fill, s).
+bool is_causal_buffer(const MaskTerm& t, const HeadPath& q);
+
+}  // namespace fuseopt::attn

@@ -1,0 +1,383 @@
+// Attention fusion: the analysis producing a Plan (see plan.h).
+#include "passes/fusion/attention/plan.h"
+
+#include <cmath>
+
+#include "ir/shape_inference.h"
+#include "passes/fusion/attention_util.h"
+
+namespace fuseopt::attn {
+
+namespace {
+
+// True when v is computed from a MatMul of two variable rank-4-ish operands
+// through the elementwise ops a scores chain uses (which side of an Add holds the scores).
+bool reaches_qk(const Value* v, int depth) {
+  if (!v || !v->producer || depth > 8) return false;
+  const Node* m = v->producer;
+  if (m->is("MatMul")) return !const_of(m->input(0)) && !const_of(m->input(1));
+  if (is_passthrough(m) || m->is("Cast") || m->is("Reshape") || m->is("Tanh")) return reaches_qk(m->input(0), depth + 1);
+  if (m->is("Add") || m->is("Mul") || m->is("Div"))
+    return reaches_qk(m->input(0), depth + 1) || reaches_qk(m->input(1), depth + 1);
+  if (m->is("Where")) return reaches_qk(m->input(1), depth + 1) || reaches_qk(m->input(2), depth + 1);
+  return false;
+}
+
+
+}  // namespace
+
+// Structural walk; "" on success (legality problems go to plan.fail).
+std::string analyze(const Graph& g, Node* root, Plan& pl) {
+  pl = Plan{};
+  pl.root = root;
+  if (!root->is("Reshape") || root->inputs.size() < 2 || !root->input(0) || !root->input(1)) return "not a Reshape";
+  Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
+  if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
+  Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  std::vector<Node*> out_views;  // no-op re-views of P·V before the transpose (Falcon TorchScript)
+  while (pv && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
+    out_views.push_back(pv);
+    pv = pv->input(0)->producer;
+  }
+  Node* pv_split = nullptr;
+  if (pv && splits_bh(pv) && pv->input(0)->producer) {  // bmm-style: [B·H, S, D] -> [B, H, S, D]
+    pv_split = pv;
+    pv = pv->input(0)->producer;
+    pl.flat = true;
+  }
+  if (!pv || !pv->is("MatMul") || pv->inputs.size() != 2 || !pv->input(0) || !pv->input(1)) return "no P·V MatMul";
+  pl.out_transpose = tr;
+  pl.pv = pv;
+  pl.core = {root, tr, pv};
+  pl.core.insert(pl.core.end(), out_views.begin(), out_views.end());
+  if (pv_split) pl.core.push_back(pv_split);
+  // P back to Softmax.
+  Value* pval = pv->input(0);
+  Node* sm = nullptr;
+  for (int d = 0; d < 4 && pval && pval->producer; ++d) {
+    Node* n = pval->producer;
+    if (n->is("Softmax")) { sm = n; break; }
+    if (pl.flat && merges_bh(n)) {  // P [B, H, S, S_kv] viewed as [B·H, S, S_kv] for the bmm
+      pl.core.push_back(n);
+      pval = n->input(0);
+      continue;
+    }
+    if (n->is("Where") && n->inputs.size() == 3 && n->input(0) && n->input(0)->producer &&
+        n->input(0)->producer->is("IsNaN") && n->input(0)->producer->input(0) == n->input(2) &&
+        const_scalar(n->input(1)) == 0.0) {
+      // torch SDPA: Where(IsNaN(P), 0, P) turns fully masked (NaN) rows into zeros; the
+      // fused output gets the same Where(IsNaN(Y), 0, Y) (a NaN row of P is a zero row of Y).
+      pl.nan_to_zero = true;
+      pl.core.push_back(n);
+      pl.core.push_back(n->input(0)->producer);
+      pval = n->input(2);
+      continue;
+    }
+    if (n->is("Cast") && !is_passthrough(n)) {
+      // Only the downcast of an fp32 softmax back to the model's type is fine
+      // (checked against the upcast below); the fused op's softmax is fp32.
+      if (pl.down_cast && pl.fail.empty())
+        pl.fail = "rule 5: " + n->label() + " changes the precision of the attention probabilities";
+      pl.down_cast = n;
+    } else if (!is_passthrough(n)) {
+      break;
+    }
+    pl.core.push_back(n);
+    pval = n->input(0);
+  }
+  if (!sm) return "P is not a Softmax";
+  pl.softmax = sm;
+  pl.core.push_back(sm);
+  const int64_t axis = sm->attr_int("axis", g.opset("") >= 13 ? -1 : 1);
+  if (axis != -1 && axis != 3) {
+    pl.fail = "rule 7: " + sm->label() + " normalises axis " + std::to_string(axis) + ", not the key axis";
+  }
+  // Scores chain back to the QK MatMul (in bmm-style exports partly in the [B·H, S, S_kv] view).
+  Value* s = sm->input(0);
+  bool scores_flat = false;
+  bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
+  for (int d = 0; d < 12 && s && s->producer; ++d) {
+    Node* n = s->producer;
+    if (n->is("MatMul")) {
+      if (n->inputs.size() != 2 || !n->input(0) || !n->input(1)) return "malformed MatMul";
+      pl.qk = n;
+      break;
+    }
+    if (n->inputs.empty() || !n->input(0)) break;
+    if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
+    if (pl.flat && !scores_flat && splits_bh(n)) {
+      scores_flat = true;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
+    if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
+      const bool upcast_for_softmax = n->output(0) == sm->input(0) && pl.down_cast &&
+                                      n->attr_int("to", 0) == static_cast<int64_t>(DType::Float) &&
+                                      static_cast<int64_t>(dtype_of(n->input(0))) == pl.down_cast->attr_int("to", -1);
+      if (upcast_for_softmax) {
+        pl.up_cast = n;  // fp16/bf16 scores -> fp32 softmax -> back: what the fused op does inside
+      } else if (pl.fail.empty()) {
+        pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
+      }
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
+    if (auto f = scalar_factor(n)) {
+      seen_scale = true;
+      pl.scale *= f->first;
+      pl.core.push_back(n);
+      s = f->second;
+      continue;
+    }
+    if (n->is("Mul") || n->is("Div")) {
+      if (pl.fail.empty()) pl.fail = "rule 7: the scale in " + n->label() + " is not a constant";
+      pl.core.push_back(n);
+      // Continue through the operand that leads back to a MatMul to stay structural.
+      Value* a = n->input(0);
+      s = a;
+      continue;
+    }
+    if (n->is("Add") && n->inputs.size() == 2 && n->input(1)) {
+      // The scores side is the one that leads back to the QK MatMul.
+      int side = -1;
+      for (int i = 0; i < 2 && side < 0; ++i)
+        if (reaches_qk(n->input(i), 0)) side = i;
+      if (side < 0) return "Add without a scores side";
+      if (seen_scale && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " adds a mask term before the scores are scaled; the fused op scales only Q·Kᵀ";
+      pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
+      pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0, scores_flat});
+      pl.core.push_back(n);
+      s = n->input(side);
+      continue;
+    }
+    if (n->is("Tanh") || n->is("Sigmoid") || n->is("Erf") || n->is("Relu") || n->is("Abs") || n->is("Neg")) {
+      // A non-linear map of the scores between Q·Kᵀ and the Softmax (Gemma-2's logit
+      // soft-capping: cap * tanh(scores / cap)): the fused op cannot express it.
+      if (pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " transforms the attention scores non-linearly (e.g. logit soft-capping " +
+                  "cap*tanh(s/cap)); Attention has no such step";
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
+    if (n->is("Where")) {
+      if (n->inputs.size() != 3 || !n->input(1) || !n->input(2)) return "malformed Where";
+      auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
+      int scores_slot = f2 && !f1 ? 1 : (f1 && !f2 ? 2 : -1);
+      if (scores_slot < 0) return "Where without a scalar fill";
+      pl.keep = n->input(0);
+      pl.keep_inverted = scores_slot == 2;
+      pl.fill = scores_slot == 1 ? *f2 : *f1;
+      pl.terms.insert(pl.terms.begin(), MaskTerm{pl.keep, true, pl.keep_inverted, pl.fill, scores_flat});
+      if (seen_scale && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " masks the scores before they are scaled; the fused op scales only Q·Kᵀ";
+      pl.core.push_back(n);
+      s = n->input(scores_slot);
+      continue;
+    }
+    break;
+  }
+  if (!pl.qk) return "scores do not come from a MatMul";
+  if (pl.down_cast && !pl.up_cast && pl.fail.empty())
+    pl.fail = "rule 5: " + pl.down_cast->label() + " changes the precision of the attention probabilities";
+  pl.core.push_back(pl.qk);
+  for (const MaskTerm& t : pl.terms)
+    if (t.where && dtype_of(t.v) != DType::Bool && dtype_of(t.v) != DType::Undefined && pl.fail.empty())
+      pl.fail = "rule 7: Where condition '" + t.v->name + "' is not bool";
+  if (pl.flat && !scores_flat && pl.fail.empty()) pl.fail = "rule 7: the [B*H, S, S_kv] scores are not viewed back as [B, H, S, S_kv]";
+  pl.q = trace_head(pl.qk->input(0), {0, 2, 1, 3}, scores_flat);
+  pl.k = trace_head(pl.qk->input(1), {0, 2, 3, 1}, scores_flat);
+  pl.v = trace_head(pv->input(1), {0, 2, 1, 3}, pl.flat);
+  for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
+    if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
+  if (!pl.fail.empty()) return "";
+  pl.scale *= pl.q.scale * pl.k.scale;
+  // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
+  for (auto it = pl.terms.begin(); it != pl.terms.end();) {
+    if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q))) {
+      pl.causal = true;
+      it = pl.terms.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (pl.causal) {  // re-derive the remaining terms
+    pl.add_bias.clear();
+    pl.keep = nullptr;
+    for (const MaskTerm& t : pl.terms) {
+      if (!t.where) {
+        pl.add_bias.push_back(t.v);
+      } else {
+        pl.keep = t.v;
+        pl.keep_inverted = t.inverted;
+        pl.fill = t.fill;
+      }
+    }
+  }
+  if (pl.terms.size() > 1 && pl.keep) {
+    // Several terms with a Where among them (GPT-2 of transformers 4: Where(causal, s, min) + mask):
+    // one additive float attn_bias built outside: Where(keep, b, fill) + ... It equals the
+    // original because s + fill == fill for any finite score when fill <= -1e30 (or -inf).
+    pl.combined = true;
+    for (const MaskTerm& t : pl.terms)
+      if (t.where && !(t.fill <= -1e30) && pl.fail.empty())
+        pl.fail = "rule 7: the Where mask fill " + std::to_string(t.fill) +
+                  " is not large enough to combine it with the other mask terms into one attn_bias";
+  }
+  if (pl.v.scale != 1.0) pl.fail = "rule 7: V is scaled on its way to the P·V MatMul";
+  if (pl.q.repeat != 1) pl.fail = "rule 7: the query heads are repeated";
+
+  // Heads: the total comes from any path that knows it; kv heads from K/V sources.
+  auto total = [](const HeadPath& h) { return h.heads > 0 ? h.heads * h.repeat : -1; };
+  int64_t H = total(pl.q);
+  // Batch axis: the Q·Kᵀ and P·V MatMuls broadcast their batch dims, the fused op does
+  // not: K and V must provably have Q's batch dim (a size-1 batch against Q's B would
+  // share one key set across the batch).
+  if (auto qb = src_dim(pl.q, 0)) {
+    for (const auto& [hp, what] : {std::pair<const HeadPath*, const char*>{&pl.k, "key"}, {&pl.v, "value"}}) {
+      auto kb = src_dim(*hp, 0);
+      if (!kb || attn::dims_same(*qb, *kb) || !pl.fail.empty()) continue;
+      const bool one = kb->known() && kb->value == 1;
+      pl.fail = std::string("rule 7: the ") + what + " operand '" + hp->src->name + "' has batch dim " +
+                (kb->known() ? std::to_string(kb->value) : kb->symbol.empty() ? std::string("?") : kb->symbol) +
+                ", query has " + (qb->known() ? std::to_string(qb->value) : qb->symbol.empty() ? std::string("?") : qb->symbol) +
+                (one ? ": the MatMul broadcasts it over the batch, which Attention cannot express"
+                     : ": cannot prove they are the same batch");
+    }
+  }
+  // Heads axis: the MatMuls broadcast a size-1 head axis, so an operand re-laid out from a
+  // rank-4 tensor needs a known head count to tell a broadcast from a full set of heads.
+  for (const auto& [hp, what] : {std::pair<const HeadPath*, const char*>{&pl.q, "query"}, {&pl.k, "key"}, {&pl.v, "value"}}) {
+    if (hp->materialize && hp->heads <= 0 && hp->src && pl.fail.empty())
+      pl.fail = std::string("rule 7: the head count of the ") + what + " operand '" + hp->src->name +
+                "' is unknown, so the MatMul broadcast of its head axis cannot be proven";
+  }
+  // Multi-query attention written as a MatMul broadcast of one kv head (Falcon, GPT-BigCode):
+  // K, V [B, 1, S, D] against Q [B, H, S, D] is exactly kv_num_heads = 1 (each query head
+  // reads the one kv head). Needs Q's head count to be known.
+  if (pl.k.heads == 1 && pl.v.heads == 1 && pl.k.repeat == 1 && pl.v.repeat == 1) {
+    if (H > 1) pl.k.repeat = pl.v.repeat = H;
+    else if (H < 0 && pl.fail.empty())
+      pl.fail = "rule 7: key/value have one head broadcast over the query heads, but the query head count is unknown";
+  } else if ((pl.k.heads == 1) != (pl.v.heads == 1) && pl.k.heads > 0 && pl.v.heads > 0 && pl.k.repeat == 1 &&
+             pl.v.repeat == 1 && H > 1 && pl.fail.empty()) {
+    pl.fail = "rule 7: key and value have different kv head counts (key " + std::to_string(pl.k.heads) + ", value " +
+              std::to_string(pl.v.heads) + "): the MatMul broadcasts only one of them over the " + std::to_string(H) +
+              " query heads";
+  }
+  if (H < 0) H = total(pl.v);
+  if (H < 0) H = total(pl.k);
+  int64_t Hkv = pl.v.heads > 0 ? pl.v.heads : (pl.k.heads > 0 ? pl.k.heads : -1);
+  if (Hkv < 0 && H > 0 && pl.k.repeat > 0 && H % pl.k.repeat == 0) Hkv = H / pl.k.repeat;
+  if (H <= 0 || Hkv <= 0) {
+    if (pl.fail.empty()) pl.fail = "rule 7: the number of heads cannot be determined from the reshapes";
+    return "";
+  }
+  for (const HeadPath* hp : {&pl.q, &pl.k, &pl.v}) {
+    if (hp->heads > 0 && total(*hp) != H && pl.fail.empty())
+      pl.fail = "rule 7: query and key/value reshapes disagree on num_heads (" + std::to_string(total(*hp)) + " vs " +
+                std::to_string(H) + ")";
+  }
+  if (pl.k.heads > 0 && pl.v.heads > 0 && pl.k.heads != pl.v.heads && pl.fail.empty())
+    pl.fail = "rule 7: key and value have different kv head counts";
+  if (pl.k.repeat != pl.v.repeat && pl.fail.empty()) pl.fail = "rule 7: key and value are repeated differently";
+  if (pl.q.dim > 0 && pl.k.dim > 0 && pl.q.dim != pl.k.dim && pl.fail.empty())
+    pl.fail = "rule 7: query and key head dims differ";
+  if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
+  // A single mask term that provably is a key-padding mask goes in as `mask`.
+  if (pl.fail.empty() && pl.terms.size() == 1 && !pl.terms[0].flat) {
+    if (pl.keep && !pl.keep_inverted) {
+      Value* m = from_rank2(pl.keep);
+      if (m && mask_dims_match(m, pl.k)) {
+        pl.mask = m;
+        pl.keep = nullptr;
+      }
+    } else if (!pl.add_bias.empty()) {
+      auto kp = additive_key_padding(pl.add_bias[0]);
+      if (kp && mask_dims_match(kp->first, pl.k)) {
+        pl.mask = kp->first;
+        pl.fill = kp->second;
+        pl.add_bias.clear();
+      }
+    }
+  }
+  pl.num_heads = H;
+  pl.kv_heads = Hkv;
+  // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
+  // [B·S, H·Dv] view some exporters feed their output GEMM). The target's
+  // entries must copy B and S (0, the same symbols, Shape(y)[i] of a value
+  // with the query's leading dims, or the one -1), the last be -1 or H·Dv.
+  {
+    auto t = symbolic_value(root->input(1));
+    // The transposed input itself: a target entry naming its own dim i keeps dim i.
+    std::vector<const Value*> refs = {root->input(0)};
+    if (!pl.q.materialize && pl.q.src) refs.push_back(pl.q.src);
+    if (!pl.v.materialize && pl.v.src) refs.push_back(pl.v.src);
+    bool ok = t && (t->size() == 3 || t->size() == 2);
+    if (ok) {
+      const Dim& last = t->back();
+      const bool last_known = last.known() && pl.v.dim > 0 && last.value == H * pl.v.dim;
+      int minus_ones = 0;
+      for (const Dim& d : *t) minus_ones += d.symbol == "-1";
+      ok = minus_ones <= 1 && (last.symbol == "-1" || last_known);
+      if (ok && t->size() == 2) {
+        ok = last_known && (*t)[0].symbol == "-1";  // [-1, H·Dv]: a flat view of [B, S, H·Dv]
+        pl.flat_output = ok;
+      }
+      for (int i = 0; ok && t->size() == 3 && i < 2; ++i) {
+        const Dim& d = (*t)[i];
+        if (d.symbol == "-1" && last_known) continue;
+        if (d.known() && d.value == 0 && root->attr_int("allowzero", 0) == 0) continue;
+        bool fine = false;
+        for (const Value* r : refs) {
+          if (fine) break;
+          fine = attn::shape_entry_is_dim(root->input(1), i, r, attn::same_leading_dims(r));
+          if (!fine && r->shape && r->shape->size() == 3 && d.known() && (*r->shape)[i].known())
+            fine = d.value == (*r->shape)[i].value;
+        }
+        ok = fine;
+      }
+    }
+    if (!ok && pl.fail.empty()) {
+      std::string ts = t ? shape_str(*t) : std::string("unknown");
+      pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + ts + ") merges the heads into [B, S, H*Dv]";
+    }
+  }
+  // Rule 5: one float dtype for Q, K, V, the scores and additive biases.
+  std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, pv->input(0)};
+  for (Value* b : pl.add_bias) vals.push_back(b);
+  DType dt = DType::Undefined;
+  for (const Value* x : vals) {
+    DType t = dtype_of(x);
+    if (t == DType::Undefined) continue;
+    if (!dtype_is_float(t) || (dt != DType::Undefined && t != dt)) {
+      if (pl.fail.empty()) pl.fail = "rule 5: '" + x->name + "' has dtype " + dtype_name(t) + " in a " + dtype_name(dt) + " attention";
+      break;
+    }
+    dt = t;
+  }
+  for (Value* b : pl.add_bias)
+    if (auto r = attn::rank_of(b); r && *r > 4 && pl.fail.empty()) pl.fail = "rule 7: mask '" + b->name + "' has rank > 4";
+  if (g.opset("") < 13 && pl.fail.empty()) pl.fail = "rule 7: default-domain opset < 13 is not supported by Attention";
+  // Packed QKV: Q, K, V are outputs 0, 1, 2 of one Split of the last axis.
+  Node* sp = pl.q.src && !pl.q.materialize ? pl.q.src->producer : nullptr;
+  if (sp && sp->is("Split") && sp->outputs.size() == 3 && !pl.k.materialize && !pl.v.materialize &&
+      pl.k.src->producer == sp && pl.v.src->producer == sp && pl.q.src == sp->output(0) && pl.k.src == sp->output(1) &&
+      pl.v.src == sp->output(2) && pl.q.dim > 0 && pl.q.dim == pl.v.dim) {
+    auto r = attn::rank_of(sp->input(0));
+    int64_t ax = sp->attr_int("axis", 0);
+    bool last = ax == -1 || (r && ax == *r - 1);
+    std::vector<int64_t> sizes = sp->has_attr("split") ? sp->attr_ints("split")
+                                                       : attn::const_ints(sp->input(1)).value_or(std::vector<int64_t>{});
+    bool sizes_ok = sizes == std::vector<int64_t>{H * pl.q.dim, Hkv * pl.q.dim, Hkv * pl.q.dim} ||
+                    (sizes.empty() && H == Hkv);
+    if (last && sizes_ok) pl.split = sp;
+  }
+  return "";
+}
+
+
+}  // namespace fuseopt::attn

@@ -1,0 +1,48 @@
+// Attention fusion, part 3: the analysis. One structural walk from the output
+// Reshape back through P·V, the Softmax, the scores chain and Q·Kᵀ produces a
+// Plan: every node of the core, the Q/K/V paths, scale, mask terms and proofs,
+// heads, and the first legality failure (rule text). The pass computes it once
+// per candidate and carries it from match() to rewrite().
+#pragma once
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/fusion/attention/head_paths.h"
+#include "passes/fusion/attention/mask_proofs.h"
+
+namespace fuseopt::attn {
+
+struct Plan {
+  Node* root = nullptr;      // output Reshape
+  Node* out_transpose = nullptr;
+  Node* pv = nullptr;
+  Node* softmax = nullptr;
+  Node* qk = nullptr;
+  std::vector<Node*> core;   // private chain, root first
+  HeadPath q, k, v;
+  double scale = 1.0;
+  std::vector<Value*> add_bias;  // additive terms, forward order
+  std::vector<MaskTerm> terms;   // every mask term, forward order
+  bool combined = false;         // several terms incl. a Where: one float bias built outside
+  bool causal = false;           // a causal mask term was proven (and removed from `terms`)
+  bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax
+  bool flat = false;             // bmm-style: P·V (and maybe Q·Kᵀ) on [B·H, S, D] views
+  Value* keep = nullptr;         // bool Where condition (true = keep)
+  bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
+  double fill = -std::numeric_limits<double>::infinity();
+  int64_t num_heads = -1, kv_heads = -1;
+  Node* split = nullptr;         // packed QKV source
+  Node* down_cast = nullptr;     // Cast after the Softmax (fp32 softmax back to fp16/bf16)
+  Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
+  Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
+  bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
+  std::string fail;              // legality failure (rule text)
+};
+
+
+// Structural walk; "" on success (legality problems go to plan.fail).
+std::string analyze(const Graph& g, Node* root, Plan& pl);
+
+}  // namespace fuseopt::attn
