@@ -31,6 +31,24 @@ constexpr const char* kLegacySoftmaxAttr = "__fuseopt_softmax_2d";
 
 bool is_metadata_only(const Node& n) { return n.is("Shape") || n.is("Size"); }
 
+// Integer/bool values computed from shapes alone stay on the host only while
+// they are shape-sized: rank <= 1 (shapes, indices, axes), or a known element
+// count of at most 4096. A [1, 1, S, S] causal mask or [B, S] position ids
+// built from Range is data, and a host loop over it cost 5 ms per op at S =
+// 2048 (Llama prefill); on the device it is one elementwise launch. An
+// unknown rank keeps the old rule (host), which is always correct.
+bool shape_sized(const Value& v) {
+  if (!v.shape) return true;
+  if (v.shape->size() <= 1) return true;
+  int64_t numel = 1;
+  for (const Dim& d : *v.shape) {
+    if (!d.known()) return false;
+    numel *= d.value;
+    if (numel > 4096) return false;
+  }
+  return true;
+}
+
 bool is_nondeterministic(const Node& n) {
   static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
                                             "RandomUniformLike", "Multinomial", "Bernoulli"};
@@ -477,7 +495,7 @@ void Session::Impl::setup() {
         if (!o) continue;
         DType d = slots[slot_of.at(o)].static_dtype;
         bool intish = dtype_is_integer(d) || d == DType::Bool;
-        if (!intish) small_int_outputs = false;
+        if (!intish || !shape_sized(*o)) small_int_outputs = false;
       }
       bool host_kernel = any_kernel(*n, Backend::CPU);
       st.on_host = !st.is_if && host_kernel &&

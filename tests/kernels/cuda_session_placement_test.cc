@@ -4,6 +4,7 @@
 // with the reason while the results stay right. Runs only with a GPU.
 #include <catch2/catch.hpp>
 
+#include "ir/shape_inference.h"
 #include "runtime/session.h"
 #include "support/cuda_generic_check.h"
 #include "support/graph_builder.h"
@@ -65,4 +66,38 @@ TEST_CASE("a value-dependent host read is recorded and disables capture", "[cuda
   // A different value with the same shapes still gives the right answer (no stale replay).
   std::vector<Tensor> out = s.run({{"lengths", Tensor::from_ints({3, 4, 2}, {3})}});
   CHECK(out[0].dims == std::vector<int64_t>{4});
+}
+
+TEST_CASE("cuda Session runs shape-derived masks on the device", "[cuda][session][placement]") {
+  // A causal mask built from Range over the sequence length ([1, 1, S, S] bool,
+  // as the dynamo exporter writes it) is data, not shape math: only the
+  // rank-1 Range stays on the host.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {1, 1, -1, -1}, {"", "", "seq", "seq"});
+  Value* shp = b.op("Shape", {x}, {}, "shape_of_x");
+  Value* seq = b.op("Gather", {shp, b.constant("two", Tensor::from_ints({2}, {}))}, {}, "take_seq");
+  Value* r = b.op("Range", {b.constant("zero", Tensor::from_ints({0}, {})), seq, b.constant("step", Tensor::from_ints({1}, {}))},
+                  {}, "positions");
+  Value* q = b.op("Unsqueeze", {r, b.constant("ax_q", Tensor::from_ints({0, 1, 3}, {3}))}, {}, "q_idx");
+  Value* k = b.op("Unsqueeze", {r, b.constant("ax_k", Tensor::from_ints({0, 1, 2}, {3}))}, {}, "kv_idx");
+  Value* keep = b.op("LessOrEqual", {k, q}, {}, "causal");
+  Value* y = b.op("Where", {keep, x, b.constant("fill", Tensor::from_floats({-1e30f}, {}))}, {}, "masked");
+  b.output(y);
+  Graph& g = b.graph();
+  infer_shapes(g);  // as fuserun does at load: placement reads the inferred ranks
+  if (!gpu_ready()) return;
+  SessionOptions o;
+  o.backend = Backend::CUDA;
+  o.profile = true;
+  Session s(g, o);
+  Tensor in = randn({1, 1, 70, 70});
+  std::vector<Tensor> out = s.run({{"x", in}});
+  SessionOptions co;
+  Session cpu(g, co);
+  compare(out[0], cpu.run({{"x", in}})[0], DType::Float);
+  for (const NodeProfile& n : s.profile().nodes) {
+    INFO(n.name);
+    bool host = n.name == "shape_of_x" || n.name == "take_seq" || n.name == "positions";
+    CHECK(n.on_host == host);
+  }
 }

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""One end-to-end benchmark command (issue 9, Deliver 4), run on the GPU machine.
+
+Exports full-size models with random weights (no downloads), optimizes them with
+fuseopt, times them with fuserun (fp16, device latency: the captured CUDA graph
+replayed with inputs and outputs on the GPU), and times the same PyTorch models
+in the same run: eager (SDPA attention) and torch.compile(mode="reduce-overhead",
+i.e. CUDA graphs), medians of triton.testing.do_bench. Prints a table and writes
+it as JSON and as the markdown that goes into BENCHMARKS.md.
+
+  python3 bench/e2e_bench.py --bin .gpu/bin [--models bert,gpt2,vit,llama]
+      [--shapes bert=1x128,32x128,8x512 ...] [--torch eager,reduce-overhead]
+      [--json FILE] [--markdown FILE] [--work DIR]
+
+Models (PyTorch + transformers configs built in code, seed 0):
+  bert   BERT-base (hidden 768, 12 layers, 12 heads), TorchScript exporter, opset 17
+  gpt2   GPT-2 small (124M), TorchScript exporter, opset 17
+  vit    ViT-base/16 at 224x224 (197 tokens), TorchScript exporter, opset 17
+  llama  Llama-3.2-1B-shaped (16 layers, hidden 2048, 32 query / 8 KV heads, FFN 8192,
+         vocab 128256, no LM head), dynamo exporter, opset 18, external data
+Shapes are batch x sequence (ViT: batch).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+DEFAULT_SHAPES = {
+    "bert": ["1x128", "32x128", "8x512"],
+    "gpt2": ["1x128", "32x128", "8x512"],
+    "vit": ["1", "32"],
+    "llama": ["1x128", "1x2048"],
+}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---- PyTorch models ------------------------------------------------------------------
+
+def build(name, torch, tf, attn):
+    torch.manual_seed(0)
+
+    class Text(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    class Vision(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, pixel_values):
+            return self.m(pixel_values=pixel_values).last_hidden_state
+
+    if name == "bert":
+        return Text(tf.BertModel(tf.BertConfig(attn_implementation=attn), add_pooling_layer=False)), "text", 30000
+    if name == "gpt2":
+        return Text(tf.GPT2Model(tf.GPT2Config(attn_implementation=attn))), "text", 50000
+    if name == "vit":
+        return Vision(tf.ViTModel(tf.ViTConfig(attn_implementation=attn), add_pooling_layer=False)), "vision", 0
+    if name == "llama":
+        cfg = tf.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                             num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                             vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+                             tie_word_embeddings=True, attn_implementation=attn)
+        return Text(tf.LlamaModel(cfg)), "text", 128000
+    raise SystemExit(f"e2e_bench: unknown model '{name}' (known: {', '.join(DEFAULT_SHAPES)})")
+
+
+def example_inputs(torch, kind, vocab, b, s, device="cpu"):
+    if kind == "vision":
+        return (torch.randn(b, 3, 224, 224, device=device),)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    ids = torch.randint(1, vocab, (b, s), generator=g).to(device)
+    return ids, torch.ones(b, s, dtype=torch.int64, device=device)
+
+
+def export(name, torch, tf, work):
+    """Exports `name` once into work/; returns the .onnx path."""
+    path = os.path.join(work, f"{name}.onnx")
+    if os.path.exists(path):
+        return path
+    model, kind, vocab = build(name, torch, tf, "eager" if name != "llama" else "sdpa")
+    model.eval()
+    t0 = time.time()
+    with torch.no_grad():
+        if kind == "vision":
+            args = example_inputs(torch, kind, vocab, 2, 0)
+            torch.onnx.export(model, args, path, input_names=["pixel_values"], output_names=["out"], opset_version=17,
+                              dynamic_axes={"pixel_values": {0: "batch"}, "out": {0: "batch"}}, dynamo=False)
+        elif name == "llama":
+            args = example_inputs(torch, kind, vocab, 2, 16)
+            b, s = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=8192)
+            ds = ({0: b, 1: s}, {0: b, 1: s})
+            prog = torch.onnx.export(model, args, dynamic_shapes=ds, input_names=["input_ids", "attention_mask"],
+                                     output_names=["out"], opset_version=18, dynamo=True, external_data=True)
+            prog.save(path, external_data=True)
+        else:
+            args = example_inputs(torch, kind, vocab, 2, 16)
+            names = ["input_ids", "attention_mask"]
+            dyn = {n: {0: "batch", 1: "seq"} for n in names + ["out"]}
+            torch.onnx.export(model, args, path, input_names=names, output_names=["out"], opset_version=17,
+                              dynamic_axes=dyn, dynamo=False)
+    log(f"exported {name} in {time.time() - t0:.0f} s -> {path}")
+    return path
+
+
+# ---- fuseopt + fuserun ---------------------------------------------------------------
+
+def fuse(bin_dir, src, out_dir):
+    dst = os.path.join(out_dir, os.path.basename(src).replace(".onnx", "_fused.onnx"))
+    if not os.path.exists(dst):
+        r = subprocess.run([os.path.join(bin_dir, "fuseopt"), src, dst, "-q", "--report", dst + ".report.json"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            log(f"fuseopt failed on {src}: {r.stderr.strip()}")
+            return None
+    return dst
+
+
+def shape_flags(kind, shape):
+    if kind == "vision":
+        return ["--shape", f"batch={shape}"]
+    b, s = shape.split("x")
+    return ["--shape", f"batch={b}", "--shape", f"seq={s}"]
+
+
+def fuserun(bin_dir, model, kind, shape, json_path, iters):
+    cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16",
+           *shape_flags(kind, shape), "--warmup", "20", "--iters", str(iters), "--json", json_path, "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        log(f"fuserun failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-800:]}")
+        return None
+    with open(json_path) as f:
+        js = json.load(f)
+    dev = js.get("device_latency_ms")
+    return dev["median"] if dev else js["latency_ms"]["median"]
+
+
+# ---- PyTorch anchors -----------------------------------------------------------------
+
+def torch_times(name, torch, tf, shapes, modes):
+    from triton.testing import do_bench
+    model, kind, vocab = build(name, torch, tf, "sdpa")
+    model = model.eval().cuda().half()
+    out = {}
+    for shape in shapes:
+        b, s = (int(shape), 0) if kind == "vision" else (int(x) for x in shape.split("x"))
+        args = example_inputs(torch, kind, vocab, b, s, "cuda")
+        if kind == "vision":
+            args = (args[0].half(),)
+        for mode in modes:
+            try:
+                fn = model if mode == "eager" else torch.compile(model, mode=mode, dynamic=False)
+                with torch.no_grad():
+                    for _ in range(3):
+                        fn(*args)
+                    torch.cuda.synchronize()
+                    ms = do_bench(lambda: fn(*args), warmup=25, rep=150)
+            except Exception as e:  # a failed anchor is reported, not fatal
+                log(f"torch {mode} {name} {shape}: {type(e).__name__}: {str(e)[:200]}")
+                ms = None
+            out[(shape, mode)] = ms
+            if ms is not None:
+                log(f"torch {mode:16s} {name:6s} {shape:7s} {ms:.3f} ms")
+            torch._dynamo.reset()
+    return out
+
+
+# ---- table ---------------------------------------------------------------------------
+
+def markdown(rows, modes, command):
+    head = "| model | shape | fuseopt (fused) | fuseopt (unfused) |" + "".join(f" torch {m} |" for m in modes)
+    head += " ratio vs torch.compile |\n|---|---|---|---|" + "---|" * len(modes) + "---|\n"
+    body = ""
+    for r in rows:
+        def f(x):
+            return f"{x:.3f}" if x is not None else "—"
+        ro = r["torch"].get("reduce-overhead")
+        ratio = f"{ro / r['fused']:.2f}× {'faster' if ro > r['fused'] else 'slower'}" if ro and r["fused"] else "—"
+        body += f"| {r['model']} | {r['shape']} | {f(r['fused'])} | {f(r['unfused'])} |"
+        body += "".join(f" {f(r['torch'].get(m))} |" for m in modes) + f" {ratio} |\n"
+    return f"Command: `{command}`\n\n" + head + body
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=".gpu/bin", help="folder with fuseopt and fuserun")
+    ap.add_argument("--models", default="bert,gpt2,vit,llama")
+    ap.add_argument("--shapes", nargs="*", default=[], help="MODEL=S1,S2 overrides, e.g. bert=1x128,8x512")
+    ap.add_argument("--torch", default="eager,reduce-overhead", help="PyTorch modes ('' for none)")
+    ap.add_argument("--unfused", action="store_true", help="also time the exported model without fuseopt")
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--work", default="/tmp/fuseopt-e2e")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    a = ap.parse_args()
+    import torch
+    import transformers as tf
+    if not torch.cuda.is_available():
+        sys.exit("e2e_bench: no CUDA device: this benchmark runs on the GPU machine")
+    os.makedirs(a.work, exist_ok=True)
+    shapes = dict(DEFAULT_SHAPES)
+    for o in a.shapes:
+        k, _, v = o.partition("=")
+        shapes[k] = v.split(",")
+    modes = [m for m in a.torch.split(",") if m]
+    rows = []
+    for name in a.models.split(","):
+        src = export(name, torch, tf, a.work)
+        fused = fuse(a.bin, src, a.work)
+        kind = "vision" if name == "vit" else "text"
+        for shape in shapes[name]:
+            jf = os.path.join(a.work, f"{name}_{shape}.json")
+            t_f = fuserun(a.bin, fused, kind, shape, jf, a.iters) if fused else None
+            t_u = fuserun(a.bin, src, kind, shape, jf, a.iters) if a.unfused else None
+            log(f"fuserun {name:6s} {shape:7s} fused {t_f} ms" + (f", unfused {t_u} ms" if a.unfused else ""))
+            rows.append({"model": name, "shape": shape, "fused": t_f, "unfused": t_u, "torch": {}})
+        if modes:
+            tt = torch_times(name, torch, tf, shapes[name], modes)
+            for r in rows:
+                if r["model"] == name:
+                    r["torch"] = {m: tt.get((r["shape"], m)) for m in modes}
+    cmd = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
+    md = markdown(rows, modes, cmd)
+    log("\n" + md)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(md)
+
+
+if __name__ == "__main__":
+    main()
