@@ -34,16 +34,49 @@ __global__ void gated_kernel(const T* __restrict__ p, T* __restrict__ y, int64_t
   }
 }
 
+// 16-byte vectors of gate and up (n % V == 0 and 16-byte aligned rows, so a
+// vector never straddles the gate/up boundary or a row). The scalar kernel
+// above did a 64-bit division and 2-byte accesses per element: ≈ 90 µs for
+// Llama-1B's [2048, 16384] gate at 1×2048, against ≈ 25 µs for its 96 MB at
+// the copy ceiling. One row index per vector, 32-bit when it fits.
+template <class T, int V, GateActivation A, class I>
+__global__ void gated_vec_kernel(const T* __restrict__ p, T* __restrict__ y, I nvec, I nv_row) {
+  using Vt = Vec<T, V>;
+  const Vt* pv = reinterpret_cast<const Vt*>(p);
+  Vt* yv = reinterpret_cast<Vt*>(y);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < nvec; i += I(gridDim.x) * blockDim.x) {
+    const I r = i / nv_row, j = i - r * nv_row;
+    const Vt g = pv[r * 2 * nv_row + j], u = pv[r * 2 * nv_row + nv_row + j];
+    Vt o;
+#pragma unroll
+    for (int k = 0; k < V; ++k) o.v[k] = from_f<T>(gate_act<A>(to_f(g.v[k])) * to_f(u.v[k]));
+    yv[i] = o;
+  }
+}
+
+template <class T, GateActivation A>
+void launch_act(const T* p, T* y, int64_t total, int64_t n, cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const bool aligned = reinterpret_cast<uintptr_t>(p) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  if (n % V == 0 && aligned) {
+    const int64_t nvec = total / V, nv_row = n / V;
+    // 2·nvec bounds the largest index read (the up half of the last row).
+    if (2 * nvec < (int64_t(1) << 31))
+      gated_vec_kernel<T, V, A, int32_t><<<grid_for(nvec), kThreads, 0, s>>>(p, y, int32_t(nvec), int32_t(nv_row));
+    else
+      gated_vec_kernel<T, V, A, int64_t><<<grid_for(nvec), kThreads, 0, s>>>(p, y, nvec, nv_row);
+    return;
+  }
+  gated_kernel<T, A><<<grid_for(total), kThreads, 0, s>>>(p, y, total, n);
+}
+
 template <class T>
 void launch_typed(GateActivation act, const T* p, T* y, int64_t total, int64_t n, cudaStream_t s) {
-  const int grid = grid_for(total);
   switch (act) {
-    case GateActivation::Silu: gated_kernel<T, GateActivation::Silu><<<grid, kThreads, 0, s>>>(p, y, total, n); break;
-    case GateActivation::Gelu: gated_kernel<T, GateActivation::Gelu><<<grid, kThreads, 0, s>>>(p, y, total, n); break;
-    case GateActivation::GeluTanh:
-      gated_kernel<T, GateActivation::GeluTanh><<<grid, kThreads, 0, s>>>(p, y, total, n);
-      break;
-    case GateActivation::Relu: gated_kernel<T, GateActivation::Relu><<<grid, kThreads, 0, s>>>(p, y, total, n); break;
+    case GateActivation::Silu: launch_act<T, GateActivation::Silu>(p, y, total, n, s); break;
+    case GateActivation::Gelu: launch_act<T, GateActivation::Gelu>(p, y, total, n, s); break;
+    case GateActivation::GeluTanh: launch_act<T, GateActivation::GeluTanh>(p, y, total, n, s); break;
+    case GateActivation::Relu: launch_act<T, GateActivation::Relu>(p, y, total, n, s); break;
   }
 }
 

@@ -46,7 +46,10 @@ TEST_CASE("cuda GatedMatMul activations, biases, shapes and dtypes", "[cuda][Gat
     std::vector<int64_t> a;
     int64_t n;
   };
-  const Shapes cases[] = {{{2, 37, 96}, 130}, {{5, 7}, 3}, {{1, 1, 64}, 256}, {{129, 65}, 33}};
+  // N % 8 == 0 (136, 256, 520) takes the 16-byte vector gate kernel for every
+  // dtype; 130, 3 and 33 the scalar one.
+  const Shapes cases[] = {{{2, 37, 96}, 130}, {{5, 7}, 3},     {{1, 1, 64}, 256},
+                          {{129, 65}, 33},    {{2, 37, 96}, 136}, {{3, 201, 64}, 520}};
   const char* acts[] = {"silu", "gelu", "gelu_tanh", "relu"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
