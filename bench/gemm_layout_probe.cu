@@ -91,6 +91,78 @@ float time_layout(cublasLtHandle_t h, const Shape& s, bool tn, int rank, std::ve
   return best;
 }
 
+// Split-K sweep on the NN layout: every heuristic candidate (top 8) with
+// SPLITK_NUM forced to 1..16 and each reduction scheme cuBLASLt accepts
+// (cublasLtMatmulAlgoCheck), fastest median. Prints the winner's split.
+float time_splitk(cublasLtHandle_t h, const Shape& s, std::vector<__half*>& ws, __half* a, __half* d, void* work,
+                  size_t work_bytes, int* best_split) {
+  cublasLtMatmulDesc_t op;
+  CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t tn = CUBLAS_OP_N;
+  CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tn, sizeof(tn)));
+  CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)));
+  cublasLtMatrixLayout_t la, lb, lc;
+  CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, s.N, s.K, s.N));
+  CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, s.K, s.M, s.K));
+  CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, s.N, s.M, s.N));
+  cublasLtMatmulPreference_t pref;
+  CK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t wb = work_bytes;
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wb, sizeof(wb)));
+  cublasLtMatmulHeuristicResult_t res[8];
+  int got = 0;
+  CK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 8, res, &got));
+  float alpha = 1.f, beta = 0.f;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  *best_split = 0;
+  const int splits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+  const uint32_t schemes[] = {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                              CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE};
+  for (int c = 0; c < got; ++c) {
+    for (int sp : splits)
+      for (uint32_t sch : schemes) {
+        if (sp == 1 && sch != schemes[0]) continue;
+        cublasLtMatmulAlgo_t algo = res[c].algo;
+        int32_t spl = sp;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &spl, sizeof(spl)) != 0)
+          continue;
+        if (sp > 1 &&
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &sch, sizeof(sch)) != 0)
+          continue;
+        cublasLtMatmulHeuristicResult_t chk{};
+        if (cublasLtMatmulAlgoCheck(h, op, la, lb, lc, lc, &algo, &chk) != CUBLAS_STATUS_SUCCESS) continue;
+        if (chk.workspaceSize > work_bytes) continue;
+        std::vector<float> t;
+        bool ok = true;
+        for (int it = 0; it < 40 && ok; ++it) {
+          __half* w = ws[it % ws.size()];
+          CK(cudaEventRecord(e0));
+          ok = cublasLtMatmul(h, op, &alpha, w, la, a, lb, &beta, d, lc, d, lc, &algo, work, chk.workspaceSize, 0) == 0;
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          float ms = 0;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          if (it >= 8) t.push_back(ms * 1000.f);
+        }
+        if (!ok || t.empty()) continue;
+        std::sort(t.begin(), t.end());
+        if (t[t.size() / 2] < best) {
+          best = t[t.size() / 2];
+          *best_split = sp * 10 + static_cast<int>(sch);
+        }
+      }
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  return best;
+}
+
 int main() {
   cublasLtHandle_t h;
   CK(cublasLtCreate(&h));
@@ -99,9 +171,10 @@ int main() {
   CK(cudaMalloc(&work, work_bytes));
   const Shape shapes[] = {{128, 768, 2304}, {128, 768, 768},  {128, 768, 3072},  {128, 3072, 768},
                           {4096, 768, 2304}, {4096, 768, 3072}, {4096, 3072, 768}, {2048, 2048, 3072},
-                          {2048, 2048, 16384}, {2048, 8192, 2048}, {128, 2048, 16384}, {1, 2048, 16384}};
+                          {2048, 2048, 16384}, {2048, 8192, 2048}, {128, 2048, 3072},  {128, 2048, 2048},
+                          {128, 2048, 16384}, {128, 8192, 2048}, {1, 2048, 16384}};
   std::printf("%-18s %10s %10s %10s %10s   (us; NN = fuseopt's [K,N] weights, TN = torch's [N,K])\n", "M x K x N",
-              "NN top1", "NN best8", "TN top1", "TN best8");
+              "NN top1", "NN best8", "TN top1", "TN best8"); // then NN split-K best
   for (const Shape& s : shapes) {
     const size_t wn = static_cast<size_t>(s.K) * s.N;
     const int copies = std::max<size_t>(2, (200u << 20) / (wn * 2) + 1);
@@ -122,7 +195,10 @@ int main() {
     float tn8 = time_layout(h, s, true, 8, ws, a, d, work, work_bytes, &m8);
     char name[64];
     std::snprintf(name, sizeof name, "%dx%dx%d", s.M, s.K, s.N);
-    std::printf("%-18s %10.1f %10.1f %10.1f %10.1f   (%d / %d candidates)\n", name, nn1, nn8, tn1, tn8, n8, m8);
+    int split = 0;
+    const float sk = s.M <= 512 ? time_splitk(h, s, ws, a, d, work, work_bytes, &split) : 0.f;
+    std::printf("%-18s %10.1f %10.1f %10.1f %10.1f %10.1f (split %d, scheme %d)  (%d / %d candidates)\n", name, nn1,
+                nn8, tn1, tn8, sk, split / 10, split % 10, n8, m8);
     for (auto w : ws) cudaFree(w);
     cudaFree(a);
     cudaFree(d);
