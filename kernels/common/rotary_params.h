@@ -7,6 +7,9 @@
 //  without position_ids, cos_cache[b, s] ([B, S, R/2] caches);
 //  pairs (x1, x2) = (x[i], x[i + R/2]) or, interleaved, (x[2i], x[2i+1]):
 //  x1' = cos * x1 - sin * x2,  x2' = sin * x1 + cos * x2.
+// fuseopt.RotaryEmbedding (docs/fused_ops.md) is the same op, except that
+// without position_ids its caches may also be [1, S, R/2], broadcast over the
+// batch (the exporters' position ids are [1, S]); `cache_batch` is then 1.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,6 +20,7 @@ namespace fuseopt::dm {
 
 struct RotaryParams {
   int64_t B = 0, S = 0, H = 0, D = 0, R = 0, max_pos = 0;
+  int64_t cache_batch = 0;  // without position_ids: the caches' batch dim (B, or 1 for fuseopt's broadcast)
   bool four_d = false, interleaved = false, has_pos = false;
 };
 
@@ -53,7 +57,9 @@ inline RotaryParams resolve_rotary(KernelContext& ctx, const RtTensor& x, const 
     DM_CHECK(ctx, cos_c.rank() == 2, "with position_ids the caches must be [max_position, R/2], got " << shape_str(cos_c.shape));
     p.max_pos = cos_c.shape[0];
   } else {
-    DM_CHECK(ctx, cos_c.shape == std::vector<int64_t>({p.B, p.S, p.R / 2}),
+    p.cache_batch = p.B;
+    if (ctx.node().domain == "fuseopt" && cos_c.shape == std::vector<int64_t>({1, p.S, p.R / 2})) p.cache_batch = 1;
+    DM_CHECK(ctx, cos_c.shape == std::vector<int64_t>({p.cache_batch, p.S, p.R / 2}),
              "without position_ids the caches must be [" << p.B << ", " << p.S << ", " << p.R / 2 << "], got "
                                                          << shape_str(cos_c.shape));
   }

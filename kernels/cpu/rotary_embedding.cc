@@ -22,7 +22,7 @@ FUSEOPT_KERNEL(cpu_RotaryEmbedding, "", "RotaryEmbedding", Backend::CPU, {DType:
   const int64_t half = p.R / 2;
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t s = 0; s < p.S; ++s) {
-      int64_t row = b * p.S + s;
+      int64_t row = (p.cache_batch == 1 ? 0 : b) * p.S + s;
       if (p.has_pos) {
         row = pos->ptr<int64_t>()[b * p.S + s];
         MATH_CHECK(ctx, row >= 0 && row < p.max_pos,
@@ -44,6 +44,11 @@ FUSEOPT_KERNEL(cpu_RotaryEmbedding, "", "RotaryEmbedding", Backend::CPU, {DType:
       }
     }
 }
+
+// fuseopt.RotaryEmbedding (the rotary fusion's op): the same kernel, whose
+// caches may also broadcast over the batch (kernels/common/rotary_params.h).
+KernelRegistrar cpu_fuseopt_rotary_registrar(
+    KernelInfo{"fuseopt", "RotaryEmbedding", Backend::CPU, {DType::Float}, cpu_RotaryEmbedding});
 
 }  // namespace
 }  // namespace fuseopt

@@ -14,7 +14,7 @@ template <class T, class C>
 __global__ void rotary_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
                               const int64_t* __restrict__ pos, T* __restrict__ y, int64_t total, int64_t S, int64_t H,
                               int64_t D, int64_t R, int64_t max_pos, bool four_d, bool interleaved,
-                              IndexErrorSink errors) {
+                              bool cache_bcast, IndexErrorSink errors) {
   const int64_t half = R / 2;
   CUDA_GRID_STRIDE(e, total) {
     const int64_t d = e % D;
@@ -33,7 +33,7 @@ __global__ void rotary_kernel(const T* __restrict__ x, const C* __restrict__ cos
       y[e] = x[e];
       continue;
     }
-    int64_t row = b * S + s;
+    int64_t row = (cache_bcast ? 0 : b) * S + s;
     if (pos) {
       row = pos[b * S + s];
       if (row < 0 || row >= max_pos) {
@@ -78,11 +78,17 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
       using C = typename decltype(ctag)::type;
       rotary_kernel<T, C><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
           x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), total, p.S, p.H,
-          p.D, p.R, p.max_pos, p.four_d, p.interleaved, errors);
+          p.D, p.R, p.max_pos, p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors);
     });
   });
   check_launch(ctx);
 }
+
+// fuseopt.RotaryEmbedding (the rotary fusion's op): the same kernel, whose
+// caches may also broadcast over the batch (kernels/common/rotary_params.h).
+KernelRegistrar cuda_fuseopt_rotary_registrar(KernelInfo{"fuseopt", "RotaryEmbedding", Backend::CUDA,
+                                                         {DType::Float, DType::Float16, DType::BFloat16},
+                                                         CudaRotaryEmbedding});
 
 }  // namespace
 }  // namespace cuda
