@@ -10,9 +10,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/gemm_tune_cache.h"
 
 namespace fuseopt::cuda_fused {
 
@@ -30,16 +32,45 @@ constexpr size_t kMaxWorkspace = 32u << 20;
 // repetitions per candidate (after one untimed launch).
 constexpr int kTuneCandidates = 8;
 constexpr int kTuneReps = 5;
+// Split-K variants added for few-tile shapes: splits of the first kSplitBases
+// heuristic candidates, at most kSplitCandidates of them.
+constexpr int kSplitBases = 3;
+constexpr int kSplitCandidates = 21;
 
-std::atomic<bool>& autotune_flag() {
-  static std::atomic<bool> on{[] {
-    // Opt-in: measured on the H200 (NOTES-perf.md v4) it gains 2% on BERT-base's
-    // GEMMs at 32x128 and nothing at 1x128, for a tuning pause on each new
-    // shape. FUSEOPT_GEMM_AUTOTUNE=1 enables it.
+// Which configurations the first call tunes. Small (the default): those whose
+// output has fewer 128x128 tiles than the card has SMs, where the heuristic's
+// first choice leaves most SMs idle and a split-K candidate can be 2x faster
+// (bench/gemm_layout_probe.cu, NOTES-perf.md v6); large GEMMs gained 2% from
+// tuning (v4), not worth a pause. FUSEOPT_GEMM_AUTOTUNE=1 tunes every
+// configuration, =0 none. Winners persist on disk (gemm_tune_cache.h).
+enum class TuneMode { Off, Small, All };
+
+std::atomic<int>& autotune_mode() {
+  static std::atomic<int> mode{[] {
     const char* e = std::getenv("FUSEOPT_GEMM_AUTOTUNE");
-    return e && std::strcmp(e, "1") == 0;
+    if (e && std::strcmp(e, "1") == 0) return static_cast<int>(TuneMode::All);
+    if (e && std::strcmp(e, "0") == 0) return static_cast<int>(TuneMode::Off);
+    return static_cast<int>(TuneMode::Small);
   }()};
-  return on;
+  return mode;
+}
+
+int sm_count(int device) {
+  static std::mutex mu;
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) n = 1;
+  counts[device] = n;
+  return n;
+}
+
+// Fewer output tiles than SMs: the configurations split-K can speed up.
+bool few_tiles(int64_t M, int64_t N, int64_t batch, int device) {
+  const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128) * batch;
+  return tiles < sm_count(device);
 }
 
 cudaDataType_t cuda_type(DType t) {
@@ -154,6 +185,51 @@ void set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
                                             sizeof(stride)));
 }
 
+// The in-memory key as text, for the persisted cache (gemm_tune_cache.h);
+// the device index is left out (the prefix names the card itself).
+std::string key_string(const AlgoKey& k) {
+  std::string s;
+  auto add = [&s](int64_t v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(v);
+  };
+  for (int64_t v : {int64_t(k.dtype), int64_t(k.tf32), k.M, k.N, k.K, k.batch, k.sa, k.sb, k.sd, int64_t(k.ta),
+                    int64_t(k.tb), int64_t(k.epilogue), int64_t(k.beta_nonzero), int64_t(k.align_a),
+                    int64_t(k.align_b), int64_t(k.align_d), int64_t(k.align_bias)})
+    add(v);
+  return s;
+}
+
+// Split-K variants of the first heuristic candidates, appended to `res` after
+// cublasLtMatmulAlgoCheck accepts them (within the workspace cap). cuBLASLt's
+// heuristic rarely offers split-K itself, yet for few-tile shapes (M = 128
+// rows of BERT/Llama at batch 1) it is what fills the SMs. Returns the new count.
+int add_split_k_candidates(cublasLtHandle_t h, const LtDescs& ds, cublasLtMatmulHeuristicResult_t* res, int n,
+                           int64_t K) {
+  const int base = std::min(n, kSplitBases);
+  int out = n;
+  for (int i = 0; i < base; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    for (int32_t split : {2, 3, 4, 6, 8, 12, 16}) {
+      if (out >= kTuneCandidates + kSplitCandidates) return out;
+      if (K < 64 * split) break;
+      cublasLtMatmulAlgo_t algo = res[i].algo;
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split)) !=
+          CUBLAS_STATUS_SUCCESS)
+        break;
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme));
+      cublasLtMatmulHeuristicResult_t chk{};
+      if (cublasLtMatmulAlgoCheck(h, ds.op, ds.a, ds.b, ds.c, ds.c, &algo, &chk) != CUBLAS_STATUS_SUCCESS) continue;
+      if (chk.workspaceSize > kMaxWorkspace) continue;
+      chk.algo = algo;
+      chk.state = CUBLAS_STATUS_SUCCESS;
+      res[out++] = chk;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 size_t gemm_algo_cache_size() {
@@ -161,8 +237,10 @@ size_t gemm_algo_cache_size() {
   return algo_cache().size();
 }
 
-void set_gemm_autotune(bool on) { autotune_flag().store(on); }
-bool gemm_autotune() { return autotune_flag().load(); }
+void set_gemm_autotune(bool on) {
+  autotune_mode().store(static_cast<int>(on ? TuneMode::All : TuneMode::Off));
+}
+bool gemm_autotune() { return autotune_mode().load() != static_cast<int>(TuneMode::Off); }
 
 GemmTuneInfo gemm_last_tune_info() {
   std::lock_guard<std::mutex> lock(lt_mutex());
@@ -247,7 +325,9 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   // first choice and caches it, so later eager runs use what the graph holds.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FUSED_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "cuBLASLt GEMM");
-  const bool tune = gemm_autotune() && d.beta == 0.f;
+  const TuneMode mode = static_cast<TuneMode>(autotune_mode().load());
+  const bool split_k_pays = few_tiles(d.M, d.N, d.batch, device);
+  const bool tune = d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && split_k_pays));
   AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, d.M, d.N, d.K,
               d.batch, d.stride_a, d.stride_b, d.stride_d, d.trans_a, d.trans_b,
               static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
@@ -277,14 +357,28 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
                                                   sizeof(al_cd)));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_cd,
                                                   sizeof(al_cd)));
-    const bool timing = tune && capture == cudaStreamCaptureStatusNone;
-    cublasLtMatmulHeuristicResult_t res[kTuneCandidates] = {};
+    const std::string disk_key = tune ? tune_cache::device_prefix(device) + "|" + key_string(key) : std::string();
+    tune_cache::Entry stored{};
+    bool from_disk = false;
+    if (tune && tune_cache::lookup(disk_key, &stored)) {
+      // Re-validated: a stale line (other driver build) falls back to tuning.
+      cublasLtMatmulHeuristicResult_t chk{};
+      from_disk = cublasLtMatmulAlgoCheck(h, ds.op, ds.a, ds.b, ds.c, ds.c, &stored.algo, &chk) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  chk.workspaceSize <= stored.workspace_request;
+      if (from_disk) choice = AlgoChoice{stored.algo, chk.workspaceSize, stored.workspace_request, -1, 0};
+    }
+    const bool timing = tune && !from_disk && capture == cudaStreamCaptureStatusNone;
+    cublasLtMatmulHeuristicResult_t res[kTuneCandidates + kSplitCandidates] = {};
     int returned = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, timing ? kTuneCandidates : 1,
-                                            res, &returned));
-    FUSE_CHECK(returned > 0, "cuBLASLt GEMM: no algorithm for M=" << d.M << " N=" << d.N << " K=" << d.K
-                                                                  << " dtype " << dtype_name(d.dtype));
-    choice = AlgoChoice{res[0].algo, res[0].workspaceSize, res[0].workspaceSize, 0, 0};
+    if (!from_disk) {
+      LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref,
+                                              timing ? kTuneCandidates : 1, res, &returned));
+      FUSE_CHECK(returned > 0, "cuBLASLt GEMM: no algorithm for M=" << d.M << " N=" << d.N << " K=" << d.K
+                                                                    << " dtype " << dtype_name(d.dtype));
+      choice = AlgoChoice{res[0].algo, res[0].workspaceSize, res[0].workspaceSize, 0, 0};
+      if (timing && split_k_pays) returned = add_split_k_candidates(h, ds, res, returned, d.K);
+    }
     if (timing && returned > 1) {
       size_t max_ws = 0;
       for (int i = 0; i < returned; ++i)
@@ -321,6 +415,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
       cudaEventDestroy(e1);
       choice.workspace_request = max_ws;
       choice.candidates_timed = timed;
+      if (timed > 0) tune_cache::store(disk_key, tune_cache::Entry{choice.algo, choice.workspace, max_ws});
     }
     std::lock_guard<std::mutex> lock(lt_mutex());
     // First insertion wins when two threads tuned the same configuration.

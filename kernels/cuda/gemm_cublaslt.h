@@ -38,7 +38,7 @@ using ScratchFn = std::function<void*(size_t bytes)>;
 
 // Enqueues D = epilogue(alpha · op(A)·op(B) + beta · D [+ bias]) on `stream`.
 // The algorithm is chosen once per (shape, dtype, epilogue, layout, alignment)
-// and cached: with autotuning on (the default), the first call of a
+// and cached: with autotuning on for it (see set_gemm_autotune), the first call of a
 // configuration times cuBLASLt's top heuristic candidates on the call's own
 // buffers (CUDA events, synchronising the stream once) and keeps the fastest;
 // when the stream is being captured into a CUDA graph, or beta != 0 (timing
@@ -50,15 +50,19 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
 // Number of distinct GEMM configurations whose algorithm is cached (tests).
 size_t gemm_algo_cache_size();
 
-// Autotuning on/off for configurations not cached yet (benchmarks compare the
-// two in one process; the flag is part of the cache key). Default off;
-// FUSEOPT_GEMM_AUTOTUNE=1 in the environment turns it on at start-up.
+// Autotuning for configurations not cached yet (benchmarks compare the two in
+// one process; the flag is part of the cache key). Default: only few-tile
+// configurations (fewer 128x128 output tiles than SMs), with split-K variants
+// among the candidates; FUSEOPT_GEMM_AUTOTUNE=1 tunes every configuration, =0
+// none. set_gemm_autotune(true/false) switches between "every" and "none".
+// Tuned winners persist on disk across processes (gemm_tune_cache.h).
 void set_gemm_autotune(bool on);
 bool gemm_autotune();
 
 // What the cache holds for the most recently chosen configuration (tests and
-// benchmarks): how many candidates were timed (0 = heuristic's first choice)
-// and the index of the winner in the heuristic's order.
+// benchmarks): how many candidates were timed (0 = heuristic's first choice,
+// -1 = read from the persisted cache) and the index of the winner in the
+// candidate order (the heuristic's, then split-K variants).
 struct GemmTuneInfo {
   int candidates_timed = 0;
   int winner_index = 0;
