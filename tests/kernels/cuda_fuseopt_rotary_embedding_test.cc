@@ -1,0 +1,31 @@
+// CUDA fuseopt.RotaryEmbedding (the opset-23 kernel registered under the
+// fuseopt domain) against the CPU reference on fresh random inputs (outputs
+// NaN-poisoned by the harness): caches [1, S, R/2] broadcast over the batch
+// and per-batch [B, S, R/2]; 4-D and 3-D inputs, interleaved, partial rotary;
+// fp32 and fp16/bf16 storage. Skipped (with a warning) without a GPU.
+#include <catch2/catch.hpp>
+
+#include "support/cuda_generic_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::cuda_generic;
+
+TEST_CASE("cuda fuseopt.RotaryEmbedding", "[cuda][rotary]") {
+  if (!gpu_ready()) return;
+  for (DType dt : {DType::Float, DType::Float16, DType::BFloat16})
+    for (int interleaved = 0; interleaved < 2; ++interleaved) {
+      Case bcast("RotaryEmbedding", 3, 1, "fuseopt");
+      bcast.attr(Attribute::make_int("interleaved", interleaved));
+      bcast.in(0, randn({3, 4, 7, 64})).in(1, randn({1, 7, 32})).in(2, randn({1, 7, 32}));
+      bcast.check(dt);
+      Case per_batch("RotaryEmbedding", 3, 1, "fuseopt");
+      per_batch.attr(Attribute::make_int("interleaved", interleaved));
+      per_batch.in(0, randn({2, 3, 9, 16})).in(1, randn({2, 9, 8})).in(2, randn({2, 9, 8}));
+      per_batch.check(dt);
+      Case flat("RotaryEmbedding", 3, 1, "fuseopt");
+      flat.attr(Attribute::make_int("interleaved", interleaved)).attr(Attribute::make_int("num_heads", 3));
+      flat.attr(Attribute::make_int("rotary_embedding_dim", 10));
+      flat.in(0, randn({2, 5, 3 * 16})).in(1, randn({1, 5, 5})).in(2, randn({1, 5, 5}));
+      flat.check(dt);
+    }
+}
