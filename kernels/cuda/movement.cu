@@ -136,6 +136,56 @@ FUSEOPT_KERNEL(CudaSpaceToDepth, "", "SpaceToDepth", Backend::CUDA, {}) {
 
 // ---- Concat / Split ---------------------------------------------------------
 
+// Split and Concat as one launch of 16-byte copies when every piece's run
+// (its bytes per outer row) and every pointer is 16-byte aligned: row r of the
+// packed tensor is the pieces' rows r side by side. cudaMemcpy2DAsync per
+// piece cost 32 µs for Llama-1B's QKV split at 1×2048 (2048 rows of 4 + 1 +
+// 1 KiB), about 4x the bytes' time; it stays the path for unaligned pieces.
+constexpr int kMaxPieces = 8;
+struct Pieces {
+  uint4* ptr[kMaxPieces];
+  int64_t begin[kMaxPieces + 1];  // piece i covers vectors [begin[i], begin[i+1]) of a packed row
+  int n;
+};
+
+template <bool kSplit>
+__global__ void pieces_copy(uint4* __restrict__ packed, Pieces p, int64_t rows) {
+  const int64_t row_vecs = p.begin[p.n];
+  CUDA_GRID_STRIDE(i, rows * row_vecs) {
+    const int64_t r = i / row_vecs, c = i - r * row_vecs;
+    int k = 0;
+    while (c >= p.begin[k + 1]) ++k;
+    const int64_t run = p.begin[k + 1] - p.begin[k];
+    uint4* piece = p.ptr[k] + r * run + (c - p.begin[k]);
+    if (kSplit)
+      *piece = packed[i];
+    else
+      packed[i] = *piece;
+  }
+}
+
+// `ptrs[i]` with `runs[i]` bytes per row; false when the vector path does not apply.
+bool pieces_copy_vec(KernelContext& ctx, bool split, void* packed, const std::vector<void*>& ptrs,
+                     const std::vector<size_t>& runs, size_t rows) {
+  if (ptrs.empty() || ptrs.size() > kMaxPieces || reinterpret_cast<uintptr_t>(packed) % 16) return false;
+  Pieces p{};
+  p.n = static_cast<int>(ptrs.size());
+  p.begin[0] = 0;
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    if (runs[i] % 16 || reinterpret_cast<uintptr_t>(ptrs[i]) % 16) return false;
+    p.ptr[i] = static_cast<uint4*>(ptrs[i]);
+    p.begin[i + 1] = p.begin[i] + static_cast<int64_t>(runs[i] / 16);
+  }
+  const int64_t n = static_cast<int64_t>(rows) * p.begin[p.n];
+  if (n == 0) return true;
+  if (split)
+    pieces_copy<true><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<uint4*>(packed), p, rows);
+  else
+    pieces_copy<false><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<uint4*>(packed), p, rows);
+  check_launch(ctx);
+  return true;
+}
+
 void copy_2d(KernelContext& ctx, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows) {
   if (!width || !rows) return;
   check_cuda(ctx, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, stream_of(ctx)),
@@ -165,6 +215,17 @@ FUSEOPT_KERNEL(CudaConcat, "", "Concat", Backend::CUDA, {}) {
   const size_t outer = static_cast<size_t>(dm::prod(out_shape, 0, axis));
   const size_t inner_bytes = static_cast<size_t>(dm::prod(out_shape, axis + 1, rank)) * es;
   const size_t out_row = static_cast<size_t>(out_shape[axis]) * inner_bytes;
+  {
+    std::vector<void*> ptrs;
+    std::vector<size_t> runs;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const RtTensor& t = *ctx.input(i);
+      if (t.shape[axis] == 0) continue;
+      ptrs.push_back(t.data);
+      runs.push_back(static_cast<size_t>(t.shape[axis]) * inner_bytes);
+    }
+    if (pieces_copy_vec(ctx, false, y->data, ptrs, runs, outer)) return;
+  }
   size_t at = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const RtTensor& t = *ctx.input(i);
@@ -186,6 +247,30 @@ FUSEOPT_KERNEL(CudaSplit, "", "Split", Backend::CUDA, {}) {
   const size_t outer = static_cast<size_t>(dm::prod(x.shape, 0, axis));
   const size_t inner_bytes = static_cast<size_t>(dm::prod(x.shape, axis + 1, rank)) * es;
   const size_t in_row = static_cast<size_t>(dim) * inner_bytes;
+  // When every output is wanted, one vector launch does the whole split
+  // (outputs allocated once; copy_2d per piece if an address is unaligned).
+  bool all_wanted = true;
+  for (int64_t i = 0; i < n; ++i) all_wanted = all_wanted && wants_output(ctx, i);
+  if (all_wanted) {
+    std::vector<void*> ptrs, nonempty;
+    std::vector<size_t> runs;
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> shape = x.shape;
+      shape[axis] = sizes[i];
+      ptrs.push_back(ctx.output(i, x.dtype, shape)->data);
+      if (sizes[i] == 0) continue;
+      nonempty.push_back(ptrs.back());
+      runs.push_back(static_cast<size_t>(sizes[i]) * inner_bytes);
+    }
+    if (pieces_copy_vec(ctx, true, const_cast<void*>(x.data), nonempty, runs, outer)) return;
+    size_t at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t run = static_cast<size_t>(sizes[i]) * inner_bytes;
+      copy_2d(ctx, ptrs[i], run, static_cast<const uint8_t*>(x.data) + at, in_row, run, outer);
+      at += run;
+    }
+    return;
+  }
   size_t begin = 0;
   for (int64_t i = 0; i < n; ++i) {
     const size_t run = static_cast<size_t>(sizes[i]) * inner_bytes;

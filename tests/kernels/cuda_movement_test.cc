@@ -100,6 +100,25 @@ TEST_CASE("cuda Concat and Split", "[cuda][movement]") {
   Case n("Split", 1, 3);  // opset 18 num_outputs, last chunk smaller
   n.attr(Attribute::make_int("axis", 1)).attr(Attribute::make_int("num_outputs", 3)).in(0, randn({2, 7}));
   n.check();
+  // 16-byte pieces take the one-launch vector copy: a GQA QKV split in fp16
+  // (64 + 16 + 16 halves per row), with an empty piece, and Concat back.
+  Case qkv("Split", 2, 4);
+  qkv.attr(Attribute::make_int("axis", -1))
+      .in(0, convert_float(randn({2, 37, 96}), DType::Float16), false)
+      .in(1, ints1({64, 16, 0, 16}));
+  qkv.check();
+  Case cat("Concat", 3);
+  cat.attr(Attribute::make_int("axis", 2))
+      .in(0, randn({3, 5, 8}), false)
+      .in(1, randn({3, 5, 4}), false)
+      .in(2, randn({3, 5, 12}), false);
+  cat.check();
+  Case cat1("Concat", 2);  // axis 1 of [B, S, D]: a KV-cache append
+  cat1.attr(Attribute::make_int("axis", 1)).in(0, randn({2, 7, 16}), false).in(1, randn({2, 1, 16}), false);
+  cat1.check();
+  Case many("Split", 1, 9);  // more pieces than one launch takes: the copy_2d path
+  many.attr(Attribute::make_int("axis", 1)).attr(Attribute::make_int("num_outputs", 9)).in(0, randn({3, 36}));
+  many.check();
 }
 
 TEST_CASE("cuda Pad in every mode", "[cuda][movement]") {
