@@ -397,6 +397,18 @@ Value* build_cache(Rewriter& rw, const CachePlan& p) {
   return v;
 }
 
+// y [B, S, H, D] as [B, S, H·D]: the 3-D tensor y was split from when y is
+// such a head-split Reshape, else a new Reshape (a view either way).
+Value* flat_view(Rewriter& rw, Value* y, int64_t width, const std::string& hint) {
+  if (const Node* rp = y->producer; rp && rp->is("Reshape")) {
+    auto in = shape_of(rp->input(0)), out = shape_of(y);
+    if (in && out && in->size() == 3 && out->size() == 4 && same_dim((*in)[0], (*out)[0]) &&
+        same_dim((*in)[1], (*out)[1]) && dim_is((*in)[2], width))
+      return rp->input(0);
+  }
+  return rw.create_node("", "Reshape", {y, rw.add_int64s("rotary_flat", {0, 0, -1})}, {}, 1, hint)->output(0);
+}
+
 // ---- the pass --------------------------------------------------------------------------
 
 class RotaryEmbeddingFusion : public FusionPass {
@@ -470,20 +482,38 @@ class RotaryEmbeddingFusion : public FusionPass {
     std::vector<Attribute> attrs;
     if (p.interleaved) attrs.push_back(Attribute::make_int("interleaved", 1));
     if (p.r < p.d) attrs.push_back(Attribute::make_int("rotary_embedding_dim", p.r));
+    // The op reads [B, S, H, D] tensors as [B, S, H·D] (num_heads): GPT-J's x, and
+    // the [B, S, H, D] source of a head transpose x = Transpose(0,2,1,3)(y) (Llama &
+    // co.), whose output then goes back through Reshape + Transpose, which the
+    // Attention pass reads as its plain head-split Q/K (no re-layout copies).
     Value* x = p.x;
-    const bool bshd = p.layout == "BSHD";
+    Value* bshd = nullptr;
+    int64_t heads = p.heads;
+    bool transpose_back = false;
+    if (p.layout == "BSHD") {
+      bshd = x;
+    } else if (const Node* t = x->producer; t && t->is("Transpose") && t->attr_ints("perm") == std::vector<int64_t>{0, 2, 1, 3}) {
+      auto ys = shape_of(t->input(0));
+      if (ys && ys->size() == 4 && (*ys)[2].known() && dim_is((*ys)[3], p.d)) {
+        bshd = t->input(0);
+        heads = (*ys)[2].value;
+        transpose_back = true;
+      }
+    }
     if (bshd) {
-      attrs.push_back(Attribute::make_int("num_heads", p.heads));
-      Node* flat = rw.create_node("", "Reshape", {x, rw.add_int64s("rotary_flat", {0, 0, -1})}, {}, 1,
-                                  m.root->name + "_rotary_in");
-      x = flat->output(0);
+      attrs.push_back(Attribute::make_int("num_heads", heads));
+      x = flat_view(rw, bshd, heads * p.d, m.root->name + "_rotary_in");
     }
     Node* f = rw.create_node("fuseopt", "RotaryEmbedding", {x, cos, sin}, attrs, 1, m.root->name + "_rotary");
     Value* out = f->output(0);
     if (bshd) {
-      Node* back = rw.create_node("", "Reshape", {out, rw.add_int64s("rotary_heads", {0, 0, p.heads, p.d})}, {}, 1,
-                                  m.root->name + "_rotary_out");
-      out = back->output(0);
+      out = rw.create_node("", "Reshape", {out, rw.add_int64s("rotary_heads", {0, 0, heads, p.d})}, {}, 1,
+                           m.root->name + "_rotary_heads")
+                ->output(0);
+      if (transpose_back)
+        out = rw.create_node("", "Transpose", {out}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, 1,
+                             m.root->name + "_rotary_bhsd")
+                  ->output(0);
     }
     rw.replace_match(m, f, name(), {{m.root->output(0), out}});
   }
