@@ -57,6 +57,72 @@ ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>&
   return o;
 }
 
+static std::string lower_name(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+static bool is_cache_input(const Value* v) {
+  return lower_name(v->name).find("past") != std::string::npos && v->shape && v->shape->size() >= 3;
+}
+
+static bool is_mask_input(const Value* v) {
+  return lower_name(v->name).find("mask") != std::string::npos && v->shape && v->shape->size() == 2;
+}
+
+// --past N: the cache inputs' sequence axis (rank-2) is N.
+static void bind_past(const Graph& g, int64_t past, const std::map<std::string, std::vector<int64_t>>& explicit_shapes,
+                      std::map<std::string, int64_t>& bound) {
+  int caches = 0;
+  for (const Value* v : g.inputs) {
+    if (!is_cache_input(v)) continue;
+    ++caches;
+    const size_t axis = v->shape->size() - 2;
+    auto ex = explicit_shapes.find(v->name);
+    if (ex != explicit_shapes.end()) {
+      FUSE_CHECK(ex->second[axis] == past, "--past " << past << ": --shape gives '" << v->name << "' "
+                                                     << shape_str(ex->second) << " (" << ex->second[axis]
+                                                     << " cached positions)");
+      continue;
+    }
+    const Dim& d = (*v->shape)[axis];
+    if (d.known()) {
+      FUSE_CHECK(d.value == past, "--past " << past << ": cache input '" << v->name << "' is declared "
+                                            << shape_str(*v->shape) << " with " << d.value << " cached positions");
+      continue;
+    }
+    FUSE_CHECK(!d.symbol.empty(), "--past: cache input '" << v->name << "' has an unnamed sequence dim; give its shape with --shape");
+    auto b = bound.find(d.symbol);
+    FUSE_CHECK(b == bound.end() || b->second == past,
+               "--past " << past << ": '" << d.symbol << "' (the cache length of '" << v->name << "') is already "
+                         << b->second);
+    bound[d.symbol] = past;
+  }
+  FUSE_CHECK(caches > 0, "--past: the model has no cache input (an input named like past_key_values.0.key, rank >= 3)");
+}
+
+// --past N: a rank-2 mask whose length was free covers the cache and the new
+// tokens (N + the sequence length of the first other rank-2 input).
+static void size_masks(const Graph& g, int64_t past, std::map<std::string, std::vector<int64_t>>& shapes) {
+  int64_t fresh = -1;
+  for (const Value* v : g.inputs)
+    if (!is_cache_input(v) && !is_mask_input(v) && v->shape && v->shape->size() == 2 && fresh < 0)
+      fresh = shapes.at(v->name)[1];
+  if (fresh < 0) return;
+  for (const Value* v : g.inputs) {
+    if (!is_mask_input(v)) continue;
+    const Dim& d = (*v->shape)[1];
+    if (d.known()) continue;
+    // Only a mask dim that no other input shares (a sequence symbol shared with
+    // input_ids would make the mask as short as the new tokens).
+    bool shared = false;
+    for (const Value* u : g.inputs)
+      if (u != v && u->shape && !d.symbol.empty())
+        for (const Dim& e : *u->shape) shared = shared || (!e.known() && e.symbol == d.symbol);
+    if (!shared) shapes[v->name][1] = past + fresh;
+  }
+}
+
 std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o,
                                                                  std::vector<std::string>* defaulted) {
   std::map<std::string, int64_t> bound = o.symbols;
@@ -84,6 +150,8 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
     }
     shapes[v->name] = dims;
   }
+  if (o.past >= 0) bind_past(g, o.past, shapes, bound);
+  const int64_t seq_default = o.past >= 0 ? 1 : 128;  // one decode step after a cache
   for (const Value* v : g.inputs) {
     if (shapes.count(v->name)) continue;
     FUSE_CHECK(v->shape, "input '" << v->name << "' has no declared shape; give it with --shape " << v->name << "=DIMS");
@@ -91,7 +159,7 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
     int symbolic_seen = 0;
     for (const Dim& d : *v->shape) {
       if (d.known()) { dims.push_back(d.value); continue; }
-      int64_t dflt = symbolic_seen++ == 0 ? 1 : 128;  // batch, then sequence
+      int64_t dflt = symbolic_seen++ == 0 ? 1 : seq_default;  // batch, then sequence
       if (d.symbol.empty()) {
         if (defaulted) defaulted->push_back(v->name + " dim " + std::to_string(dims.size()) + "=" + std::to_string(dflt));
         dims.push_back(dflt);
@@ -106,6 +174,7 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
     }
     shapes[v->name] = dims;
   }
+  if (o.past >= 0) size_masks(g, o.past, shapes);
   return shapes;
 }
 

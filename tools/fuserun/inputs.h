@@ -16,6 +16,11 @@ namespace fuseopt::fuserun {
 struct ShapeOverrides {
   std::map<std::string, std::vector<int64_t>> inputs;
   std::map<std::string, int64_t> symbols;
+  // --past N (KV-cache decoders): every input named like a cache ("past" in
+  // its name, rank >= 3) gets N cached positions on its axis rank-2 (the S of
+  // [B, H, S, D]); the new tokens default to 1 (one decode step) instead of
+  // 128; a rank-2 "mask" input whose length is still free covers N + new.
+  int64_t past = -1;
 };
 ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>& flags);
 

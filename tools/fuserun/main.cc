@@ -72,6 +72,7 @@ struct Options {
   double atol = -1, rtol = -1;
   int warmup = -1, iters = -1, threads = 0;
   uint64_t seed = 1;
+  int64_t past = -1;  // --past N (KV-cache decoders)
   bool profile = false, verbose = false, quiet = false, no_graphs = false, compare_cpu = false;
 };
 
@@ -137,11 +138,13 @@ int run_tool(const Options& o) {
   std::vector<std::string> defaulted;  // symbolic dims that took batch/seq defaults
   if (!o.check_dir.empty()) {
     FUSE_CHECK(o.shapes.empty(), "--shape cannot be combined with --check (the check folder fixes the shapes)");
+    FUSE_CHECK(o.past < 0, "--past cannot be combined with --check (the check folder fixes the shapes)");
     CheckData d = read_check_dir(*g, o.check_dir);
     inputs = std::move(d.inputs);
     refs = std::move(d.outputs);
   } else {
     ShapeOverrides ov = parse_shape_flags(*g, o.shapes);
+    ov.past = o.past;
     inputs = generate_inputs(*g, resolve_input_shapes(*g, ov, &defaulted), o.seed);
   }
   for (const auto& [n, t] : inputs) spdlog::info("input {} {} {}", n, dtype_name(t.dtype), shape_str(t.dims));
@@ -363,6 +366,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision, "fp32 (default), tf32, fp16 or bf16");
   app.add_option("--shape", o.shapes, "NAME=DIMS, e.g. input_ids=8x128 or batch=8 (repeatable)")
       ->allow_extra_args(false);  // one value per --shape, so a following positional stays the model
+  app.add_option("--past", o.past, "KV-cache decoders: N cached positions in every past_* input (new tokens default "
+                                 "to 1, a free attention-mask length to N + new)");
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
   app.add_option("--atol", o.atol, "absolute tolerance on the max abs error (default 0 = off)");
   app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise or for an fp16/bf16 model)");
