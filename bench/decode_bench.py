@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Decode benchmark (issue 11): one new token of a Llama-3.2-1B-shaped decoder
+with a KV cache, fuseopt + fuserun against PyTorch in the same run. Runs on the
+GPU machine (random weights, no downloads).
+
+  python3 bench/decode_bench.py --bin .gpu/bin [--batches 1,8] [--past 128,2048]
+      [--exporter ts|dynamo] [--json FILE] [--markdown FILE]
+
+The export is one decoder step with flat inputs: input_ids [B, 1], attention_mask
+[B, P + 1], past_key_values.{i}.{key,value} [B, 8, P, 64] for the 16 layers, and
+outputs the last hidden state and present.{i}.{key,value} [B, 8, P + 1, 64].
+fuserun times it with --past P (fp16, device latency of the replayed CUDA graph).
+PyTorch: eager with a DynamicCache of P tokens, and torch.compile(mode=
+"reduce-overhead") with a StaticCache of max_cache_len = max(P) + 16 (one compile
+per batch size; its attention spans the whole static cache, as in HF generate).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+LAYERS, KV_HEADS, HEAD_DIM = 16, 8, 64
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def build(torch, tf, attn="sdpa"):
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=LAYERS,
+                         num_attention_heads=32, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                         vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+                         tie_word_embeddings=True, attn_implementation=attn)
+    return tf.LlamaModel(cfg).eval()
+
+
+def cache_from(tf, flat):
+    cache = tf.DynamicCache()
+    for i in range(LAYERS):
+        cache.update(flat[2 * i], flat[2 * i + 1], i)
+    return cache
+
+
+def cache_tensors(cache):
+    out = []
+    for i in range(LAYERS):
+        if hasattr(cache, "layers"):
+            out += [cache.layers[i].keys, cache.layers[i].values]
+        else:
+            out += [cache.key_cache[i], cache.value_cache[i]]
+    return out
+
+
+def export(torch, tf, path, exporter):
+    if os.path.exists(path):
+        return path
+    model = build(torch, tf)
+
+    class Step(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, *past):
+            cache = cache_from(tf, list(past))
+            r = self.m(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+            return (r.last_hidden_state, *cache_tensors(r.past_key_values))
+
+    step = Step(model).eval()
+    B, P = 2, 16
+    ids = torch.randint(1, 128000, (B, 1))
+    mask = torch.ones(B, P + 1, dtype=torch.int64)
+    past = [torch.randn(B, KV_HEADS, P, HEAD_DIM) for _ in range(2 * LAYERS)]
+    names = ["input_ids", "attention_mask"] + [f"past_key_values.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+    outs = ["last_hidden_state"] + [f"present.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+    t0 = time.time()
+    with torch.no_grad():
+        if exporter == "ts":
+            dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+                   "last_hidden_state": {0: "batch", 1: "seq"}}
+            for n in names[2:]:
+                dyn[n] = {0: "batch", 2: "past"}
+            for n in outs[1:]:
+                dyn[n] = {0: "batch", 2: "total"}
+            torch.onnx.export(step, (ids, mask, *past), path, input_names=names, output_names=outs, opset_version=17,
+                              dynamic_axes=dyn, dynamo=False)
+        else:
+            b, p = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("past", min=1, max=8192)
+            ds = ({0: b}, {0: b, 1: p + 1}) + tuple({0: b, 2: p} for _ in past)
+            prog = torch.onnx.export(step, (ids, mask, *past), dynamic_shapes=ds, input_names=names,
+                                     output_names=outs, opset_version=18, dynamo=True, external_data=True)
+            prog.save(path, external_data=True)
+    log(f"exported the decoder step ({exporter}) in {time.time() - t0:.0f} s -> {path}")
+    return path
+
+
+def fuse(bin_dir, src):
+    dst = src.replace(".onnx", "_fused.onnx")
+    if not os.path.exists(dst):
+        r = subprocess.run([os.path.join(bin_dir, "fuseopt"), src, dst, "-q", "--report", dst + ".report.json"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            log(f"fuseopt failed: {r.stderr.strip()}")
+            return None
+    rep = json.load(open(dst + ".report.json"))
+    att = [p for p in rep.get("patterns", []) if p.get("name") == "Attention"]
+    if att:
+        log(f"fuseopt: Attention matched {att[0]['matched']}, rejected {att[0]['rejected']}"
+            + (f" ({att[0]['reasons'][0][:200]})" if att[0]["reasons"] else ""))
+    return dst
+
+
+def fuserun(bin_dir, model, batch, past, iters):
+    js = model + f".{batch}x{past}.json"
+    cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16", "--past", str(past),
+           "--shape", f"batch={batch}", "--warmup", "20", "--iters", str(iters), "--json", js, "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        log(f"fuserun failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-600:]}")
+        return None
+    d = json.load(open(js))
+    dev = d.get("device_latency_ms")
+    return dev["median"] if dev else d["latency_ms"]["median"]
+
+
+def torch_times(torch, tf, batches, pasts, modes):
+    from triton.testing import do_bench
+    model = build(torch, tf).cuda().half()
+    res = {}
+    max_len = max(pasts) + 16
+    for b in batches:
+        ids = torch.randint(1, 128000, (b, 1), device="cuda")
+        if "eager" in modes:
+            for p in pasts:
+                past = [torch.randn(b, KV_HEADS, p, HEAD_DIM, device="cuda", dtype=torch.half) for _ in range(2 * LAYERS)]
+                mask = torch.ones(b, p + 1, dtype=torch.int64, device="cuda")
+
+                def step():
+                    cache = cache_from(tf, past)
+                    return model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+                with torch.no_grad():
+                    ms = do_bench(step, warmup=25, rep=150)
+                res[(b, p, "eager")] = ms
+                log(f"torch eager (DynamicCache)     batch {b} past {p}: {ms:.3f} ms")
+        if "reduce-overhead" in modes:
+            try:
+                cache = tf.StaticCache(config=model.config, max_batch_size=b, max_cache_len=max_len,
+                                       device="cuda", dtype=torch.half)
+            except TypeError:
+                cache = tf.StaticCache(config=model.config, max_cache_len=max_len)
+            fn = torch.compile(model, mode="reduce-overhead", fullgraph=False)
+            for p in pasts:
+                pos = torch.tensor([p], device="cuda")
+
+                def step():
+                    return fn(input_ids=ids, past_key_values=cache, cache_position=pos, use_cache=True)
+                try:
+                    with torch.no_grad():
+                        for _ in range(3):
+                            step()
+                        torch.cuda.synchronize()
+                        ms = do_bench(step, warmup=25, rep=150)
+                except Exception as e:
+                    log(f"torch.compile batch {b} past {p}: {type(e).__name__}: {str(e)[:300]}")
+                    ms = None
+                res[(b, p, "reduce-overhead")] = ms
+                if ms is not None:
+                    log(f"torch.compile (StaticCache {max_len}) batch {b} past {p}: {ms:.3f} ms")
+            torch._dynamo.reset()
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=".gpu/bin")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--past", default="128,2048")
+    ap.add_argument("--exporter", default="ts", choices=["ts", "dynamo"])
+    ap.add_argument("--torch", default="eager,reduce-overhead")
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--work", default="/tmp/fuseopt-decode")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    a = ap.parse_args()
+    import torch
+    import transformers as tf
+    if not torch.cuda.is_available():
+        sys.exit("decode_bench: no CUDA device: this benchmark runs on the GPU machine")
+    os.makedirs(a.work, exist_ok=True)
+    batches = [int(x) for x in a.batches.split(",")]
+    pasts = [int(x) for x in a.past.split(",")]
+    modes = [m for m in a.torch.split(",") if m]
+    src = export(torch, tf, os.path.join(a.work, f"llama_decode_{a.exporter}.onnx"), a.exporter)
+    fused = fuse(a.bin, src)
+    rows = []
+    for b in batches:
+        for p in pasts:
+            t = fuserun(a.bin, fused, b, p, a.iters) if fused else None
+            log(f"fuserun batch {b} past {p}: {t} ms")
+            rows.append({"batch": b, "past": p, "fuseopt": t})
+    tt = torch_times(torch, tf, batches, pasts, modes) if modes else {}
+    for r in rows:
+        r["torch"] = {m: tt.get((r["batch"], r["past"], m)) for m in modes}
+    cmd = "python3 bench/decode_bench.py " + " ".join(sys.argv[1:])
+    f = lambda x: f"{x:.3f}" if x is not None else "—"  # noqa: E731
+    md = f"Command: `{cmd}`\n\n| batch | cached tokens | fuseopt ms/token |" + "".join(f" torch {m} |" for m in modes)
+    md += " ratio vs torch.compile |\n|---|---|---|" + "---|" * len(modes) + "---|\n"
+    for r in rows:
+        ro = r["torch"].get("reduce-overhead")
+        ratio = f"{ro / r['fuseopt']:.2f}×" if ro and r["fuseopt"] else "—"
+        md += f"| {r['batch']} | {r['past']} | {f(r['fuseopt'])} |" + "".join(f" {f(r['torch'].get(m))} |" for m in modes)
+        md += f" {ratio} |\n"
+    log("\n" + md)
+    if a.json:
+        json.dump({"rows": rows, "torch": torch.__version__}, open(a.json, "w"), indent=1)
+    if a.markdown:
+        open(a.markdown, "w").write(md)
+
+
+if __name__ == "__main__":
+    main()
