@@ -28,6 +28,8 @@
 // mask_proofs (key-padding / causal proofs), plan (the analysis, run once per
 // candidate: match() computes the Plan, check() and rewrite() use it), rewrite
 // (the rewrite and the Shape-reader rewiring). This file is the pass itself.
+#include <spdlog/spdlog.h>
+
 #include <optional>
 #include <set>
 
@@ -88,6 +90,8 @@ class AttentionFusion : public FusionPass {
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
     attn::Plan& pl = plan_for(m);
+    for (const std::string& note : pl.mask_notes)
+      spdlog::debug("Attention: {}: mask term kept as attn_bias: {}", m.root->label(), note);
     attn::rewrite_attention(m, pl, rw, name());
     plan_.reset();
   }

@@ -1,9 +1,11 @@
 // Attention fusion: the analysis producing a Plan (see plan.h).
 #include "passes/fusion/attention/plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ir/shape_inference.h"
+#include "passes/fusion/attention/materialized_mask.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -204,7 +206,36 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       ++it;
     }
   }
-  if (pl.causal) {  // re-derive the remaining terms
+  // Masks the exporter materialised as one boolean [B, 1, S_q, S_kv] tensor (transformers 5):
+  // each And-leaf proven causal, key padding or all-true (materialized_mask.h).
+  bool removed = pl.causal, proven_mask = false;
+  double mask_fill = 0.0;
+  for (auto it = pl.terms.begin(); it != pl.terms.end();) {
+    std::string why;
+    auto kp = prove_materialized_mask(*it, pl.q, pl.k, &why);
+    // The op has one `mask` and one mask_filter_value: a padding term is taken only when no
+    // other keep-Where (with its own fill) stays, and only one.
+    const bool other_where = std::any_of(pl.terms.begin(), pl.terms.end(),
+                                         [&](const MaskTerm& t) { return &t != &*it && t.where; });
+    if (kp && kp->padding && (proven_mask || other_where)) {
+      why = "a second key-padding term or another Where mask term";
+      kp.reset();
+    }
+    if (!kp) {
+      if (!why.empty()) pl.mask_notes.push_back("'" + it->v->name + "': " + why);
+      ++it;
+      continue;
+    }
+    pl.causal = pl.causal || kp->causal;
+    if (kp->padding) {
+      pl.mask = kp->padding;
+      mask_fill = kp->fill;
+      proven_mask = true;
+    }
+    removed = true;
+    it = pl.terms.erase(it);
+  }
+  if (removed) {  // re-derive the remaining terms
     pl.add_bias.clear();
     pl.keep = nullptr;
     for (const MaskTerm& t : pl.terms) {
@@ -216,6 +247,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
         pl.fill = t.fill;
       }
     }
+    if (proven_mask) pl.fill = mask_fill;
   }
   if (pl.terms.size() > 1 && pl.keep) {
     // Several terms with a Where among them (GPT-2 of transformers 4: Where(causal, s, min) + mask):
@@ -288,7 +320,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   // A single mask term that provably is a key-padding mask goes in as `mask`.
-  if (pl.fail.empty() && pl.terms.size() == 1 && !pl.terms[0].flat) {
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].flat) {
     if (pl.keep && !pl.keep_inverted) {
       Value* m = from_rank2(pl.keep);
       if (m && mask_dims_match(m, pl.k)) {

@@ -38,6 +38,7 @@ struct Plan {
   Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
+  std::vector<std::string> mask_notes;  // why a mask term stayed attn_bias (not a proven mask)
   std::string fail;              // legality failure (rule text)
 };
 

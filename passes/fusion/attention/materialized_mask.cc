@@ -1,0 +1,350 @@
+// Attention fusion: exporter-materialised boolean masks proven causal / key padding
+// (see materialized_mask.h).
+#include "passes/fusion/attention/materialized_mask.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "ir/shape_inference.h"
+#include "ir/sym_expr.h"
+#include "passes/fusion/attention_util.h"
+
+namespace fuseopt::attn {
+namespace {
+
+// ---- index tensors as affine functions of their coordinates -------------------------
+// v[p] = offset + Σ coef·p[axis], each axis counted from the right (numpy broadcasting
+// aligns trailing axes), `extent` the length of the Range that axis came from.
+struct LinTerm {
+  int64_t axis_r;
+  SymExpr coef;
+  SymExpr extent;
+};
+struct Lin {
+  int64_t rank = 0;
+  std::vector<LinTerm> terms;
+  SymExpr offset;
+};
+
+std::vector<int64_t> axes_of(const Node* u) {
+  if (u->has_attr("axes")) return u->attr_ints("axes");
+  return const_ints(u->input(1)).value_or(std::vector<int64_t>{});
+}
+
+// A one-element integer value as an expression of dims (constants, Shape entries).
+std::optional<SymExpr> scalar_expr(const Value* v) {
+  if (!v) return std::nullopt;
+  if (const Tensor* t = const_of(v)) {
+    if (t->numel() != 1 || !dtype_is_integer(t->dtype)) return std::nullopt;
+    return SymExpr::constant(t->as_int(0));
+  }
+  if (auto r = rank_of(v); !r || *r > 1) return std::nullopt;
+  auto sv = symbolic_value(v);
+  if (!sv || sv->size() != 1) return std::nullopt;
+  return SymExpr::from_dim((*sv)[0]);
+}
+
+std::optional<Lin> lin_of(const Value* v, int depth = 0) {
+  if (!v || depth > 16) return std::nullopt;
+  if (auto s = scalar_expr(v)) {
+    Lin l;
+    l.rank = rank_of(v).value_or(0);
+    l.offset = *s;
+    return l;
+  }
+  const Node* p = v->producer;
+  if (!p) return std::nullopt;
+  if (p->is("Range")) {
+    auto start = scalar_expr(p->input(0)), limit = scalar_expr(p->input(1));
+    auto delta = const_scalar(p->input(2));
+    if (!start || !limit || delta != 1.0) return std::nullopt;
+    Lin l;
+    l.rank = 1;
+    l.terms.push_back({0, SymExpr::constant(1), *limit - *start});
+    l.offset = *start;
+    return l;
+  }
+  if (p->is("Identity") || (p->is("Cast") && dtype_is_integer(static_cast<DType>(p->attr_int("to", 0))) &&
+                            dtype_is_integer(dtype_of(p->input(0)))))
+    return lin_of(p->input(0), depth + 1);
+  if (p->is("Unsqueeze")) {
+    auto x = lin_of(p->input(0), depth + 1);
+    if (!x) return std::nullopt;
+    const int64_t r = x->rank + static_cast<int64_t>(axes_of(p).size());
+    std::set<int64_t> ins;
+    for (int64_t a : axes_of(p)) ins.insert(a < 0 ? a + r : a);
+    if (ins.size() != axes_of(p).size() || (!ins.empty() && (*ins.begin() < 0 || *ins.rbegin() >= r)))
+      return std::nullopt;
+    std::vector<int64_t> newpos;  // old left index -> new left index
+    for (int64_t n = 0; n < r; ++n)
+      if (!ins.count(n)) newpos.push_back(n);
+    for (LinTerm& t : x->terms) t.axis_r = r - 1 - newpos[x->rank - 1 - t.axis_r];
+    x->rank = r;
+    return x;
+  }
+  if (p->is("Expand")) {  // broadcasts only: values at the term's coordinates are unchanged
+    auto x = lin_of(p->input(0), depth + 1);
+    auto sd = known_dims(p->input(1));
+    if (!x || !sd || sd->size() != 1 || (*sd)[0] < 0) return std::nullopt;
+    x->rank = std::max(x->rank, (*sd)[0]);
+    return x;
+  }
+  if (p->is("Add") || p->is("Mul")) {
+    auto a = lin_of(p->input(0), depth + 1), b = lin_of(p->input(1), depth + 1);
+    if (!a || !b) return std::nullopt;
+    Lin l;
+    l.rank = std::max(a->rank, b->rank);
+    if (p->is("Add")) {
+      l.terms = a->terms;
+      for (const LinTerm& t : b->terms) {
+        for (const LinTerm& u : l.terms)
+          if (u.axis_r == t.axis_r) return std::nullopt;  // same axis twice: not needed by any export
+        l.terms.push_back(t);
+      }
+      l.offset = a->offset + b->offset;
+      return l;
+    }
+    if (!a->terms.empty() && !b->terms.empty()) return std::nullopt;
+    const Lin& x = a->terms.empty() ? *b : *a;
+    const SymExpr c = a->terms.empty() ? a->offset : b->offset;
+    l.terms = x.terms;
+    for (LinTerm& t : l.terms) t.coef = t.coef * c;
+    l.offset = x.offset * c;
+    return l;
+  }
+  return std::nullopt;
+}
+
+std::optional<SymExpr> dim_expr(std::optional<Dim> d) { return d ? SymExpr::from_dim(*d) : std::nullopt; }
+
+// l[p] == p[axis_r] + offset, the axis running over a Range of length `extent`.
+bool is_axis(const std::optional<Lin>& l, int64_t axis_r, const std::optional<SymExpr>& extent, const SymExpr& offset) {
+  // A length-1 axis (S_q = 1 when decoding): the index is the one value, on any axis.
+  if (l && extent && l->terms.empty() && *extent == SymExpr::constant(1)) return l->offset == offset;
+  return l && extent && l->terms.size() == 1 && l->terms[0].axis_r == axis_r &&
+         l->terms[0].coef == SymExpr::constant(1) && l->terms[0].extent == *extent && l->offset == offset;
+}
+
+struct Dims {
+  std::optional<SymExpr> B, Sq, Skv;
+};
+
+// ---- leaves ---------------------------------------------------------------------------
+
+bool all_true(const Value* v, int depth = 0) {
+  if (!v || depth > 4) return false;
+  if (const Tensor* t = const_of(v)) {
+    if (t->dtype == DType::String || t->numel() == 0) return false;
+    for (int64_t i = 0; i < t->numel(); ++i)
+      if (t->as_double(i) == 0.0) return false;
+    return true;
+  }
+  const Node* p = v->producer;
+  if (!p) return false;
+  if (p->is("ConstantOfShape")) {
+    const Attribute* a = p->attr("value");
+    return a && a->t && a->t->numel() == 1 && a->t->as_double(0) != 0.0;
+  }
+  if (p->is("Expand") || (p->is("Cast") && p->attr_int("to", 0) == int64_t(DType::Bool)))
+    return all_true(p->input(0), depth + 1);
+  return false;
+}
+
+// kv_idx <= q_idx over the term's last two axes, as causal=1 (bottom-right) defines it.
+bool causal_leaf(const Node* n, const Dims& d, std::string& why) {
+  const Value *kv = nullptr, *q = nullptr;
+  if (n->is("LessOrEqual")) kv = n->input(0), q = n->input(1);
+  else if (n->is("GreaterOrEqual")) q = n->input(0), kv = n->input(1);
+  else return false;
+  auto lk = lin_of(kv), lq = lin_of(q);
+  if (!d.Sq || !d.Skv) { why = "the query/key sequence lengths are not known symbolically"; return false; }
+  if (!is_axis(lk, 0, d.Skv, SymExpr::constant(0))) {
+    why = n->label() + ": the key index is not Range(0, S_kv) along the last axis";
+    return false;
+  }
+  if (!is_axis(lq, 1, d.Sq, *d.Skv - *d.Sq)) {
+    why = n->label() + ": the query index is not Range(S_kv - S_q, S_kv) along the query axis";
+    return false;
+  }
+  return true;
+}
+
+// idx >= c (or c <= idx, idx > c) for an index idx = offset + Σ p[axis] (every coefficient
+// 1, so idx >= offset) and a scalar c below the offset: always true (transformers 5's
+// bidirectional mask writes kv_idx >= 0).
+bool always_true_compare(const Node* n) {
+  const Value *big = nullptr, *small = nullptr;
+  if (n->is("GreaterOrEqual") || n->is("Greater")) big = n->input(0), small = n->input(1);
+  else if (n->is("LessOrEqual") || n->is("Less")) small = n->input(0), big = n->input(1);
+  else return false;
+  auto a = lin_of(big), c = lin_of(small);
+  if (!a || !c || !c->terms.empty() || a->terms.empty()) return false;
+  for (const LinTerm& t : a->terms)
+    if (t.coef != SymExpr::constant(1)) return false;
+  auto sign = (a->offset - c->offset).sign();
+  const bool strict = n->is("Greater") || n->is("Less");
+  return sign && (strict ? *sign > 0 : *sign >= 0);
+}
+
+// M for a rank-2 M of the keys' [B, S_kv] shape (Casts to bool and no-op views peeled).
+Value* key_mask(Value* m, const HeadPath& k) {
+  m = peel_bool_casts(m);
+  while (m && m->producer && is_passthrough(m->producer)) m = peel_bool_casts(m->producer->input(0));
+  return m && rank_of(m) == 2 && mask_dims_match(m, k) ? m : nullptr;
+}
+
+// GatherND(M, Concat(b[..., None], j[..., None])) = M[b, j] over the grid.
+Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::string& why) {
+  if (n->attr_int("batch_dims", 0) != 0) return nullptr;
+  Value* m = key_mask(n->input(0), k);
+  const Node* c = n->input(1) ? n->input(1)->producer : nullptr;
+  if (!m || !c || !c->is("Concat") || c->inputs.size() != 2) {
+    why = n->label() + ": not a gather of the keys' [B, S_kv] mask by an index grid";
+    return nullptr;
+  }
+  auto r = rank_of(c->output(0));
+  const int64_t ax = c->attr_int("axis", 0);
+  if (!(ax == -1 || (r && ax == *r - 1))) return nullptr;
+  std::optional<Lin> comp[2];
+  for (int i = 0; i < 2; ++i) {
+    const Node* u = c->input(i) ? c->input(i)->producer : nullptr;
+    if (!u || !u->is("Unsqueeze") || axes_of(u).size() != 1) return nullptr;
+    auto ur = rank_of(u->output(0));
+    const int64_t a = axes_of(u)[0];
+    if (!(a == -1 || (ur && a == *ur - 1))) return nullptr;
+    comp[i] = lin_of(u->input(0));
+  }
+  if (!is_axis(comp[0], 3, d.B, SymExpr::constant(0)) || !is_axis(comp[1], 0, d.Skv, SymExpr::constant(0))) {
+    why = n->label() + ": the gather indices are not (Range(0, B) on the batch axis, Range(0, S_kv) on the key axis)";
+    return nullptr;
+  }
+  return m;
+}
+
+// Reshape(Reshape(Gather(Flatten(M, 2), idx), [-1]), Shape(idx)) with idx = b·S_kv + j:
+// TorchScript's spelling of M[b, j] over the grid.
+Value* flat_gather_leaf(const Node* outer, const Dims& d, const HeadPath& k, std::string& why) {
+  const Node* inner = outer->input(0) ? outer->input(0)->producer : nullptr;
+  const Node* sh = outer->input(1) ? outer->input(1)->producer : nullptr;
+  if (sh && sh->is("Concat") && sh->inputs.size() == 1) sh = sh->input(0) ? sh->input(0)->producer : nullptr;
+  if (!inner || !inner->is("Reshape") || !sh || !sh->is("Shape") || sh->has_attr("start") || sh->has_attr("end")) {
+    why = outer->label() + ": not Reshape(Reshape(Gather(...), [-1]), Shape(index))";
+    return nullptr;
+  }
+  auto flat = const_ints(inner->input(1));
+  const Node* g = inner->input(0) ? inner->input(0)->producer : nullptr;
+  if (!flat || *flat != std::vector<int64_t>{-1} || !g || !g->is("Gather") || g->attr_int("axis", 0) != 0 ||
+      g->input(1) != sh->input(0)) {
+    why = outer->label() + ": not the flattened gather of a mask at an index grid";
+    return nullptr;
+  }
+  const Node* f = g->input(0) ? g->input(0)->producer : nullptr;
+  Value* m = f && f->is("Flatten") && f->attr_int("axis", 1) == 2 ? key_mask(f->input(0), k) : nullptr;
+  if (!m) {
+    why = g->label() + ": does not gather from Flatten(M, 2) of the keys' [B, S_kv] mask";
+    return nullptr;
+  }
+  auto idx = lin_of(g->input(1));
+  auto s_kv = dim_expr(m->shape && m->shape->size() == 2 ? std::optional<Dim>((*m->shape)[1]) : std::nullopt);
+  bool ok = idx && d.B && d.Skv && s_kv && idx->terms.size() == 2 && idx->offset == SymExpr::constant(0);
+  if (ok) {
+    const LinTerm* tj = nullptr;
+    const LinTerm* tb = nullptr;
+    for (const LinTerm& t : idx->terms) (t.axis_r == 0 ? tj : tb) = &t;
+    ok = tj && tb && tb->axis_r == 3 && tj->coef == SymExpr::constant(1) && tj->extent == *d.Skv &&
+         tb->coef == *s_kv && tb->extent == *d.B;
+  }
+  if (!ok) why = g->label() + ": the flat gather index is not b*S_kv + j over the (batch, key) grid";
+  return ok ? m : nullptr;
+}
+
+// M[:, None, None, :] (Unsqueeze), possibly through a Slice of the whole key axis.
+Value* unsqueezed_leaf(Value* v, const Dims& d, const HeadPath& k) {
+  while (v && v->producer && v->producer->is("Slice")) {
+    const Node* s = v->producer;
+    auto axes = s->input(3) ? const_ints(s->input(3)) : std::nullopt;
+    auto starts = const_ints(s->input(1));
+    auto steps = s->input(4) ? const_ints(s->input(4)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{1});
+    auto end = scalar_expr(s->input(2));
+    auto endc = const_ints(s->input(2));
+    auto r = rank_of(s->input(0));
+    if (!axes || axes->size() != 1 || !r || !((*axes)[0] == -1 || (*axes)[0] == *r - 1) || !starts ||
+        *starts != std::vector<int64_t>{0} || !steps || *steps != std::vector<int64_t>{1})
+      return nullptr;
+    const bool whole = (endc && endc->size() == 1 && (*endc)[0] >= (int64_t{1} << 31) - 1) || (end && d.Skv && *end == *d.Skv);
+    if (!whole) return nullptr;
+    v = peel_bool_casts(s->input(0));
+  }
+  Value* m = from_rank2(v);
+  return m && mask_dims_match(m, k) ? m : nullptr;
+}
+
+}  // namespace
+
+std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPath& q, const HeadPath& k,
+                                                 std::string* why_out) {
+  std::string why;
+  auto fail = [&](std::string w) -> std::optional<KeepProof> {
+    if (why_out) *why_out = std::move(w);
+    return std::nullopt;
+  };
+  if (t.flat) return fail("a mask term on the [B*H, S, S_kv] view");
+  KeepProof kp;
+  Value* cond = nullptr;
+  if (t.where) {
+    if (t.inverted) return fail("an inverted Where mask");
+    cond = t.v;
+    kp.fill = t.fill;
+  } else {
+    const Node* w = t.v ? t.v->producer : nullptr;
+    auto zero = w && w->is("Where") ? const_scalar(w->input(1)) : std::nullopt;
+    auto fill = w && w->is("Where") ? const_scalar(w->input(2)) : std::nullopt;
+    if (!zero || *zero != 0.0 || !fill) return fail("the additive term is not Where(keep, 0, fill)");
+    cond = w->input(0);
+    kp.fill = *fill;
+  }
+  if (!(kp.fill <= -1e30)) return fail("the mask fill " + std::to_string(kp.fill) + " is not <= -1e30");
+  if (dtype_of(cond) != DType::Bool) return fail("the keep condition is not bool");
+  if (auto r = rank_of(t.v); r && *r > 4) return fail("the mask term has rank > 4");
+  Dims d;
+  d.B = dim_expr(src_dim(q, 0));
+  d.Sq = dim_expr(src_dim(q, 1));
+  d.Skv = dim_expr(src_dim(k, 1));
+  // Walk the And tree (Expand / Cast to bool only broadcast or re-type it).
+  std::vector<Value*> todo = {cond};
+  int leaves = 0;
+  while (!todo.empty()) {
+    Value* v = peel_bool_casts(todo.back());
+    todo.pop_back();
+    if (++leaves > 16) return fail("the keep condition has too many terms");
+    const Node* n = v ? v->producer : nullptr;
+    if (n && n->is("And")) {
+      todo.push_back(n->input(0));
+      todo.push_back(n->input(1));
+      continue;
+    }
+    if (n && n->is("Expand")) {
+      todo.push_back(n->input(0));
+      continue;
+    }
+    if (all_true(v) || (n && always_true_compare(n))) continue;
+    if (!n) return fail("'" + (v ? v->name : std::string("?")) + "' is not a proven mask term");
+    if (n->is("LessOrEqual") || n->is("GreaterOrEqual")) {
+      if (!causal_leaf(n, d, why)) return fail(why);
+      kp.causal = true;
+      continue;
+    }
+    Value* m = nullptr;
+    if (n->is("GatherND")) m = gathernd_leaf(n, d, k, why);
+    else if (n->is("Reshape")) m = flat_gather_leaf(n, d, k, why);
+    else if (n->is("Unsqueeze") || n->is("Slice")) m = unsqueezed_leaf(v, d, k);
+    if (!m) return fail(why.empty() ? n->label() + " (" + n->op_type + ") is not a causal or key-padding term" : why);
+    if (kp.padding && kp.padding != m) return fail("two different key-padding masks");
+    kp.padding = m;
+  }
+  if (why_out) why_out->clear();
+  return kp;
+}
+
+}  // namespace fuseopt::attn

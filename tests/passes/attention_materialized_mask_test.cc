@@ -1,0 +1,262 @@
+// Attention fusion on the boolean [B, 1, S, S] masks transformers 5 materialises
+// (masking_utils through torch.export's vmap, or TorchScript's index arithmetic):
+//   keep = And(And(ones, kv_idx <= q_idx), attention_mask[b, kv])
+//   scores + Where(keep, 0, finfo.min)
+// Positive forms become causal=1 + the compact `mask` input and no attn_bias; forms
+// that are almost causal (strict <, offset ranges, a sliding window) or gather
+// something that is not attention_mask[b, kv] keep the tensor as attn_bias (the
+// fusion still fires, exactly). Every case runs both graphs on the CPU Session.
+#include <cmath>
+#include <limits>
+
+#include "ir/shape_inference.h"
+#include "passes/fusion/attention/plan.h"
+#include "support/fusion_check.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr int64_t B = 2, S = 5, H = 2, Dh = 4, D = H * Dh;
+
+enum class Pad { GatherND, FlatGather, Unsqueeze, None };
+enum class Cmp { Causal, CausalGe, Less, Bidirectional, SlidingWindow };
+
+struct Spec {
+  Pad pad = Pad::GatherND;
+  Cmp cmp = Cmp::Causal;
+  int64_t q_offset = 0;         // q_idx = Range(q_offset, S + q_offset)
+  int64_t kv_offset = 0;        // kv_idx = Range(kv_offset, S + kv_offset)
+  bool gather_square = false;   // GatherND from a [S, S] tensor instead of the [B, S] mask
+  bool symbolic = false;        // batch / seq symbolic in the graph inputs
+  bool keep_where = false;      // Where(keep, scores, min) instead of scores + Where(keep, 0, min)
+  bool outer_expand = false;    // TorchScript's Expand of the And to [B, 1, S, S]
+};
+
+Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
+  int64_t len = static_cast<int64_t>(v.size());
+  return b.constant(n, Tensor::from_ints(v, {len}));
+}
+Value* i64(GraphBuilder& b, const std::string& n, int64_t v) { return b.constant(n, Tensor::from_ints({v}, {})); }
+Value* unsq(GraphBuilder& b, Value* x, std::vector<int64_t> axes) { return b.op("Unsqueeze", {x, ints(b, "ax", axes)}); }
+Value* to_bool(GraphBuilder& b, Value* x) { return b.op("Cast", {x}, {Attribute::make_int("to", int64_t(DType::Bool))}); }
+
+Value* heads(GraphBuilder& b, Value* x, std::vector<int64_t> perm, const std::string& n) {
+  Value* r = b.op("Reshape", {x, ints(b, n + "_shape", {0, 0, H, Dh})}, {}, n + "_split_heads");
+  return b.op("Transpose", {r}, {Attribute::make_ints("perm", perm)}, n + "_t");
+}
+
+// The keep condition [B, 1, S, S] (or [1, 1, S, S] without padding).
+Value* keep_mask(GraphBuilder& b, const Spec& s, Value* x, Value* mask) {
+  // Lengths read from the graph: S from the mask (the key length), B from x.
+  Value* seq = b.op("Squeeze", {b.op("Shape", {mask}, {Attribute::make_int("start", 1), Attribute::make_int("end", 2)})});
+  Value* bat = b.op("Squeeze", {b.op("Shape", {x}, {Attribute::make_int("start", 0), Attribute::make_int("end", 1)})});
+  auto range = [&](int64_t off, Value* n) {
+    Value* lo = i64(b, "lo", off);
+    Value* hi = off ? b.op("Add", {n, lo}) : n;
+    return b.op("Range", {lo, hi, i64(b, "one", 1)});
+  };
+  Value* kv_r = range(s.kv_offset, seq);
+  Value* q_r = s.q_offset == s.kv_offset ? kv_r : range(s.q_offset, seq);
+  Value* kv = unsq(b, unsq(b, kv_r, {0, 1}), {2});  // [1, 1, 1, S]
+  Value* q = unsq(b, unsq(b, q_r, {0, 1}), {3});    // [1, 1, S, 1]
+  Value* cmp = nullptr;
+  switch (s.cmp) {
+    case Cmp::Causal: cmp = b.op("LessOrEqual", {kv, q}); break;
+    case Cmp::CausalGe: cmp = b.op("GreaterOrEqual", {q, kv}); break;
+    case Cmp::Less: cmp = b.op("Less", {kv, q}); break;
+    case Cmp::Bidirectional: cmp = b.op("GreaterOrEqual", {kv, i64(b, "zero", 0)}); break;
+    case Cmp::SlidingWindow:
+      cmp = b.op("And", {b.op("LessOrEqual", {kv, q}), b.op("Greater", {kv, b.op("Sub", {q, i64(b, "window", 2)})})});
+      break;
+  }
+  Tensor t(DType::Bool, {});
+  t.bytes[0] = 1;
+  Value* keep = b.op("And", {b.constant("new_ones", t), cmp});
+  Value* padv = nullptr;
+  Value* mb = to_bool(b, mask);
+  if (s.pad == Pad::GatherND) {
+    Value* bi = unsq(b, unsq(b, range(0, bat), {1, 2}), {3});  // [B, 1, 1, 1]
+    Value* shp = b.op("Shape", {b.op("Max", {bi, kv})});
+    Value* e0 = b.op("Expand", {bi, shp});
+    Value* e1 = b.op("Expand", {kv, shp});
+    Value* idx = b.op("Concat", {unsq(b, e0, {-1}), unsq(b, e1, {-1})}, {Attribute::make_int("axis", -1)});
+    Value* data = mb;
+    if (s.gather_square) data = to_bool(b, b.constant("square", Tensor::from_ints(std::vector<int64_t>(S * S, 1), {S, S})));
+    padv = b.op("GatherND", {data, idx}, {Attribute::make_int("batch_dims", 0)});
+  } else if (s.pad == Pad::FlatGather) {
+    Value* bi = unsq(b, unsq(b, unsq(b, range(0, bat), {1}), {2}), {3});
+    Value* idx = b.op("Add", {kv, b.op("Mul", {bi, seq})});
+    Value* g = b.op("Gather", {b.op("Flatten", {mb}, {Attribute::make_int("axis", 2)}), idx}, {Attribute::make_int("axis", 0)});
+    padv = to_bool(b, b.op("Reshape", {b.op("Reshape", {g, ints(b, "flat", {-1})}), b.op("Shape", {idx})}));
+  } else if (s.pad == Pad::Unsqueeze) {
+    padv = unsq(b, mb, {1, 2});
+  }
+  if (padv) keep = b.op("And", {keep, padv});
+  if (s.outer_expand) keep = b.op("Expand", {keep, ints(b, "full", {B, 1, S, S})});
+  return keep;
+}
+
+void build(GraphBuilder& b, const Spec& s) {
+  std::vector<std::string> sym = {"batch", "seq"};
+  Value* x = s.symbolic ? b.input("x", DType::Float, {-1, -1, D}, {"batch", "seq", ""}) : b.input("x", DType::Float, {B, S, D});
+  Value* mask = s.symbolic ? b.input("mask", DType::Int64, {-1, -1}, sym) : b.input("mask", DType::Int64, {B, S});
+  auto proj = [&](const std::string& n, uint32_t seed) {
+    return b.op("MatMul", {x, b.constant("W" + n, rand_tensor({D, D}, seed))});
+  };
+  Value* q4 = heads(b, proj("q", 3), {0, 2, 1, 3}, "q");
+  Value* kt = heads(b, proj("k", 5), {0, 2, 3, 1}, "k");
+  Value* v4 = heads(b, proj("v", 7), {0, 2, 1, 3}, "v");
+  Value* sc = b.op("Mul", {b.op("MatMul", {q4, kt}, {}, "qk"), b.scalar("c", 1.0f / std::sqrt(float(Dh)))}, {}, "scale");
+  Value* keep = keep_mask(b, s, x, mask);
+  Value* minv = b.scalar("min", -std::numeric_limits<float>::max());
+  if (s.keep_where) sc = b.op("Where", {keep, sc, minv}, {}, "mask_where");
+  else sc = b.op("Add", {sc, b.op("Where", {keep, b.scalar("zero_f", 0.0f), minv}, {}, "where")}, {}, "mask_add");
+  Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
+  Value* o = b.op("MatMul", {p, v4}, {}, "pv");
+  o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
+  o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
+  b.output(o);
+}
+
+std::map<std::string, Tensor> feeds() {
+  // Right padding (the exporters' test data): batch 1 masks its last 2 keys.
+  return {{"x", rand_tensor({B, S, D}, 41, -2, 2)}, {"mask", Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S})}};
+}
+
+// Why the mask term stayed attn_bias: the plan's notes (what `fuseopt -vv` logs).
+std::string notes(const Spec& s) {
+  GraphBuilder b(18);
+  build(b, s);
+  infer_shapes(b.graph());
+  Node* root = nullptr;
+  for (const auto& n : b.graph().nodes())
+    if (n->name == "out_merge") root = n.get();
+  REQUIRE(root);
+  attn::Plan pl;
+  REQUIRE(attn::analyze(b.graph(), root, pl).empty());
+  std::string r;
+  for (const std::string& n : pl.mask_notes) r += n + "\n";
+  return r;
+}
+
+const Node* fused(const Spec& s, GraphBuilder& b) {
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_passes(b.graph(), {"Attention", "dce"});
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  require_same_outputs(*before, b.graph(), feeds(), 1e-4f);
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") return n.get();
+  FAIL("no Attention node");
+  return nullptr;
+}
+
+// causal=1 + mask = the graph input, no attn_bias, and the S x S mask build is gone.
+void expect_compact(const Spec& s, bool causal, bool padding) {
+  GraphBuilder b(18);
+  const Node* a = fused(s, b);
+  CHECK(a->attr_int("causal", -1) == (causal ? 1 : 0));
+  CHECK(a->inputs.size() == (padding ? 4u : 3u));  // Q, K, V (+ mask), no attn_bias (input 4)
+  if (padding) {
+    REQUIRE(a->input(3));
+    CHECK(a->input(3)->name == "mask");
+    CHECK(a->attr_float("mask_filter_value", 0) == -std::numeric_limits<float>::max());
+  }
+  CHECK(count_op(b.graph(), "GatherND") == 0);
+  CHECK(count_op(b.graph(), "Range") == 0);
+  CHECK(count_op(b.graph(), "Where") == 0);
+}
+
+// The mask stays a materialised attn_bias tensor (the fusion itself still fires).
+void expect_bias(const Spec& s) {
+  GraphBuilder b(18);
+  const Node* a = fused(s, b);
+  CHECK(a->attr_int("causal", -1) == 0);
+  CHECK(a->inputs.size() == 5);
+  CHECK(a->input(3) == nullptr);
+  CHECK(a->input(4) != nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("Attention mask: transformers-5 dynamo causal + GatherND padding -> causal=1 + mask", "[passes][Attention]") {
+  for (bool symbolic : {false, true}) {
+    INFO("symbolic " << symbolic);
+    Spec s;
+    s.symbolic = symbolic;
+    expect_compact(s, true, true);
+  }
+}
+
+TEST_CASE("Attention mask: TorchScript's flat Gather at b*S + kv, Expand of the And, q >= kv", "[passes][Attention]") {
+  for (bool symbolic : {false, true}) {
+    INFO("symbolic " << symbolic);
+    Spec s;
+    s.pad = Pad::FlatGather;
+    s.cmp = Cmp::CausalGe;
+    s.outer_expand = !symbolic;
+    s.symbolic = symbolic;
+    expect_compact(s, true, true);
+  }
+}
+
+TEST_CASE("Attention mask: padding through Unsqueeze, a keep-Where on the scores, causal only", "[passes][Attention]") {
+  Spec s;
+  s.pad = Pad::Unsqueeze;
+  s.keep_where = true;
+  expect_compact(s, true, true);
+  Spec c;
+  c.pad = Pad::None;
+  expect_compact(c, true, false);
+}
+
+TEST_CASE("Attention mask: bidirectional (kv_idx >= 0) + padding -> mask only", "[passes][Attention]") {
+  for (Pad p : {Pad::GatherND, Pad::FlatGather}) {
+    Spec s;
+    s.pad = p;
+    s.cmp = Cmp::Bidirectional;
+    s.symbolic = true;
+    expect_compact(s, false, true);
+  }
+}
+
+TEST_CASE("Attention mask: almost-causal forms stay attn_bias, with the reason", "[passes][Attention]") {
+  SECTION("kv < q (strict) excludes the diagonal") {
+    Spec s;
+    s.cmp = Cmp::Less;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("Less") && Contains("is not a causal or key-padding term"));
+  }
+  SECTION("offset ranges: q from 1 (j <= i + 1)") {
+    Spec s;
+    s.q_offset = 1;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("the query index is not Range(S_kv - S_q, S_kv)"));
+  }
+  SECTION("both ranges from 1 (the same comparison, but not Range(0, S_kv) key indices)") {
+    Spec s;
+    s.q_offset = s.kv_offset = 1;
+    s.pad = Pad::None;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("the key index is not Range(0, S_kv)"));
+  }
+  SECTION("a sliding window term (Mistral)") {
+    Spec s;
+    s.cmp = Cmp::SlidingWindow;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("Greater"));
+  }
+}
+
+TEST_CASE("Attention mask: a gather from a tensor that is not the keys' [B, S_kv] mask stays attn_bias", "[passes][Attention]") {
+  Spec s;
+  s.gather_square = true;  // GatherND of a [S, S] table at (b, kv)
+  s.cmp = Cmp::Bidirectional;
+  expect_bias(s);
+  CHECK_THAT(notes(s), Contains("not a gather of the keys' [B, S_kv] mask"));
+}
