@@ -309,3 +309,49 @@ TEST_CASE("RotaryEmbedding: rule 5, cos in another dtype", "[passes][RotaryEmbed
   s.cos_other_dtype = true;
   CHECK_THAT(reasons(reject(s), "RotaryEmbedding"), Contains("rule 5"));
 }
+
+namespace {
+// Static shapes: const_fold has turned the tables into constants [1, 1, S, R].
+std::unique_ptr<Graph> const_table_model(bool equal_halves) {
+  GraphBuilder b(17);
+  const int64_t d = 8, h = 4;
+  auto table = [&](uint32_t seed) {
+    Tensor half = rand_tensor({1, 1, kS, h}, seed, -1.0f, 1.0f);
+    Tensor t(DType::Float, {1, 1, kS, d});
+    for (int64_t s = 0; s < kS; ++s)
+      for (int64_t i = 0; i < d; ++i)
+        t.data<float>()[s * d + i] = half.data<float>()[s * h + i % h] + (!equal_halves && i == d - 1 ? 0.5f : 0.0f);
+    return t;
+  };
+  Value* cos = b.constant("cos_table", table(11));
+  Value* sin = b.constant("sin_table", table(12));
+  Spec s;
+  for (const char* n : {"q", "k"}) b.output(rope(b, s, b.input(n, DType::Float, x_dims(s)), cos, sin));
+  return b.release();
+}
+}  // namespace
+
+TEST_CASE("RotaryEmbedding: folded constant cos/sin tables fuse with their first half", "[passes][RotaryEmbedding]") {
+  auto g = const_table_model(true);
+  auto before = clone_graph(*g);
+  FusionReport r = run_passes(*g, {"RotaryEmbedding", "dce"});
+  INFO(reasons(r, "RotaryEmbedding"));
+  CHECK(matched(r, "RotaryEmbedding") == 2);
+  CHECK(count_op(*g, "Neg") == 0);
+  const Node* f = nullptr;
+  for (const auto& n : g->nodes())
+    if (n->domain == "fuseopt") f = n.get();
+  REQUIRE(f);
+  REQUIRE(f->input(1)->const_data);
+  CHECK(f->input(1)->const_data->dims == std::vector<int64_t>{1, kS, 4});
+  auto f2 = feeds(Spec{});
+  f2.erase("freqs");
+  require_same_outputs(*before, *g, f2);
+}
+
+TEST_CASE("RotaryEmbedding: rule 2, a constant table whose halves differ", "[passes][RotaryEmbedding]") {
+  auto g = const_table_model(false);
+  FusionReport r = run_passes(*g, {"RotaryEmbedding", "dce"});
+  CHECK(count_domain_op(*g, "fuseopt", "RotaryEmbedding") == 0);
+  CHECK_THAT(reasons(r, "RotaryEmbedding"), Contains("rule 2") && Contains("does not repeat its first half"));
+}
