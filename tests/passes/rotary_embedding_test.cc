@@ -221,6 +221,9 @@ FusionReport reject(const Spec& s) {
 
 TEST_CASE("RotaryEmbedding: half-split full rotary (Llama dynamo) fuses, tables once", "[passes][RotaryEmbedding]") {
   fuse_and_check({});
+  Spec bshd;  // the same rotation before the head transpose: the 3-D op form
+  bshd.bshd = true;
+  fuse_and_check(bshd);
 }
 
 TEST_CASE("RotaryEmbedding: TorchScript cos chain (Mul 1.0) and an fp16 model fuse", "[passes][RotaryEmbedding]") {
