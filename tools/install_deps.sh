@@ -5,8 +5,8 @@
 # is expected on PATH already; without it, build with -DFUSEOPT_CUDA=OFF.
 set -euo pipefail
 APT_PKGS="cmake ninja-build g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler \
-  libcli11-dev libspdlog-dev libfmt-dev catch2 python3 python3-pip graphviz"
-PIP_PKGS="onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6"
+  libcli11-dev libspdlog-dev libfmt-dev catch2 python3 python3-pip graphviz pybind11-dev python3-dev"
+PIP_PKGS="onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.2.0"
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
@@ -20,7 +20,7 @@ if [ -n "$missing" ]; then
   $SUDO apt-get install -y -q $missing >/dev/null 2>&1 || {
     $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q $missing >/dev/null; }
 fi
-if ! python3 -c "import onnx, onnxruntime, numpy" >/dev/null 2>&1; then
+if ! python3 -c "import onnx, onnxruntime, numpy, pytest" >/dev/null 2>&1; then
   echo "install_deps: pip install $PIP_PKGS"
   python3 -m pip install -q $PIP_PKGS 2>/dev/null || python3 -m pip install -q --break-system-packages $PIP_PKGS
 fi

@@ -1,0 +1,240 @@
+"""fuseopt from Python: fuse an ONNX model, run it.
+
+    import fuseopt
+    optimized, report = fuseopt.optimize("model.onnx")
+    print(report)                      # the table `fuseopt in.onnx out.onnx` prints
+    sess = fuseopt.InferenceSession(optimized, backend="cpu")
+    outputs = sess.run(None, {"input_ids": ids, "attention_mask": mask})
+
+The work is done by the C++ library (fuseopt._fuseopt); this layer only turns
+Python objects into what it takes: paths or serialized models, numpy arrays.
+Every failure is a fuseopt.Error (a RuntimeError) carrying the same one-line
+message as the command-line tools.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import _fuseopt
+from ._fuseopt import NodeArg, PassStats, PatternStats, Report
+
+Error = _fuseopt.Error
+Error.__module__ = "fuseopt"
+Error.__doc__ = "A fuseopt failure; the message is the one line the CLI prints after 'error: '."
+Report.__module__ = "fuseopt"
+NodeArg.__module__ = "fuseopt"
+
+__all__ = ["Error", "InferenceSession", "NodeArg", "Report", "cuda_available", "list_passes", "optimize"]
+__version__ = "0.1.0"
+
+# One protobuf message cannot be serialized past 2 GiB.
+_PROTOBUF_LIMIT = (1 << 31) - 1
+
+
+def cuda_available() -> tuple[bool, str]:
+    """(True, "") when the CUDA backend can run here, else (False, why)."""
+    ok, why = _fuseopt.cuda_available()
+    return bool(ok), why
+
+
+def list_passes() -> list[dict]:
+    """Every registered pass: name, category, order, description (fuseopt --list-passes)."""
+    return _fuseopt.list_passes()
+
+
+def _is_path(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike))
+
+
+def _model_bytes(model: Any) -> bytes:
+    """A ModelProto (anything with ByteSize/SerializeToString) as bytes."""
+    if not (hasattr(model, "SerializeToString") and hasattr(model, "ByteSize")):
+        raise TypeError(f"model must be a path or an onnx.ModelProto, not {type(model).__name__}")
+    graph = getattr(model, "graph", None)
+    for t in getattr(graph, "initializer", ()):
+        # TensorProto.EXTERNAL == 1: the data is in a file this proto does not carry.
+        if getattr(t, "data_location", 0) == 1:
+            raise Error(
+                f"ModelProto: initializer '{t.name}' keeps its data in an external file that is not loaded; "
+                "pass the model's path instead, or load it with onnx.load(path) (which loads external data)")
+    size = model.ByteSize()
+    if size > _PROTOBUF_LIMIT:
+        raise Error(
+            f"ModelProto: {size / (1 << 30):.2f} GiB is over protobuf's 2 GiB limit for one serialized model; "
+            "save it with onnx.save_model(model, path, save_as_external_data=True) and pass the path")
+    return model.SerializeToString()
+
+
+def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
+    if arg is None:
+        return None
+    if isinstance(arg, str):
+        return [arg]
+    names = list(arg)
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"{what} must be pass names (str), got {type(n).__name__}")
+    return names
+
+
+def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | None = None,
+             disable: str | Sequence[str] | None = None, approximate_gelu: bool = False,
+             max_iterations: int = 10):
+    """Optimizes a model; returns (onnx.ModelProto, Report).
+
+    model: a path (external data next to it is read as the CLI does) or an
+      onnx.ModelProto (serialized across; up to 2 GiB).
+    passes: run only these passes (names, "cleanup", "fusion"); [] runs none.
+    disable: do not run these passes.
+    approximate_gelu: allow erf GELU to become the tanh form (--approximate-gelu).
+
+    Optimized weights over 1.8 GiB come back through a temporary model with
+    external data, loaded into the returned ModelProto and deleted.
+    """
+    import onnx  # only needed here: the result is an onnx.ModelProto
+
+    args = _fuseopt.OptimizeArgs()
+    only = _names(passes, "passes")
+    if only is not None:
+        args.passes = only
+        args.passes_given = True
+    args.disable = _names(disable, "disable") or []
+    args.approximate_gelu = bool(approximate_gelu)
+    args.max_iterations = int(max_iterations)
+    with tempfile.TemporaryDirectory(prefix="fuseopt-") as tmp:
+        if _is_path(model):
+            data, path, report = _fuseopt.optimize_path(os.fspath(model), args, tmp)
+        else:
+            data, path, report = _fuseopt.optimize_bytes(_model_bytes(model), "ModelProto", os.getcwd(), args, tmp)
+        if data is not None:
+            out = onnx.ModelProto()
+            out.ParseFromString(data)
+        else:
+            out = onnx.load(path)  # reads the external data into the proto
+    return out, report
+
+
+def _bfloat16():
+    try:
+        import ml_dtypes  # optional: numpy has no bfloat16 of its own
+        return ml_dtypes.bfloat16
+    except ImportError:
+        return None
+
+
+def _dlpack_device(x: Any) -> tuple[int, int] | None:
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return None
+    kind, index = dev()
+    return int(kind), int(index)
+
+
+_DL_CPU, _DL_CUDA_HOST = 1, 3  # DLDeviceType values numpy can read
+
+
+def _as_array(name: str, value: Any) -> np.ndarray:
+    """A feed as a C-contiguous, native-order numpy array.
+
+    numpy arrays are used as they are (a copy only when not contiguous); any
+    other object with __dlpack__ on the CPU is viewed through np.from_dlpack
+    without a copy; a device DLPack tensor is refused with the reason.
+    """
+    if not isinstance(value, np.ndarray):
+        dev = _dlpack_device(value)
+        if dev is not None:
+            if dev[0] not in (_DL_CPU, _DL_CUDA_HOST):
+                raise Error(
+                    f"input '{name}': a DLPack tensor on device type {dev[0]} (2 = CUDA) cannot be fed yet: the "
+                    "runtime's Session takes host tensors only; pass a CPU tensor (e.g. tensor.cpu())")
+            value = np.from_dlpack(value)
+        else:
+            value = np.asarray(value)
+    if not value.dtype.isnative:
+        value = value.astype(value.dtype.newbyteorder("="))
+    return np.ascontiguousarray(value)
+
+
+class InferenceSession:
+    """Runs a model on fuseopt's runtime, shaped like onnxruntime.InferenceSession.
+
+    model: a path or an onnx.ModelProto (original or optimized).
+    backend: "cuda" or "cpu"; default "cuda" when a GPU is usable, else "cpu".
+    precision: "fp32", "tf32", "fp16" or "bf16" (fp16/bf16 need CUDA).
+    profile: time every node (see profile()); turns CUDA graph capture off.
+    """
+
+    def __init__(self, model: str | os.PathLike | Any, backend: str | None = None, precision: str = "fp32", *,
+                 profile: bool = False, cuda_graphs: bool = True, threads: int = 0):
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError("backend must be 'cuda', 'cpu' or None")
+        if _is_path(model):
+            self._s = _fuseopt.Session(os.fspath(model), b"", "", "", backend or "", precision, bool(profile),
+                                       bool(cuda_graphs), int(threads))
+        else:
+            self._s = _fuseopt.Session("", _model_bytes(model), "ModelProto", os.getcwd(), backend or "",
+                                       precision, bool(profile), bool(cuda_graphs), int(threads))
+        self._inputs = self._s.inputs()
+        self._outputs = self._s.outputs()
+
+    @property
+    def backend(self) -> str:
+        return self._s.backend
+
+    @property
+    def precision(self) -> str:
+        return self._s.precision
+
+    @property
+    def device(self) -> str:
+        return self._s.device
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None):
+        """Runs once; returns a list of numpy arrays, one per output name (None: all outputs).
+
+        input_feed maps input names to numpy arrays or DLPack tensors on the CPU.
+        """
+        if not isinstance(input_feed, Mapping):
+            raise TypeError(f"input_feed must be a dict of input name -> array, not {type(input_feed).__name__}")
+        if isinstance(output_names, str):
+            output_names = [output_names]
+        feeds = {}
+        for name, value in input_feed.items():
+            if not isinstance(name, str):
+                raise TypeError(f"input names must be str, got {type(name).__name__}")
+            feeds[name] = _as_array(name, value)
+        outs = self._s.run(None if output_names is None else list(output_names), feeds)
+        types = {o.name: o.type for o in self._outputs}
+        names = [o.name for o in self._outputs] if output_names is None else list(output_names)
+        bf16 = None
+        for i, n in enumerate(names):
+            if types.get(n) == "tensor(bfloat16)":  # its bits come back as uint16
+                bf16 = bf16 or _bfloat16()
+                outs[i] = outs[i].view(bf16) if bf16 is not None else _bf16_bits_to_float(outs[i])
+        return outs
+
+    def profile(self, reset: bool = False) -> dict:
+        """The runtime's profile: per op type and per node (ms, calls), runs, graph replays,
+        device-to-host copies. Node timings need InferenceSession(..., profile=True)."""
+        p = self._s.profile()
+        if reset:
+            self._s.reset_profile()
+        return p
+
+    def __repr__(self) -> str:
+        return f"<fuseopt.InferenceSession {self._s.label} on {self.backend} ({self.device}), {self.precision}>"
+
+
+def _bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
