@@ -134,7 +134,8 @@ std::optional<int> elementwise_chain_slot(const Node* n) {
 }
 
 // Walks back from v through Unsqueezes (dropping their unit axes from `labels`)
-// and elementwise ops (recorded in `replay`, outermost first).
+// and elementwise ops (appended to `replay` in the order they are applied,
+// the one nearest the returned value first).
 Value* peel(Value* v, std::string& labels, std::vector<std::pair<const Node*, int>>& replay) {
   for (int depth = 0; depth < 16 && v && v->producer; ++depth) {
     const Node* n = v->producer;
@@ -475,8 +476,7 @@ class RotaryEmbeddingFusion : public FusionPass {
 
   void rewrite(const Match& m, Rewriter& rw) const override {
     Plan p;
-    Status s = plan(m, p);
-    (void)s;
+    if (!plan(m, p)) return;  // check() accepted this match: cannot happen
     Value* cos = build_cache(rw, p.cos);
     Value* sin = build_cache(rw, p.sin);
     std::vector<Attribute> attrs;
