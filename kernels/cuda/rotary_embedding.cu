@@ -1,4 +1,4 @@
-// ONNX RotaryEmbedding (opset 23) on CUDA: one thread per element; semantics
+// ONNX RotaryEmbedding (opset 23) on CUDA: one warp per head row; semantics
 // in kernels/common/rotary_params.h, shared with the CPU reference. An
 // out-of-range position id is reported through the backend's index-error
 // slot (the Session raises it naming the node) and its row is written as 0.
@@ -10,54 +10,50 @@ namespace fuseopt {
 namespace cuda {
 namespace {
 
+// One warp per head row ([rows, D] view of X: 4-D rows are (b·H + h)·S + s, 3-D
+// rows (b·S + s)·H + h), lanes over the (x1, x2) pairs and the pass-through
+// tail: the row's batch and position are found once per row, with 32 pairs per
+// warp step (the element-per-thread form spent most of its time in 64-bit
+// index division).
+constexpr int kRowsPerBlock = 8;
+
 template <class T, class C>
-__global__ void rotary_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
-                              const int64_t* __restrict__ pos, T* __restrict__ y, int64_t total, int64_t S, int64_t H,
-                              int64_t D, int64_t R, int64_t max_pos, bool four_d, bool interleaved,
-                              bool cache_bcast, IndexErrorSink errors) {
-  const int64_t half = R / 2;
-  CUDA_GRID_STRIDE(e, total) {
-    const int64_t d = e % D;
-    int64_t b, s, h;
+__global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
+                                   const int64_t* __restrict__ pos, T* __restrict__ y, int64_t rows, int S, int H,
+                                   int D, int R, int64_t max_pos, bool four_d, bool interleaved, bool cache_bcast,
+                                   IndexErrorSink errors) {
+  const int half = R / 2;
+  const int lane = threadIdx.x;
+  for (int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.y; r < rows; r += (int64_t)gridDim.x * kRowsPerBlock) {
+    int64_t b, s;
     if (four_d) {
-      s = (e / D) % S;
-      h = (e / (D * S)) % H;
-      b = e / (D * S * H);
+      s = r % S;
+      b = r / ((int64_t)H * S);
     } else {
-      h = (e / D) % H;
-      s = (e / (D * H)) % S;
-      b = e / (D * H * S);
+      s = (r / H) % S;
+      b = r / ((int64_t)S * H);
     }
-    const float v = float(load_c(x[e]));
-    if (d >= R) {
-      y[e] = x[e];
-      continue;
-    }
+    const T* xv = x + r * D;
+    T* yv = y + r * D;
+    for (int d = R + lane; d < D; d += 32) yv[d] = xv[d];
     int64_t row = (cache_bcast ? 0 : b) * S + s;
     if (pos) {
       row = pos[b * S + s];
       if (row < 0 || row >= max_pos) {
-        report_bad_index(errors, row, max_pos);
-        y[e] = store_c<T>(static_cast<compute_t<T>>(0.f));
+        if (lane == 0) report_bad_index(errors, row, max_pos);
+        for (int d = lane; d < R; d += 32) yv[d] = store_c<T>(static_cast<compute_t<T>>(0.f));
         continue;
       }
     }
-    // This element's partner in its (x1, x2) pair and which of the two it is.
-    int64_t i, partner;
-    bool first;
-    if (interleaved) {
-      i = d / 2;
-      first = (d % 2) == 0;
-      partner = first ? d + 1 : d - 1;
-    } else {
-      first = d < half;
-      i = first ? d : d - half;
-      partner = first ? d + half : d - half;
+    const C* cr = cos_c + row * half;
+    const C* sr = sin_c + row * half;
+    for (int i = lane; i < half; i += 32) {
+      const int i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+      const float x1 = float(load_c(xv[i1])), x2 = float(load_c(xv[i2]));
+      const float c = float(load_c(cr[i])), sn = float(load_c(sr[i]));
+      yv[i1] = store_c<T>(static_cast<compute_t<T>>(c * x1 - sn * x2));
+      yv[i2] = store_c<T>(static_cast<compute_t<T>>(sn * x1 + c * x2));
     }
-    const float c = float(load_c(cos_c[row * half + i])), sn = float(load_c(sin_c[row * half + i]));
-    const float w = float(load_c(x[e - d + partner]));
-    const float r = first ? c * v - sn * w : sn * w + c * v;
-    y[e] = store_c<T>(static_cast<compute_t<T>>(r));
   }
 }
 
@@ -76,9 +72,11 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
     using T = typename decltype(tag)::type;
     dispatch_float(ctx, cos_c.dtype, [&](auto ctag) {
       using C = typename decltype(ctag)::type;
-      rotary_kernel<T, C><<<grid_for(total), kThreads, 0, stream_of(ctx)>>>(
-          x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), total, p.S, p.H,
-          p.D, p.R, p.max_pos, p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors);
+      const int64_t rows = total / p.D;
+      rotary_rows_kernel<T, C><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream_of(ctx)>>>(
+          x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), rows,
+          static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.D), static_cast<int>(p.R), p.max_pos,
+          p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors);
     });
   });
   check_launch(ctx);
