@@ -9,7 +9,10 @@
 //
 // x is [B, H, S, D] (rotary after the head transpose) or [B, S, H, D] (GPT-J:
 // before it; the op then takes the 3-D [B, S, H·D] view with num_heads and
-// its output is viewed back). The caches the op takes are [B or 1, S, R/2]:
+// its output is viewed back). A head-transposed x = Transpose(0,2,1,3)(y) is
+// read the same way from y, its output going back through Reshape + Transpose:
+// the plain head-split Q/K the Attention pass takes without re-layout copies.
+// The caches the op takes are [B or 1, S, R/2]:
 //   half-split: C is f(Concat(a, a)) on the last axis, f a chain of
 //     elementwise ops (Cos/Sin, Cast, Mul/Div/Add/Sub by a scalar constant)
 //     seen through Unsqueezes: its two halves are equal by construction, and
@@ -33,14 +36,13 @@
 //   5. x, cos and sin have one float dtype.
 //
 // Order 450: after QkvPack (400), before Attention (500), which then sees the op's
-// [B, H, S, D] output where it used to see the rotary Add.
+// output (viewed as [B, H, S, D]) where it used to see the rotary Add.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ir/shape_inference.h"
 #include "pass/pass.h"
 #include "passes/fusion/fusion_util.h"
 
