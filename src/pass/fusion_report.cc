@@ -130,6 +130,35 @@ void FusionReport::set_iterations(int n, bool reached_fixed_point) {
   fixed_point_ = reached_fixed_point;
 }
 
+void FusionReport::set_emit(const std::string& mode, int64_t opset_before, int64_t opset_after) {
+  emit_mode_ = mode;
+  emit_opset_before_ = opset_before;
+  emit_opset_after_ = opset_after;
+}
+
+void FusionReport::record_emit(const std::string& op, const std::string& standard_as, bool standard,
+                               const std::string& reason) {
+  EmitStats* s = nullptr;
+  for (auto& e : emit_)
+    if (e.op == op) s = &e;
+  if (!s) {
+    emit_.push_back(EmitStats{op, standard_as, 0, 0, {}});
+    s = &emit_.back();
+  }
+  if (s->standard_as.empty()) s->standard_as = standard_as;
+  (standard ? s->standard : s->fuseopt)++;
+  if (!reason.empty() && std::find(s->reasons.begin(), s->reasons.end(), reason) == s->reasons.end())
+    s->reasons.push_back(reason);
+}
+
+void FusionReport::add_emit_note(const std::string& note) { emit_notes_.push_back(note); }
+
+const EmitStats* FusionReport::emit_op(const std::string& op) const {
+  for (const auto& e : emit_)
+    if (e.op == op) return &e;
+  return nullptr;
+}
+
 const PatternStats* FusionReport::pattern(const std::string& name) const {
   for (const auto& p : patterns_)
     if (p.pattern == name) return &p;
@@ -210,6 +239,19 @@ std::string FusionReport::to_table(bool verbose) const {
       }
     }
   }
+  if (!emit_mode_.empty() && emit_mode_ != "fuseopt") {
+    const std::string title = "emit " + emit_mode_ + " (opset " + std::to_string(emit_opset_before_) + " -> " +
+                              std::to_string(emit_opset_after_) + ")";
+    size_t ew = title.size() > 2 ? title.size() - 2 : 0;
+    for (const auto& e : emit_) ew = std::max(ew, e.op.size() + (e.standard_as.empty() ? 0 : 4 + e.standard_as.size()));
+    os << "\n" << pad(title, ew + 2) << pad("standard", 10, true) << pad("fuseopt", 9, true) << "\n";
+    for (const auto& e : emit_) {
+      os << "  " << pad(e.op + (e.standard_as.empty() ? "" : " -> " + e.standard_as), ew)
+         << pad(std::to_string(e.standard), 10, true) << pad(std::to_string(e.fuseopt), 9, true) << "\n";
+      for (const auto& r : e.reasons) os << "      kept fuseopt." << e.op << ": " << r << "\n";
+    }
+    for (const auto& n : emit_notes_) os << "  note: " << n << "\n";
+  }
   return os.str();
 }
 
@@ -252,7 +294,22 @@ std::string FusionReport::to_json() const {
     for (size_t j = 0; j < p.reasons.size(); ++j) os << (j ? ", " : "") << json_quote(p.reasons[j]);
     os << "]}";
   }
-  os << (patterns_.empty() ? "" : "\n  ") << "]\n}\n";
+  os << (patterns_.empty() ? "" : "\n  ") << "]";
+  if (!emit_mode_.empty()) {
+    os << ",\n  \"emit\": {\"mode\": " << json_quote(emit_mode_) << ", \"opset_before\": " << emit_opset_before_
+       << ", \"opset_after\": " << emit_opset_after_ << ", \"ops\": [";
+    for (size_t i = 0; i < emit_.size(); ++i) {
+      const auto& e = emit_[i];
+      os << (i ? "," : "") << "\n    {\"op\": " << json_quote(e.op) << ", \"standard_as\": " << json_quote(e.standard_as)
+         << ", \"standard\": " << e.standard << ", \"fuseopt\": " << e.fuseopt << ", \"reasons\": [";
+      for (size_t j = 0; j < e.reasons.size(); ++j) os << (j ? ", " : "") << json_quote(e.reasons[j]);
+      os << "]}";
+    }
+    os << (emit_.empty() ? "" : "\n  ") << "], \"notes\": [";
+    for (size_t j = 0; j < emit_notes_.size(); ++j) os << (j ? ", " : "") << json_quote(emit_notes_[j]);
+    os << "]}";
+  }
+  os << "\n}\n";
   return os.str();
 }
 

@@ -29,6 +29,15 @@ struct PassStats {
   double millis = 0;     // wall time, summed (never used to decide anything)
 };
 
+// What `--emit standard` (onnx_io/emit_standard.h) did with one fuseopt op type.
+struct EmitStats {
+  std::string op;           // the fuseopt op
+  std::string standard_as;  // what its standard form is written as ("" when it has none)
+  int standard = 0;         // nodes written in standard form
+  int fuseopt = 0;          // nodes kept as fuseopt ops (with their function bodies)
+  std::vector<std::string> reasons;  // why nodes stayed fuseopt, each once
+};
+
 class FusionReport {
  public:
   void set_model(const std::string& input, const std::string& output);
@@ -44,6 +53,12 @@ class FusionReport {
   void record_pass_run(const std::string& pass, const std::string& category, int rewrites,
                        const ChangeCounts& changes, double millis);
   void set_iterations(int n, bool reached_fixed_point);
+  // The output form (--emit): mode and default-domain opset before/after; then one
+  // record per fused node; notes are whole-model remarks (an opset upgrade refused).
+  void set_emit(const std::string& mode, int64_t opset_before, int64_t opset_after);
+  void record_emit(const std::string& op, const std::string& standard_as, bool standard,
+                   const std::string& reason = "");
+  void add_emit_note(const std::string& note);
 
   const std::vector<PatternStats>& patterns() const { return patterns_; }
   const PatternStats* pattern(const std::string& name) const;
@@ -55,13 +70,21 @@ class FusionReport {
   const std::map<std::string, int>& ops_after() const { return ops_after_; }
   int iterations() const { return iterations_; }
   bool fixed_point() const { return fixed_point_; }
+  const std::string& emit_mode() const { return emit_mode_; }  // "" until set_emit
+  int64_t emit_opset_before() const { return emit_opset_before_; }
+  int64_t emit_opset_after() const { return emit_opset_after_; }
+  const std::vector<EmitStats>& emit_ops() const { return emit_; }
+  const EmitStats* emit_op(const std::string& op) const;
+  const std::vector<std::string>& emit_notes() const { return emit_notes_; }
 
   // Human-readable table; `verbose` lists every rejection reason (else the first few).
   std::string to_table(bool verbose = false) const;
   // One JSON object: {"input","output","nodes_before","nodes_after","iterations",
   // "fixed_point","ops_before":{op:n},"ops_after":{op:n},"passes":[{"name","category",
   // "runs","rewrites","nodes_created","nodes_erased","constants_added",
-  // "constants_removed","millis"}],"patterns":[{"name","matched","rejected","reasons":[...]}]}
+  // "constants_removed","millis"}],"patterns":[{"name","matched","rejected","reasons":[...]}],
+  // "emit":{"mode","opset_before","opset_after","ops":[{"op","standard_as","standard",
+  // "fuseopt","reasons":[...]}],"notes":[...]}}  ("emit" only after set_emit)
   std::string to_json() const;
 
  private:
@@ -74,6 +97,10 @@ class FusionReport {
   std::map<std::string, std::vector<std::string>> seen_rejections_;  // pattern -> keys
   int iterations_ = 0;
   bool fixed_point_ = false;
+  std::string emit_mode_;
+  int64_t emit_opset_before_ = 0, emit_opset_after_ = 0;
+  std::vector<EmitStats> emit_;
+  std::vector<std::string> emit_notes_;
 };
 
 // JSON string literal with escapes (shared by the report and the CLI).

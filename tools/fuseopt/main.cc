@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dot.h"
+#include "onnx_io/emit_standard.h"
 #include "onnx_io/onnx_io.h"
 #include "pass/fusion_report.h"
 #include "pass/pass_manager.h"
@@ -89,7 +90,7 @@ void list_passes() {
 
 int main(int argc, char** argv) {
   CLI::App app{"fuseopt: rewrite an ONNX model so that chains of small operators become fused operators"};
-  std::string in_path, out_path, report_path, dot_path, passes, disable;
+  std::string in_path, out_path, report_path, dot_path, passes, disable, emit = "fuseopt";
   bool list = false, quiet = false, approximate_gelu = false, external_data = false;
   int verbose = 0, max_iterations = 10;
   app.add_option("input", in_path, "input .onnx model");
@@ -105,6 +106,9 @@ int main(int argc, char** argv) {
   app.add_flag("--external-data", external_data,
                "write weights of 1 KiB or more to the side file OUT.onnx.data (default: only when the input had "
                "external data or the weights exceed 1.8 GiB)");
+  app.add_option("--emit", emit,
+                 "output form: 'fuseopt' (fused ops with function bodies, default) or 'standard' (standard ONNX "
+                 "ops where exact: Attention, RMSNormalization, RotaryEmbedding at opset 23, LayerNormalization)");
   app.add_option("--max-iterations", max_iterations, "cap on cleanup+fusion iterations (default 10)");
   try {
     app.parse(argc, argv);
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
     pmo.pass_options.approximate_gelu = approximate_gelu;
     pmo.pass_options.verbose = verbose;
     PassManager pm(pmo);  // unknown pass names fail here, before any I/O
+    EmitOptions eo;
+    eo.mode = parse_emit_mode(emit);  // a bad value fails here too
 
     check_output_path(out_path, in_path, "output");
     if (!report_path.empty()) check_output_path(report_path, in_path, "report");
@@ -151,6 +157,7 @@ int main(int argc, char** argv) {
     std::map<std::string, FusedOrigin> origins;
     try {
       origins = pm.run(*g, report);
+      apply_emit(*g, eo, &report);
     } catch (const Error& e) {
       throw Error(in_path + ": " + e.what());
     }

@@ -1,0 +1,145 @@
+// --emit standard mappings of the norm and rotary ops (emit_standard.h). Each checks
+// the exact correspondence with the ONNX operator (onnx/onnx Operators.md, the
+// reference implementations in onnx/reference/ops) and builds it.
+//
+//   fuseopt.RMSNorm(X, gamma; epsilon)          -> RMSNormalization-23(X, gamma; axis=-1, epsilon)
+//   fuseopt.LayerNorm(X, gamma, beta?; epsilon) -> LayerNormalization-17(X, gamma, beta?; axis=-1, epsilon)
+//   fuseopt.SkipLayerNorm(rms=1)                -> Add(X, bias)? + Add(., skip) [= Sum] +
+//                                                  RMSNormalization-23 (+ Add beta)
+//   fuseopt.SkipLayerNorm(rms=0)                -> stays fuseopt (see skip_check)
+//   fuseopt.RotaryEmbedding(X, cos, sin; ...)   -> RotaryEmbedding-23(X, cos', sin'; ...), a batch-1
+//                                                  cache Expanded to [B, S, R/2] once per model
+//
+// Epsilon is always written: fuseopt's defaults (RMSNorm 1e-6, LayerNorm 1e-5) are not
+// all ONNX's (1e-5). stash_type stays 1 (fp32 statistics), as fuseopt computes them.
+#include <string>
+
+#include "onnx_io/emit_standard.h"
+
+namespace fuseopt {
+namespace {
+
+bool float_type(DType t) { return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Double; }
+
+std::string float_input_check(const Node& n) {
+  const Value* x = n.input(0);
+  if (!x || !float_type(x->dtype)) return "X is not a float tensor of known type";
+  return "";
+}
+
+int64_t need(int64_t v) { return v; }
+
+// ---- RMSNorm ------------------------------------------------------------------------------
+void rms_rewrite(EmitContext& c, Node* n) {
+  Node* r = c.node("RMSNormalization", {n->input(0), n->input(1)},
+                   {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-6f))},
+                   1, n->name);
+  c.take_over(n->output(0), r->output(0));
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kRms({"RMSNorm", "RMSNormalization", [](const Graph&, const Node&) { return need(23); },
+                             [](const Graph&, const Node& n) { return float_input_check(n); }, rms_rewrite});
+
+// ---- LayerNorm (the fusion writes it only below opset 17) --------------------------------
+void ln_rewrite(EmitContext& c, Node* n) {
+  std::vector<Value*> in{n->input(0), n->input(1)};
+  if (n->input(2)) in.push_back(n->input(2));
+  Node* r = c.node("LayerNormalization", in,
+                   {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-5f))},
+                   1, n->name);
+  c.take_over(n->output(0), r->output(0));
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kLn({"LayerNorm", "LayerNormalization", [](const Graph&, const Node&) { return need(17); },
+                            [](const Graph&, const Node& n) { return float_input_check(n); }, ln_rewrite});
+
+// ---- SkipLayerNorm ---------------------------------------------------------------------
+// The RMS variant is written as Add + RMSNormalization: exact (the same two sums in the
+// same order as the function body, then the norm with fp32 statistics) and faster to run
+// than the body, which spells the RMS statistics out in five primitives. The LayerNorm
+// variant's body already is Add + LayerNormalization at opset >= 17, so a runtime runs
+// the same ops either way; it stays fuseopt (fuserun keeps its one-kernel form).
+std::string skip_check(const Graph&, const Node& n) {
+  if (std::string w = float_input_check(n); !w.empty()) return w;
+  if (n.attr_int("rms", 0) == 0)
+    return "the LayerNormalization variant: its function body is Add + LayerNormalization at opset >= 17, "
+           "the standard sequence itself, so runtimes run the same ops; kept fused for fuserun";
+  return "";
+}
+void skip_rewrite(EmitContext& c, Node* n) {
+  Value* x = n->input(0);
+  if (Value* bias = n->input(4)) x = c.node("Add", {x, bias}, {}, 1, n->name + "_bias")->output(0);
+  Node* sum = c.node("Add", {x, n->input(1)}, {}, 1, n->name + "_sum");
+  Node* r = c.node("RMSNormalization", {sum->output(0), n->input(2)},
+                   {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-5f))},
+                   1, n->name);
+  Value* y = r->output(0);
+  if (Value* beta = n->input(3)) y = c.node("Add", {y, beta}, {}, 1, n->name + "_beta")->output(0);
+  if (n->output(1)) c.take_over(n->output(1), sum->output(0));
+  else if (n->input(0)->shape) c.rw.set_type(sum->output(0), n->input(0)->dtype, n->input(0)->shape);
+  if (n->output(0) && n->output(0)->shape) c.rw.set_type(r->output(0), n->output(0)->dtype, n->output(0)->shape);
+  c.take_over(n->output(0), y);
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kSkip({"SkipLayerNorm", "Add + RMSNormalization",
+                              [](const Graph&, const Node&) { return need(23); }, skip_check, skip_rewrite});
+
+// ---- RotaryEmbedding -------------------------------------------------------------------
+// fuseopt.RotaryEmbedding is ONNX's opset-23 op plus one extension: cos/sin caches of batch
+// 1 broadcast over X's batch. The standard op wants [B, S, R/2] (ONNX Runtime checks the
+// batch), so such a cache is Expanded to [B, 1, 1] first, once per cache and batch size.
+// num_heads goes only with a 3-D X (the spec's "must be provided when input is 3D").
+std::string rotary_check(const Graph&, const Node& n) {
+  if (std::string w = float_input_check(n); !w.empty()) return w;
+  const Value *x = n.input(0), *cs = n.input(1), *sn = n.input(2);
+  if (!cs || !sn) return "cos/sin caches missing";
+  if (n.input(3)) return "position_ids input: the fusion never writes it; not mapped";
+  if (!x->shape || (x->shape->size() != 3 && x->shape->size() != 4)) return "X rank is not known to be 3 or 4";
+  if (x->shape->size() == 3 && n.attr_int("num_heads", 0) <= 0) return "3-D X without num_heads";
+  if (!cs->shape || cs->shape->size() != 3 || !sn->shape || sn->shape->size() != 3)
+    return "cos/sin caches are not known to be [B or 1, S, R/2]";
+  if (cs->dtype != x->dtype || sn->dtype != x->dtype) return "cos/sin dtype differs from X's (the standard op has one T)";
+  return "";
+}
+
+std::string dim_key(const Dim& d) {
+  if (d.known()) return std::to_string(d.value);
+  if (!d.symbol.empty()) return "s:" + d.symbol;
+  return "";
+}
+
+Value* batch_cache(EmitContext& c, Value* cache, Value* x) {
+  const Dim& b = (*x->shape)[0];
+  const Dim& cb = (*cache->shape)[0];
+  if (cb == b) return cache;  // already [B, S, R/2]
+  std::string bk = dim_key(b);
+  std::string key = "rotary_cache," + cache->name + "," + (bk.empty() ? "x:" + x->name : bk);
+  if (auto it = c.shared.find(key); it != c.shared.end()) return it->second;
+  Node* target = c.node("Concat", {c.dim_1d(x, 0), c.int64s({1, 1})}, {Attribute::make_int("axis", 0)}, 1,
+                        cache->name + "_batch_shape");
+  c.rw.set_type(target->output(0), DType::Int64, Shape{Dim::of(3)});
+  Node* e = c.node("Expand", {cache, target->output(0)}, {}, 1, cache->name + "_batch");
+  Shape s = *cache->shape;
+  s[0] = b;
+  c.rw.set_type(e->output(0), cache->dtype, s);
+  return c.shared[key] = e->output(0);
+}
+
+void rotary_rewrite(EmitContext& c, Node* n) {
+  Value* x = n->input(0);
+  Value* cs = batch_cache(c, n->input(1), x);
+  Value* sn = batch_cache(c, n->input(2), x);
+  std::vector<Attribute> attrs;
+  if (n->attr_int("interleaved", 0)) attrs.push_back(Attribute::make_int("interleaved", 1));
+  if (int64_t r = n->attr_int("rotary_embedding_dim", 0); r > 0)
+    attrs.push_back(Attribute::make_int("rotary_embedding_dim", r));
+  if (x->shape->size() == 3) attrs.push_back(Attribute::make_int("num_heads", n->attr_int("num_heads", 0)));
+  Node* r = c.node("RotaryEmbedding", {x, cs, sn}, std::move(attrs), 1, n->name);
+  c.take_over(n->output(0), r->output(0));
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kRotary({"RotaryEmbedding", "RotaryEmbedding",
+                                [](const Graph&, const Node&) { return need(23); }, rotary_check, rotary_rewrite});
+
+}  // namespace
+}  // namespace fuseopt
