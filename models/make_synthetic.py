@@ -25,6 +25,16 @@ Positive models (fusions may fire; outputs must match):
   external_data_mlp       weights in the side file model.onnx.data (relative location)
   if_outer_scope          If whose branches (and a nested If) read outer values that
                           nothing else reads (DCE must keep them); two test data sets
+KV-cache decoders (past_key/past_value [batch, kv_heads, past, Dh] in, present out,
+attention_mask [batch, past+seq]; test_data_set_0 decodes one token (S_q = 1),
+test_data_set_1 appends 3 tokens (S_q > 1, causal bottom-right); batch 2 with left
+padding inside the past):
+  kv_gpt2_mha             GPT-2 style MHA, HF (1 - mask) * min padding + a causal tril
+                          buffer sliced [S_kv - S_q : S_kv, :S_kv] (stays attn_bias)
+  kv_llama_gqa            Llama style GQA (4 query / 2 kv heads, repeat_kv after the
+                          cache Concat), transformers-5 bool mask: kv_idx <= cache_position,
+                          GatherND of attention_mask at (b, kv), Where(keep, 0, min)
+  kv_mqa                  multi-query (one kv head broadcast by the MatMuls), HF padding
 Negative models (a fusion must NOT fire; the report names the rule):
   neg_bias_non_last_axis  MatMul + bias [S, 1]                  FusedMatMul rule 3
   neg_nonconst_weight     MatMul weight is a graph input        FusedMatMul rule 2
@@ -407,10 +417,137 @@ def neg_layernorm_axis():
     return m, [[rs.standard_normal((2, 4, 8)).astype(np.float32)]]
 
 
+# ---------------------------------------------------------------- KV-cache decoders
+
+def _kv_inputs(D, Hkv, Dh):
+    return [vi("x", TP.FLOAT, ["batch", "seq", D]), vi("attention_mask", TP.INT64, ["batch", "past+seq"]),
+            vi("past_key", TP.FLOAT, ["batch", Hkv, "past", Dh]), vi("past_value", TP.FLOAT, ["batch", Hkv, "past", Dh])]
+
+
+def _kv_outputs(D, Hkv, Dh):
+    return [vi("y", TP.FLOAT, ["batch", "seq", D]), vi("present_key", TP.FLOAT, ["batch", Hkv, "past+seq", Dh]),
+            vi("present_value", TP.FLOAT, ["batch", Hkv, "past+seq", Dh])]
+
+
+def _kv_data(seed, B, D, Hkv, Dh):
+    """Set 0: one new token after 5 cached; set 1: 3 new tokens after 4 cached. Row 1 is
+    left-padded (its first 2 cached positions are padding); no query row is fully masked."""
+    rs = np.random.RandomState(seed)
+    sets = []
+    for past, seq in ((5, 1), (4, 3)):
+        m = np.ones((B, past + seq), np.int64)
+        m[1, :2] = 0
+        sets.append([rs.standard_normal((B, seq, D)).astype(np.float32), m,
+                     rs.standard_normal((B, Hkv, past, Dh)).astype(np.float32),
+                     rs.standard_normal((B, Hkv, past, Dh)).astype(np.float32)])
+    return sets
+
+
+def _cache(g, past, new, out):
+    g.nodes.append(helper.make_node("Concat", [past, new], [out], name=f"{out}.concat", axis=2))
+    return out
+
+
+def kv_gpt2_mha():
+    B, D, H, Dh = 2, 8, 2, 4
+    g = G(110)
+    q = split_heads(g, linear(g, "x", D, D, "q"), H, Dh, "q")
+    k = _cache(g, "past_key", split_heads(g, linear(g, "x", D, D, "k"), H, Dh, "k"), "present_key")
+    v = _cache(g, "past_value", split_heads(g, linear(g, "x", D, D, "v"), H, Dh, "v"), "present_value")
+    # Causal: tril buffer [1, 1, 16, 16] sliced to the last S_q rows and the first S_kv columns.
+    shp_q = g.op("Shape", ["x"], name="causal.shape_q")
+    sq = g.op("Gather", [shp_q, g.const("causal.i1", np.array([1], np.int64))], name="causal.sq", axis=0)
+    skv = g.op("Gather", [g.op("Shape", [k], name="causal.shape_k"), g.const("causal.i2", np.array([2], np.int64))],
+               name="causal.skv", axis=0)
+    start = g.op("Sub", [skv, sq], name="causal.start")
+    buf = g.const("causal.buffer", np.tril(np.ones((16, 16), np.float32))[None, None])
+    rows = g.op("Slice", [buf, start, skv, g.const("causal.ax2", np.array([2], np.int64))], name="causal.rows")
+    cols = g.op("Slice", [rows, g.const("causal.zero", np.array([0], np.int64)), skv,
+                          g.const("causal.ax3", np.array([3], np.int64))], name="causal.cols")
+    keep = g.op("Cast", [cols], name="causal.bool", to=TP.BOOL)
+    kt = g.op("Transpose", [k], name="attn.k_transpose", perm=[0, 1, 3, 2])
+    scores = g.op("Div", [g.op("MatMul", [q, kt], name="attn.qk"), g.const("attn.scale", np.array(np.sqrt(Dh), np.float32))],
+                  name="attn.div")
+    scores = g.op("Where", [keep, scores, g.const("causal.min", np.array(F32_MIN, np.float32))], name="attn.causal")
+    scores = g.op("Add", [scores, hf_additive_mask(g, "attention_mask")], name="attn.add_mask")
+    p = g.op("Softmax", [scores], name="attn.softmax", axis=-1)
+    ctx = g.op("MatMul", [p, v], name="attn.pv")
+    y = linear(g, merge_heads(g, ctx, D, "out"), D, D, "o")
+    g.nodes.append(helper.make_node("Identity", [y], ["y"], name="y.identity"))
+    m = g.model("kv_gpt2_mha", _kv_inputs(D, H, Dh), _kv_outputs(D, H, Dh))
+    return m, _kv_data(10, B, D, H, Dh)
+
+
+def kv_llama_gqa():
+    B, D, H, Hkv, Dh = 2, 16, 4, 2, 4
+    g = G(111)
+    q = split_heads(g, linear(g, "x", D, H * Dh, "q"), H, Dh, "q")
+
+    def repeat_kv(x, tag):
+        u = g.op("Unsqueeze", [x, g.const(f"{tag}.rep_axes", np.array([2], np.int64))], name=f"{tag}.rep_unsqueeze")
+        e = g.op("Expand", [u, g.const(f"{tag}.rep_shape", np.array([1, 1, H // Hkv, 1, 1], np.int64))],
+                 name=f"{tag}.rep_expand")
+        return g.op("Reshape", [e, g.const(f"{tag}.rep_target", np.array([0, H, -1, Dh], np.int64))],
+                    name=f"{tag}.rep_reshape")
+
+    k = repeat_kv(_cache(g, "past_key", split_heads(g, linear(g, "x", D, Hkv * Dh, "k"), Hkv, Dh, "k"), "present_key"), "k")
+    v = repeat_kv(_cache(g, "past_value", split_heads(g, linear(g, "x", D, Hkv * Dh, "v"), Hkv, Dh, "v"), "present_value"),
+                  "v")
+    # transformers 5 masking_utils: cache_position = Range(past, past + seq), kv_idx = Range(0, total).
+    def dim(x, i, tag):
+        return g.op("Squeeze", [g.op("Shape", [x], name=f"{tag}.shape", start=i, end=i + 1)], name=f"{tag}.squeeze")
+    past = dim("past_key", 2, "mask.past")
+    seq = dim("x", 1, "mask.seq")
+    total = dim("attention_mask", 1, "mask.total")
+    batch = dim("x", 0, "mask.batch")
+    zero, one = g.const("mask.zero", np.array(0, np.int64)), g.const("mask.one", np.array(1, np.int64))
+    cache_pos = g.op("Range", [past, g.op("Add", [past, seq], name="mask.end"), one], name="mask.cache_position")
+    kv_idx = g.op("Range", [zero, total, one], name="mask.kv_range")
+    kv4 = g.op("Unsqueeze", [kv_idx, g.const("mask.kv_axes", np.array([0, 1, 2], np.int64))], name="mask.kv4")
+    q4 = g.op("Unsqueeze", [cache_pos, g.const("mask.q_axes", np.array([0, 1, 3], np.int64))], name="mask.q4")
+    causal = g.op("LessOrEqual", [kv4, q4], name="mask.causal")
+    b4 = g.op("Unsqueeze", [g.op("Range", [zero, batch, one], name="mask.b_range"),
+                            g.const("mask.b_axes", np.array([1, 2, 3], np.int64))], name="mask.b4")
+    grid = g.op("Shape", [g.op("Max", [b4, kv4], name="mask.grid")], name="mask.grid_shape")
+    idx = g.op("Concat", [g.op("Unsqueeze", [g.op("Expand", [b4, grid], name="mask.b_grid"),
+                                             g.const("mask.last", np.array([-1], np.int64))], name="mask.b_idx"),
+                          g.op("Unsqueeze", [g.op("Expand", [kv4, grid], name="mask.kv_grid"),
+                                             g.const("mask.last2", np.array([-1], np.int64))], name="mask.kv_idx")],
+               name="mask.index", axis=-1)
+    pad = g.op("GatherND", [g.op("Cast", ["attention_mask"], name="mask.bool", to=TP.BOOL), idx], name="mask.padding")
+    keep = g.op("And", [g.op("And", [g.const("mask.ones", np.array(True)), causal], name="mask.and0"), pad],
+                name="mask.and1")
+    bias = g.op("Where", [keep, g.const("mask.keep0", np.array(0.0, np.float32)),
+                          g.const("mask.min", np.array(F32_MIN, np.float32))], name="mask.where")
+    kt = g.op("Transpose", [k], name="attn.k_transpose", perm=[0, 1, 3, 2])
+    scores = g.op("Mul", [g.op("MatMul", [q, kt], name="attn.qk"), g.const("attn.scale", np.array(Dh ** -0.5, np.float32))],
+                  name="attn.mul")
+    p = g.op("Softmax", [g.op("Add", [scores, bias], name="attn.add_mask")], name="attn.softmax", axis=-1)
+    ctx = g.op("MatMul", [p, v], name="attn.pv")
+    y = linear(g, merge_heads(g, ctx, H * Dh, "out"), H * Dh, D, "o")
+    g.nodes.append(helper.make_node("Identity", [y], ["y"], name="y.identity"))
+    m = g.model("kv_llama_gqa", _kv_inputs(D, Hkv, Dh), _kv_outputs(D, Hkv, Dh))
+    return m, _kv_data(11, B, D, Hkv, Dh)
+
+
+def kv_mqa():
+    B, D, H, Dh = 2, 16, 4, 4
+    g = G(112)
+    q = split_heads(g, linear(g, "x", D, H * Dh, "q"), H, Dh, "q")
+    k = _cache(g, "past_key", split_heads(g, linear(g, "x", D, Dh, "k"), 1, Dh, "k"), "present_key")
+    v = _cache(g, "past_value", split_heads(g, linear(g, "x", D, Dh, "v"), 1, Dh, "v"), "present_value")
+    kt = g.op("Transpose", [k], name="attn.k_transpose", perm=[0, 1, 3, 2])  # [B, 1, Dh, S_kv]: broadcast over heads
+    ctx = attention_core(g, q, kt, v, "attn", scale_div=float(np.sqrt(Dh)), bias=hf_additive_mask(g, "attention_mask"))
+    y = linear(g, merge_heads(g, ctx, H * Dh, "out"), H * Dh, D, "o")
+    g.nodes.append(helper.make_node("Identity", [y], ["y"], name="y.identity"))
+    m = g.model("kv_mqa", _kv_inputs(D, 1, Dh), _kv_outputs(D, 1, Dh))
+    return m, _kv_data(12, B, D, 1, Dh)
+
+
 MODELS = {
     f.__name__: f for f in (
         attn_sdpa_sqrt_scale, attn_masked_row, attn_gqa, attn_causal_trilu, attn_t5_bias, bert_block_fp16,
-        external_data_mlp, if_outer_scope,
+        external_data_mlp, if_outer_scope, kv_gpt2_mha, kv_llama_gqa, kv_mqa,
         neg_bias_non_last_axis, neg_nonconst_weight, neg_interior_used_twice, neg_cast_precision,
         neg_layernorm_axis)
 }

@@ -7,10 +7,15 @@
 //            3 mask   [B, S_kv], nonzero = keep (any numeric/bool dtype, optional)
 //            4 attn_bias, broadcastable to [B, H, S, S_kv] (optional): float = added
 //              to the scaled scores; bool = keep where true, else mask_filter_value
+//            5 past_key [B, Hkv, S_past, Dh], 6 past_value [B, Hkv, S_past, Dv]
+//              (optional, both or neither: a KV cache in ONNX opset-23 Attention's layout)
 //   attrs  : num_heads, kv_num_heads (default num_heads), scale (default 1/sqrt(Dh)),
 //            causal (0/1: key j visible to query i iff j <= i + S_kv - S),
 //            mask_filter_value (default -inf: what a masked score becomes)
 //   output : Y [B, S, H·Dv]; query head h reads kv head h / (H / Hkv) (GQA).
+//            With a past: present_key [B, Hkv, S_past + S_new, Dh] = past_key then the
+//            new keys, present_value likewise (outputs 1, 2, optional), and attention
+//            runs over the present keys (S_kv = S_past + S_new in mask, attn_bias, causal).
 //
 // Numerics: fp32 dot products, softmax with max subtraction. A row whose every
 // score is -inf gives NaN, as the unfused Softmax does; finfo.min masks give a
@@ -92,6 +97,48 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
     v_row = Hkv * Dv;
     kp = k->ptr<float>();
     vp = v->ptr<float>();
+  }
+  // KV cache: present = Concat(past, new keys as [B, Hkv, S_new, D]) along the sequence;
+  // attention then reads the present keys, laid out [B, S_kv, Hkv·D] like `key`.
+  const RtTensor* past_k = ctx.num_inputs() > 5 ? ctx.input(5) : nullptr;
+  const RtTensor* past_v = ctx.num_inputs() > 6 ? ctx.input(6) : nullptr;
+  ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
+  std::vector<float> k_all, v_all;
+  if (past_k) {
+    ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
+    ATT_CHECK(past_k->dtype == DType::Float && past_v->dtype == DType::Float, "past_key/past_value must be float");
+    const int64_t Sp = past_k->shape[2];
+    ATT_CHECK(past_k->shape[0] == B && past_k->shape[1] == Hkv && past_k->shape[3] == Dh,
+              "past_key must be [" << B << ", " << Hkv << ", S_past, " << Dh << "]");
+    ATT_CHECK(past_v->shape[0] == B && past_v->shape[1] == Hkv && past_v->shape[2] == Sp && past_v->shape[3] == Dv,
+              "past_value must be [" << B << ", " << Hkv << ", " << Sp << ", " << Dv << "]");
+    const int64_t St = Sp + Skv;
+    auto concat = [&](const RtTensor* past, const float* now, int64_t now_row, int64_t d, size_t out,
+                      std::vector<float>& all) {
+      RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, DType::Float, {B, Hkv, St, d}) : nullptr;
+      std::vector<float> local;
+      float* pp = pres ? pres->ptr<float>() : nullptr;
+      if (!pp) {
+        local.resize(static_cast<size_t>(B * Hkv * St * d));
+        pp = local.data();
+      }
+      const float* src = past->ptr<float>();
+      all.resize(static_cast<size_t>(B * St * Hkv * d));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hkv; ++h)
+          for (int64_t t = 0; t < St; ++t) {
+            const float* row = t < Sp ? src + ((b * Hkv + h) * Sp + t) * d : now + (b * Skv + (t - Sp)) * now_row + h * d;
+            std::copy(row, row + d, pp + ((b * Hkv + h) * St + t) * d);
+            std::copy(row, row + d, all.data() + (b * St + t) * Hkv * d + h * d);
+          }
+    };
+    concat(past_k, kp, k_row, Dh, 1, k_all);
+    concat(past_v, vp, v_row, Dv, 2, v_all);
+    kp = k_all.data();
+    vp = v_all.data();
+    k_row = Hkv * Dh;
+    v_row = Hkv * Dv;
+    Skv = St;
   }
   const float scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f)
                                              : 1.0f / std::sqrt(static_cast<float>(Dh));

@@ -2,7 +2,13 @@
 // kernels/cpu/fused_attention.cc does, then one flash-style launch.
 //   inputs : 0 query (packed QKV [B,S,(H+2Hkv)·Dh] when key/value are absent,
 //            else Q [B,S,H·Dh]), 1 key [B,Skv,Hkv·Dh]?, 2 value [B,Skv,Hkv·Dv]?,
-//            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?
+//            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?,
+//            5 past_key [B,Hkv,Sp,Dh]?, 6 past_value [B,Hkv,Sp,Dv]? (both or neither)
+//   outputs: Y [B,S,H·Dv], with a past also present_key/present_value
+//            [B,Hkv,Sp+Skv,D] = past ++ new keys (cudaMemcpy2DAsync copies), and the
+//            attention runs over the present keys (copied to [B,Skv_total,Hkv·D] scratch
+//            for the kernels' layout). A split-KV (flash-decoding) kernel reading the
+//            present directly is the next step for S = 1.
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
 //            causal, mask_filter_value (= -inf)
 #include <cmath>
@@ -71,6 +77,49 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     a.k_batch_stride = Skv * Hkv * Dh;
     a.v_seq_stride = Hkv * Dv;
     a.v_batch_stride = Skv * Hkv * Dv;
+  }
+  const RtTensor* past_k = in(5);
+  const RtTensor* past_v = in(6);
+  ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
+  if (past_k) {
+    ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
+    ATT_CHECK(past_k->dtype == dt && past_v->dtype == dt, "past_key/past_value must have the query's dtype");
+    const int64_t Sp = past_k->shape[2];
+    ATT_CHECK(past_k->shape[0] == B && past_k->shape[1] == Hkv && past_k->shape[3] == Dh,
+              "past_key must be [" << B << ", " << Hkv << ", S_past, " << Dh << "]");
+    ATT_CHECK(past_v->shape[0] == B && past_v->shape[1] == Hkv && past_v->shape[2] == Sp && past_v->shape[3] == Dv,
+              "past_value must be [" << B << ", " << Hkv << ", " << Sp << ", " << Dv << "]");
+    const int64_t St = Sp + Skv;
+    cudaStream_t st = cuda_fused::stream_of(ctx);
+    // present[b, h] = past[b, h] (Sp rows) then new[b, :, h] (Skv rows); all[b, t, h] = present[b, h, t].
+    auto append = [&](const RtTensor* past, const void* now, int64_t now_seq, int64_t now_batch, int64_t d, size_t out,
+                      int64_t& seq_stride, int64_t& batch_stride) -> const void* {
+      RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
+      char* pp = pres ? static_cast<char*>(pres->data) : static_cast<char*>(ctx.scratch(size_t(B * Hkv * St * d) * esz));
+      const size_t row = size_t(d) * esz;
+      if (Sp > 0 && B * Hkv > 0)
+        FUSED_CUDA_CHECK(cudaMemcpy2DAsync(pp, St * row, past->data, Sp * row, Sp * row, B * Hkv, cudaMemcpyDeviceToDevice, st),
+                         node.label());
+      char* all = static_cast<char*>(ctx.scratch(size_t(B * St * Hkv * d) * esz));
+      for (int64_t b = 0; b < B && Skv > 0; ++b)
+        for (int64_t h = 0; h < Hkv; ++h) {
+          const char* src = static_cast<const char*>(now) + (b * now_batch + h * d) * esz;
+          FUSED_CUDA_CHECK(cudaMemcpy2DAsync(pp + ((b * Hkv + h) * St + Sp) * row, row, src, now_seq * esz, row, Skv,
+                                             cudaMemcpyDeviceToDevice, st),
+                           node.label());
+        }
+      for (int64_t b = 0; b < B && St > 0; ++b)
+        for (int64_t h = 0; h < Hkv; ++h)
+          FUSED_CUDA_CHECK(cudaMemcpy2DAsync(all + (b * St * Hkv + h) * row, Hkv * row, pp + (b * Hkv + h) * St * row, row,
+                                             row, St, cudaMemcpyDeviceToDevice, st),
+                           node.label());
+      seq_stride = Hkv * d;
+      batch_stride = St * Hkv * d;
+      return all;
+    };
+    a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_batch_stride);
+    a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_batch_stride);
+    Skv = St;
   }
   a.B = static_cast<int>(B);
   a.H = static_cast<int>(H);

@@ -246,6 +246,26 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       v = y;
       continue;
     }
+    if (n->is("Concat") && n->inputs.size() == 2 && n->input(1) && !hp.present) {
+      // v = Transpose(x_bshd, r) with r∘p = want: its sequence axis is where r holds 1.
+      Perm r(4);
+      for (int i = 0; i < 4; ++i) r[p[i]] = want[i];
+      int64_t ax = n->attr_int("axis", 0);
+      if (ax < 0) ax += 4;
+      if (ax == std::find(r.begin(), r.end(), 1) - r.begin()) {
+        // KV cache: Concat(past, new) along the sequence becomes the op's past -> present.
+        if (r != Perm{0, 2, 1, 3}) {
+          hp.fail = "rule 4: " + n->label() + " concatenates a key/value cache that is not laid out [B, heads, S, D]";
+          return hp;
+        }
+        hp.past = n->input(0);
+        hp.present = v;
+        hp.nodes.push_back(n);
+        v = n->input(1);
+        continue;
+      }
+      break;
+    }
     if (n->is("Reshape")) {
       Value* x = n->input(0);
       Node* ex = x ? x->producer : nullptr;
@@ -348,5 +368,13 @@ int src_axis(const HeadPath& hp, int k) {
   return hp.materialize ? static_cast<int>(hp.to_bshd[k]) : k;
 }
 
+
+std::optional<Dim> kv_len(const HeadPath& k) {
+  if (k.present) {
+    if (k.present->shape && k.present->shape->size() == 4) return (*k.present->shape)[2];
+    return std::nullopt;
+  }
+  return src_dim(k, 1);
+}
 
 }  // namespace fuseopt::attn

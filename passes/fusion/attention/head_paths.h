@@ -28,6 +28,8 @@ struct HeadPath {
   int64_t dim = -1;         // head dim
   int64_t repeat = 1;       // GQA: each src head used `repeat` times
   double scale = 1.0;       // scalar Mul/Div folded on the way
+  Value* past = nullptr;    // KV cache: Concat(past [B, heads, S_past, D], new, axis 2) on the way
+  Value* present = nullptr; //   ... and its output, the op's present_key / present_value
   std::vector<Node*> nodes; // walked nodes (erased when dead after the rewrite)
   std::string fail;         // legality problem (rule 7 / 5), empty when fine
 };
@@ -49,6 +51,8 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat = false);
 
 // The dim of hp.src that is axis k (0 batch, 1 sequence) of the operand's [B, S, heads, D].
 std::optional<Dim> src_dim(const HeadPath& hp, int k);
+// The keys' sequence length the scores see: the present's (past + new) with a KV cache.
+std::optional<Dim> kv_len(const HeadPath& k);
 // Index of that axis in hp.src (for proofs on shape tensors built from Shape(src)).
 int src_axis(const HeadPath& hp, int k);
 

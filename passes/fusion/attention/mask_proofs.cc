@@ -76,7 +76,7 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
 // The mask's dims are provably [B, S_kv] of the keys.
 bool mask_dims_match(const Value* m, const HeadPath& k) {
   if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
-  auto b = src_dim(k, 0), s = src_dim(k, 1);
+  auto b = src_dim(k, 0), s = kv_len(k);
   return b && s && attn::dims_same((*m->shape)[0], *b) && attn::dims_same((*m->shape)[1], *s);
 }
 

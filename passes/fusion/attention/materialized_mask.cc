@@ -310,7 +310,7 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
   Dims d;
   d.B = dim_expr(src_dim(q, 0));
   d.Sq = dim_expr(src_dim(q, 1));
-  d.Skv = dim_expr(src_dim(k, 1));
+  d.Skv = dim_expr(kv_len(k));
   // Walk the And tree (Expand / Cast to bool only broadcast or re-type it).
   std::vector<Value*> todo = {cond};
   int leaves = 0;

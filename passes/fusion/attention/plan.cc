@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "ir/shape_inference.h"
 #include "passes/fusion/attention/materialized_mask.h"
@@ -196,6 +197,11 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (HeadPath* hp : {&pl.q, &pl.k, &pl.v})
     if (!hp->fail.empty() && pl.fail.empty()) pl.fail = hp->fail;
   if (!pl.fail.empty()) return "";
+  // KV cache: K and V both concatenated with a past (the op's past -> present), never Q.
+  if (pl.q.present) pl.fail = "rule 7: the query is concatenated along the sequence like a key/value cache";
+  else if ((pl.k.present == nullptr) != (pl.v.present == nullptr))
+    pl.fail = "rule 7: only one of key and value is concatenated with a cache";
+  if (!pl.fail.empty()) return "";
   pl.scale *= pl.q.scale * pl.k.scale;
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
@@ -338,6 +344,25 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   pl.num_heads = H;
   pl.kv_heads = Hkv;
+  // KV cache: the op produces the presents, so none of its inputs may be computed from them,
+  // except through Shape (the rewrite rebuilds Shape(present) from the past and the new keys).
+  if (pl.k.present && pl.fail.empty()) {
+    std::vector<const Value*> todo = {pl.mask, pl.q.src, pl.k.src, pl.v.src, pl.k.past, pl.v.past};
+    for (const MaskTerm& t : pl.terms) todo.push_back(t.v);
+    std::set<const Value*> seen;
+    while (!todo.empty() && pl.fail.empty() && seen.size() < 4000) {
+      const Value* x = todo.back();
+      todo.pop_back();
+      if (!x || !seen.insert(x).second) continue;
+      if (x == pl.k.present || x == pl.v.present) {
+        pl.fail = "rule 7: an input of the fused attention is computed from the present keys/values '" + x->name + "'";
+        break;
+      }
+      const Node* n = x->producer;
+      if (!n || (n->is("Shape") && (n->input(0) == pl.k.present || n->input(0) == pl.v.present))) continue;
+      for (const Value* i : n->inputs) todo.push_back(i);
+    }
+  }
   // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
   // [B·S, H·Dv] view some exporters feed their output GEMM). The target's
   // entries must copy B and S (0, the same symbols, Shape(y)[i] of a value

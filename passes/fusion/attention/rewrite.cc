@@ -93,7 +93,7 @@ std::vector<Value*> score_values_read_for_shape(const Match& m) {
 }
 
 void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string& pattern) {
-  std::vector<Value*> in(5, nullptr);
+  std::vector<Value*> in(7, nullptr);
   if (pl.split) {
     in[0] = pl.split->input(0);
   } else {
@@ -137,13 +137,52 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   }
   in[3] = pl.mask;
   in[4] = ab;
+  in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)
+  in[6] = pl.v.past;
   while (!in.empty() && !in.back()) in.pop_back();
   float fill = (pl.keep && !pl.combined) || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
   std::vector<Attribute> attrs = {
       Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
       Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", pl.causal ? 1 : 0),
       Attribute::make_float("mask_filter_value", fill)};
-  Node* f = rw.create_node("fuseopt", "Attention", in, attrs, 1, "Attention");
+  const bool cache = pl.k.present != nullptr;
+  // Shape(present) readers (e.g. a causal mask sized from the cache) read the same shape
+  // built from the inputs instead: [B, Hkv, S_past + S_new, D] = past's with S_new added.
+  for (const HeadPath* hp : {&pl.k, &pl.v}) {
+    if (!cache) break;
+    std::vector<Node*> readers;
+    for (Node* c : hp->present->consumers())
+      if (c->is("Shape")) readers.push_back(c);
+    if (readers.empty()) continue;
+    Value* ps = rw.create_node("", "Shape", {hp->past}, {}, 1, "attn_past_shape")->output(0);
+    const int64_t sa = src_axis(*hp, 1);
+    Value* ns = rw.create_node("", "Shape", {hp->src}, {Attribute::make_int("start", sa), Attribute::make_int("end", sa + 1)},
+                               1, "attn_new_len")->output(0);
+    auto part = [&](int64_t a, int64_t b) {
+      return rw.create_node("", "Slice", {ps, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {b})}, {}, 1,
+                            "attn_past_dims")->output(0);
+    };
+    Value* total = rw.create_node("", "Add", {part(2, 3), ns}, {}, 1, "attn_total_len")->output(0);
+    Value* full = rw.create_node("", "Concat", {part(0, 2), total, part(3, 4)}, {Attribute::make_int("axis", 0)}, 1,
+                                 "attn_present_shape")->output(0);
+    for (Node* c : readers) {
+      Value* out = full;
+      if (c->has_attr("start") || c->has_attr("end")) {
+        int64_t a = c->attr_int("start", 0), b = c->attr_int("end", 4);
+        a = std::clamp(a < 0 ? a + 4 : a, int64_t{0}, int64_t{4});
+        b = std::clamp(b < 0 ? b + 4 : b, int64_t{0}, int64_t{4});
+        out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
+                             {}, 1, "attn_present_shape_part")->output(0);
+      }
+      rw.replace_all_uses(c->output(0), out);
+      rw.erase_node(c);
+    }
+  }
+  Node* f = rw.create_node("fuseopt", "Attention", in, attrs, cache ? 3 : 1, "Attention");
+  if (cache) {
+    rw.set_type(f->output(1), pl.k.present->dtype, pl.k.present->shape);
+    rw.set_type(f->output(2), pl.v.present->dtype, pl.v.present->shape);
+  }
   Value* out = f->output(0);
   if (pl.nan_to_zero) {
     Value* nan = rw.create_node("", "IsNaN", {out}, {}, 1, "attn_isnan")->output(0);
@@ -190,15 +229,18 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   // [B, H, S, S_kv] from Y [B, S, ·] and the key input [B, S_kv, ·] (or the packed input).
   for (Value* sv : score_values_read_for_shape(m)) {
     Value* yshape = rw.create_node("", "Shape", {f->output(0)}, {}, 1, "attn_y_shape")->output(0);
-    Value* kshape = rw.create_node("", "Shape", {in.size() > 1 && in[1] ? in[1] : in[0]}, {}, 1, "attn_k_shape")->output(0);
+    // The keys' length: dim 1 of the key input, or dim 2 of the present keys with a cache.
+    Value* kshape = rw.create_node("", "Shape", {cache ? f->output(1) : in.size() > 1 && in[1] ? in[1] : in[0]}, {}, 1,
+                                   "attn_k_shape")->output(0);
     auto dim = [&](Value* shp, int64_t i) {
       return rw.create_node("", "Slice", {shp, rw.add_int64s("attn_s", {i}), rw.add_int64s("attn_e", {i + 1})}, {}, 1,
                             "attn_dim")->output(0);
     };
     Value* h = rw.add_int64s("attn_h", {pl.num_heads});
     std::vector<Value*> parts;
-    if (attn::rank_of(sv) == 4) parts = {dim(yshape, 0), h, dim(yshape, 1), dim(kshape, 1)};
-    else parts = {rw.create_node("", "Mul", {dim(yshape, 0), h}, {}, 1, "attn_bh")->output(0), dim(yshape, 1), dim(kshape, 1)};
+    const int64_t kd = cache ? 2 : 1;
+    if (attn::rank_of(sv) == 4) parts = {dim(yshape, 0), h, dim(yshape, 1), dim(kshape, kd)};
+    else parts = {rw.create_node("", "Mul", {dim(yshape, 0), h}, {}, 1, "attn_bh")->output(0), dim(yshape, 1), dim(kshape, kd)};
     Value* full = rw.create_node("", "Concat", parts, {Attribute::make_int("axis", 0)}, 1, "attn_scores_shape")->output(0);
     std::vector<Node*> readers;
     for (Node* c : sv->consumers())
@@ -220,6 +262,11 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   std::vector<Node*> walked;
   for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
   rw.replace_match(m, f, pattern, {{m.root->output(0), out}});
+  // The cache Concats' outputs (the model's present outputs) are the op's present outputs.
+  if (cache) {
+    rw.replace_all_uses(pl.k.present, f->output(1));
+    rw.replace_all_uses(pl.v.present, f->output(2));
+  }
   rw.erase_dead(walked);
   if (pl.split) rw.erase_dead({pl.split});
 }

@@ -106,7 +106,8 @@ void layer_norm_linear_fn(ShapeContext& c) {
 
 // Attention: query (packed QKV [B, S, (H + 2·Hkv)·Dh] when key/value are
 // omitted, else Q [B, S, H·Dh]), key [B, S_kv, Hkv·Dh]?, value [B, S_kv, Hkv·Dv]?,
-// mask?, attn_bias? -> Y [B, S, H·Dv].
+// mask?, attn_bias?, past_key [B, Hkv, S_past, Dh]?, past_value [B, Hkv, S_past, Dv]?
+// -> Y [B, S, H·Dv], present_key [B, Hkv, S_past + S_kv, Dh]?, present_value [.., Dv]?.
 void attention_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
   const int64_t h = c.node().attr_int("num_heads", 0);
@@ -136,6 +137,21 @@ void attention_fn(ShapeContext& c) {
     if (v) y_width = dim_mul(dim_div_exact((*v)[2], Dim::of(hkv)), Dim::of(h));
   }
   c.set_output_shape(0, {(*q)[0], (*q)[1], y_width});
+  // KV cache: present = past ++ the new keys along the sequence axis.
+  if (c.has_input(5) != c.has_input(6)) c.fail("past_key and past_value must both be given or both be omitted");
+  if (!c.has_input(5)) return;
+  const Shape* new_k = c.has_input(1) ? shape_of(c, 1) : q;
+  for (int i = 0; i < 2; ++i) {
+    const size_t out = 1 + i;
+    if (c.num_outputs() <= out || !c.has_output(out)) continue;
+    c.set_output_dtype(out, c.input_dtype(5 + i));
+    const Shape* past = shape_of(c, 5 + i);
+    if (past && past->size() != 4) c.fail("past_key/past_value must be [B, kv_num_heads, S_past, D], got " + shp(*past));
+    if (!past || !new_k) continue;
+    if ((*past)[1].known() && (*past)[1].value != hkv)
+      c.fail("past heads " + (*past)[1].str() + " != kv_num_heads " + std::to_string(hkv));
+    c.set_output_shape(out, {(*q)[0], Dim::of(hkv), dim_add((*past)[2], (*new_k)[1]), (*past)[3]});
+  }
 }
 
 }  // namespace

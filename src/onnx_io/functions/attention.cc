@@ -1,7 +1,8 @@
 // ONNX function body of fuseopt.Attention (see kernels/cpu/fused_attention.cc
 // for the semantics). The body follows the node's variant, chosen as an IR-10
 // overload: packed QKV or separate Q/K/V, grouped K/V heads, attn_bias float
-// (added) or bool (keep where true), key-padding mask, causal. Head counts,
+// (added) or bool (keep where true), key-padding mask, causal, KV cache (past ->
+// present). Head counts,
 // scale and mask_filter_value are read through attribute references, so one
 // body serves every layer of a variant. Needs a default-domain opset >= 13
 // (the Attention fusion does not fire below that).
@@ -25,6 +26,7 @@ std::string attention_overload(const Graph& g, const Node& n) {
   if (Value* b = n.input(4)) ov += b->dtype == DType::Bool ? "_boolbias" : "_bias";
   if (has_in(n, 3)) ov += "_mask";
   if (n.attr_int("causal", 0)) ov += "_causal";
+  if (has_in(n, 5)) ov += "_past";
   return ov;
 }
 
@@ -57,8 +59,13 @@ std::string split_heads(FnBuilder& f, const std::string& x, const std::string& h
 }
 
 onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::string& ov) {
-  FnBuilder f("Attention", ov, {"query", "key", "value", "mask", "attn_bias"}, {"Y"}, fnbody::attr_names(n),
-              g.opset(""));
+  const bool past = ov.find("_past") != std::string::npos;
+  std::vector<std::string> ins = {"query", "key", "value", "mask", "attn_bias"}, outs = {"Y"};
+  if (past) {
+    ins.insert(ins.end(), {"past_key", "past_value"});
+    outs.insert(outs.end(), {"present_key", "present_value"});
+  }
+  FnBuilder f("Attention", ov, ins, outs, fnbody::attr_names(n), g.opset(""));
   const bool packed = !has_in(n, 1);
   const bool gqa = ov.find("_gqa") != std::string::npos;
   std::string q = "query", k = "key", v = "value";
@@ -81,6 +88,16 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
   std::string q4 = f.node("Transpose", {split_heads(f, q, "num_heads")}, "", {perm({0, 2, 1, 3})});
   std::string k4 = split_heads(f, k, kv_attr);  // [B, Skv, Hkv, Dh]
   std::string v4 = split_heads(f, v, kv_attr);
+  if (past) {
+    // present = past ++ new along the sequence ([B, Hkv, S, D]); attention reads the present.
+    auto append = [&](const std::string& x, const std::string& p, const std::string& out) {
+      std::string now = f.node("Transpose", {x}, "", {perm({0, 2, 1, 3})});
+      f.node("Concat", {p, now}, out, {FnBuilder::attr_int("axis", 2)});
+      return f.node("Transpose", {out}, "", {perm({0, 2, 1, 3})});
+    };
+    k4 = append(k4, "past_key", "present_key");
+    v4 = append(v4, "past_value", "present_value");
+  }
   if (gqa) {
     // Query head h reads kv head h / rep: repeat each kv head rep times in place.
     std::string rep = f.node("Div", {int_attr_scalar(f, "num_heads"), int_attr_scalar(f, "kv_num_heads")});

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Export small, randomly initialised Hugging Face decoders WITH a KV cache (one
+generation step: past_key_values in, present out) through both PyTorch exporters,
+with ONNX Runtime reference outputs in the ONNX backend-test layout.
+
+Runs where torch + transformers + onnxruntime are installed (the GPU machine; no
+network: configs are built in code, weights are random).
+
+  python3 models/export_kv_cache.py --out models/exported [--only gpt2,llama] [--variants 17ts,18dynamo]
+
+Each model is <arch>_kv_op<opset>_<ts|dynamo>[_static]:
+  inputs : input_ids [batch, seq], attention_mask [batch, past + seq],
+           past_key_values.<i>.key / .value [batch, kv_heads, past, head_dim] per layer
+  outputs: last_hidden_state [batch, seq, hidden], present.<i>.key / .value
+           [batch, kv_heads, past + seq, head_dim]
+test_data_set_0 decodes one token after 5 cached (S_q = 1), test_data_set_1 appends 3
+tokens after 4 cached (S_q > 1); batch 2, row 1 left-padded (its first 2 cached positions
+are padding; position_ids are not given, as HF generate() without padding-aware
+positions). `_static` exports use no dynamic dims (shape of data set 1) and get one
+data set. The export is traced at past=4, seq=3 so that no dim is specialised to 1.
+
+Architectures: gpt2 (MHA), llama (GQA 4/2), mistral (GQA, sliding window larger than
+any test length), qwen2 (GQA, QKV biases), falcon-style multi-query via gpt_bigcode
+(MQA). Afterwards: `python3 tests/py/test_attention_kv_cache.py --bin build/bin --src .`
+checks that every block fuses with past/present (model names contain "_kv").
+"""
+import argparse
+import os
+import sys
+import traceback
+
+import numpy as np
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 64, 2, 4, 2, 128, 500
+DATA = [(5, 1), (4, 3)]  # (past, new tokens) per test data set
+TRACE = (4, 3)
+BATCH = 2
+
+
+def build(arch, tf):
+    common = dict(vocab_size=VOCAB, attn_implementation=ATTN)
+    if arch == "gpt2":
+        cfg = tf.GPT2Config(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, n_positions=64, **common)
+        return tf.GPT2Model(cfg), HEADS, HIDDEN // HEADS
+    if arch == "bigcode":
+        cfg = tf.GPTBigCodeConfig(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, n_positions=64,
+                                  multi_query=True, **common)
+        return tf.GPTBigCodeModel(cfg), 1, HIDDEN // HEADS
+    kw = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+              intermediate_size=FFN, max_position_embeddings=64, **common)
+    if arch == "llama":
+        return tf.LlamaModel(tf.LlamaConfig(**kw)), KV_HEADS, HIDDEN // HEADS
+    if arch == "mistral":
+        return tf.MistralModel(tf.MistralConfig(sliding_window=4096, **kw)), KV_HEADS, HIDDEN // HEADS
+    if arch == "qwen2":
+        return tf.Qwen2Model(tf.Qwen2Config(**kw)), KV_HEADS, HIDDEN // HEADS
+    raise ValueError(f"unknown architecture {arch}")
+
+
+ARCHS = ["gpt2", "llama", "mistral", "qwen2", "bigcode"]
+VARIANTS = [(17, "ts"), (18, "dynamo")]
+ATTN = "eager"
+
+
+def make_cache(tf, flat, layers):
+    """A transformers Cache holding the flat (key, value, key, value, ...) tensors."""
+    cache = tf.DynamicCache()
+    for i in range(layers):
+        cache.update(flat[2 * i], flat[2 * i + 1], i)
+    return cache
+
+
+def cache_tensors(cache, layers):
+    out = []
+    if hasattr(cache, "layers"):  # transformers >= 4.56 / 5
+        for i in range(layers):
+            out += [cache.layers[i].keys, cache.layers[i].values]
+    else:
+        for i in range(layers):
+            out += [cache.key_cache[i], cache.value_cache[i]]
+    return out
+
+
+def step_inputs(torch, past, seq, kv_heads, head_dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, VOCAB, (BATCH, seq), generator=g)
+    mask = torch.ones(BATCH, past + seq, dtype=torch.int64)
+    mask[1, :2] = 0
+    flat = []
+    for _ in range(LAYERS):
+        flat += [torch.randn(BATCH, kv_heads, past, head_dim, generator=g) for _ in range(2)]
+    return [ids, mask] + flat
+
+
+def save_pb(array, path, name):
+    from onnx import numpy_helper
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
+
+
+def export_one(arch, opset, exporter, static, out_root, torch, tf):
+    import onnx
+    import onnxruntime as ort
+    model, kv_heads, head_dim = build(arch, tf)
+    model.eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, *past):
+            out = self.m(input_ids=input_ids, attention_mask=attention_mask, past_key_values=make_cache(tf, past, LAYERS),
+                         use_cache=True)
+            return (out.last_hidden_state, *cache_tensors(out.past_key_values, LAYERS))
+
+    step = Step(model)
+    past_names = [f"past_key_values.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+    present_names = [f"present.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
+    in_names = ["input_ids", "attention_mask"] + past_names
+    out_names = ["last_hidden_state"] + present_names
+    name = f"{arch}_kv_op{opset}_{exporter}" + ("_static" if static else "") + ("" if ATTN == "eager" else "_" + ATTN)
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    trace = step_inputs(torch, *(DATA[1] if static else TRACE), kv_heads, head_dim, seed=1)
+    with torch.no_grad():
+        if exporter == "ts":
+            dyn = None
+            if not static:
+                dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"}}
+                dyn.update({n: {0: "batch", 2: "past"} for n in past_names})
+                dyn["last_hidden_state"] = {0: "batch", 1: "seq"}
+                dyn.update({n: {0: "batch", 2: "total"} for n in present_names})
+            torch.onnx.export(step, tuple(trace), path, input_names=in_names, output_names=out_names,
+                              opset_version=opset, dynamic_axes=dyn, dynamo=False)
+        else:
+            ds = None
+            if not static:
+                auto = torch.export.Dim.AUTO
+                ds = tuple({0: auto, 1: auto} if i < 2 else {0: auto, 2: auto} for i in range(len(in_names)))
+            prog = torch.onnx.export(step, tuple(trace), dynamic_shapes=ds, input_names=in_names,
+                                     output_names=out_names, opset_version=opset, dynamo=True, external_data=False)
+            prog.save(path)
+    m = onnx.load(path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for k, (past, seq) in enumerate([DATA[1]] if static else DATA):
+        inputs = step_inputs(torch, past, seq, kv_heads, head_dim, seed=10 + k)
+        feeds = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), inputs)}
+        outs = sess.run(None, feeds)
+        td = os.path.join(d, f"test_data_set_{k}")
+        os.makedirs(td, exist_ok=True)
+        for i, x in enumerate(inputs):
+            save_pb(x.numpy(), os.path.join(td, f"input_{i}.pb"), m.graph.input[i].name)
+        for i, o in enumerate(outs):
+            save_pb(o, os.path.join(td, f"output_{i}.pb"), m.graph.output[i].name)
+        with torch.no_grad():
+            ref = step(*inputs)
+        worst = max(worst, max(float(np.abs(r.numpy() - o).max()) for r, o in zip(ref, outs)))
+    return name, len(m.graph.node), worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="models/exported")
+    ap.add_argument("--only", default="", help="comma-separated architectures (default: all)")
+    ap.add_argument("--variants", default="", help="comma-separated like 17ts,18dynamo (default: both)")
+    ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
+    ap.add_argument("--static", action="store_true", help="also export static-shape variants")
+    a = ap.parse_args()
+    global ATTN
+    ATTN = a.attn
+    import torch
+    import transformers as tf
+    archs = a.only.split(",") if a.only else ARCHS
+    variants = VARIANTS
+    if a.variants:
+        want = set(a.variants.split(","))
+        variants = [v for v in VARIANTS if f"{v[0]}{v[1]}" in want]
+    jobs = [(arch, op, ex, st) for arch in archs for op, ex in variants for st in ([False, True] if a.static else [False])]
+    failures = 0
+    for arch, opset, exporter, static in jobs:
+        torch.manual_seed(0)
+        try:
+            name, n, err = export_one(arch, opset, exporter, static, a.out, torch, tf)
+            print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
+        except Exception as e:  # keep going: one exporter failing must not stop the rest
+            failures += 1
+            print(f"FAILED {arch} op{opset} {exporter}{' static' if static else ''}: {type(e).__name__}: "
+                  f"{str(e).splitlines()[0][:300]}", flush=True)
+            traceback.print_exc(limit=3, file=sys.stderr)
+    return 1 if failures == len(jobs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

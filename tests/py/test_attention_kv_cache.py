@@ -1,0 +1,118 @@
+"""KV-cache decoders (models/synthetic/kv_*, written by models/make_synthetic.py, and any
+models/exported/*kv* export): past_key/past_value concatenated with the new keys/values
+must become ONE fuseopt.Attention with past inputs and present outputs (no Softmax, no
+cache Concat left; the model's present outputs are the op's outputs 1 and 2). Then, for
+every test_data_set_N (decode S_q = 1 and S_q > 1, batch 2 with padding):
+  - ONNX Runtime runs the optimized model (the Attention function body, `_past` overload)
+    to the reference, every output (hidden state and each present), fp32 1e-4;
+  - `fuserun --backend cpu --check` (fuseopt's CPU kernel) passes.
+The transformers-5 style Llama mask (kv_idx <= cache_position, GatherND of
+attention_mask) must become causal=1 + `mask` over the total length, no attn_bias."""
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _fuseopt_testlib as lib  # noqa: E402
+
+# model -> attributes / inputs the fused op must have
+EXPECT = {
+    "kv_llama_gqa": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
+    "kv_gpt2_mha": {"kv_num_heads": 2},
+    "kv_mqa": {"kv_num_heads": 1},
+}
+
+
+def read_tensor(path):
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def check(args, d, tmp, onnx):
+    name = os.path.basename(d)
+    out = os.path.join(tmp, name + ".opt.onnx")
+    r = lib.run_fuseopt(args.bin, os.path.join(d, "model.onnx"), out, "-q")
+    if r.returncode:
+        return [f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()[:300]}"]
+    m = onnx.load(out)
+    orig = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False)
+    n_softmax = sum(1 for n in orig.graph.node if n.op_type == "Softmax")
+    ops = [n.op_type for n in m.graph.node]
+    fails = []
+    attn = [n for n in m.graph.node if n.op_type == "Attention" and n.domain == "fuseopt"]
+    outs = {o.name for o in m.graph.output}
+    cache_concats = [n.name for n in m.graph.node if n.op_type == "Concat" and set(n.output) & outs]
+    if len(attn) != n_softmax or "Softmax" in ops or cache_concats:
+        fails.append(f"{name}: {len(attn)} Attention for {n_softmax} blocks, {ops.count('Softmax')} Softmax, "
+                     f"cache Concats left {cache_concats}")
+        return fails
+    want = EXPECT.get(name, {})
+    for a in attn:
+        ins = list(a.input) + [""] * (7 - len(a.input))
+        if not (ins[5] and ins[6]):
+            fails.append(f"{name}: {a.name} has no past inputs: {list(a.input)}")
+        if len(a.output) != 3 or not {a.output[1], a.output[2]} <= outs:
+            fails.append(f"{name}: {a.name}: the present outputs are not the op's outputs 1, 2: {list(a.output)}")
+        attrs = {x.name: onnx.helper.get_attribute_value(x) for x in a.attribute}
+        if "causal" in want and attrs.get("causal", 0) != want["causal"]:
+            fails.append(f"{name}: causal={attrs.get('causal', 0)}, want {want['causal']}")
+        if "mask" in want and ins[3] != want["mask"]:
+            fails.append(f"{name}: mask input '{ins[3]}', want '{want['mask']}'")
+        if want.get("attn_bias") is False and ins[4]:
+            fails.append(f"{name}: attn_bias '{ins[4]}' left (the mask should be causal + mask)")
+        if "kv_num_heads" in want and attrs.get("kv_num_heads") != want["kv_num_heads"]:
+            fails.append(f"{name}: kv_num_heads {attrs.get('kv_num_heads')}, want {want['kv_num_heads']}")
+    try:
+        onnx.checker.check_model(out, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        fails.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
+    for data in sorted(glob.glob(os.path.join(d, "test_data_set_*"))):
+        tag = f"{name}/{os.path.basename(data)}"
+        inputs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
+        refs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
+        try:
+            got = lib.run_ort(out, inputs)
+            for i, (g, w) in enumerate(zip(got, refs)):
+                why = lib.compare(g, w, 1e-4, 1e-4)
+                if why:
+                    fails.append(f"{tag}: onnxruntime output {i}: {why}")
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"{tag}: onnxruntime failed: {str(e).splitlines()[0]}")
+        fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check", data],
+                            capture_output=True, text=True, timeout=600)
+        if fr.returncode:
+            tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
+            fails.append(f"{tag}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+    a0 = attn[0]
+    ins = list(a0.input) + [""] * (7 - len(a0.input))
+    causal = next((onnx.helper.get_attribute_value(x) for x in a0.attribute if x.name == "causal"), 0)
+    print(("ok   " if not fails else "FAIL ") + f"{name}: {len(attn)} Attention, {len(ops)} nodes, causal={causal}, "
+          f"mask={ins[3] or '-'}, attn_bias={'yes' if ins[4] else '-'}")
+    return fails
+
+
+def main():
+    args = lib.parse_args()
+    onnx, _, _ = lib.require("onnx", "onnxruntime", "numpy")
+    dirs = [d for d in lib.model_dirs(args.src, args.k) if os.path.basename(d).startswith("kv_") or "_kv" in d]
+    if not dirs:
+        print("FAIL: no KV-cache models (models/synthetic/kv_*) found")
+        return 1
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dirs:
+            failures += check(args, d, tmp, onnx)
+    for f in failures:
+        print("FAIL " + f)
+    print(f"{len(dirs)} models, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
