@@ -52,9 +52,11 @@ def _is_path(model: Any) -> bool:
 
 
 def _model_bytes(model: Any) -> bytes:
-    """A ModelProto (anything with ByteSize/SerializeToString) as bytes."""
+    """A serialized model, or a ModelProto (anything with ByteSize/SerializeToString) as bytes."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
     if not (hasattr(model, "SerializeToString") and hasattr(model, "ByteSize")):
-        raise TypeError(f"model must be a path or an onnx.ModelProto, not {type(model).__name__}")
+        raise TypeError(f"model must be a path, an onnx.ModelProto or its bytes, not {type(model).__name__}")
     graph = getattr(model, "graph", None)
     for t in getattr(graph, "initializer", ()):
         # TensorProto.EXTERNAL == 1: the data is in a file this proto does not carry.
@@ -68,6 +70,11 @@ def _model_bytes(model: Any) -> bytes:
             f"ModelProto: {size / (1 << 30):.2f} GiB is over protobuf's 2 GiB limit for one serialized model; "
             "save it with onnx.save_model(model, path, save_as_external_data=True) and pass the path")
     return model.SerializeToString()
+
+
+def _label(model: Any) -> str:
+    """How messages and the report name a model given in memory."""
+    return "model bytes" if isinstance(model, (bytes, bytearray, memoryview)) else "ModelProto"
 
 
 def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
@@ -87,8 +94,8 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
              max_iterations: int = 10):
     """Optimizes a model; returns (onnx.ModelProto, Report).
 
-    model: a path (external data next to it is read as the CLI does) or an
-      onnx.ModelProto (serialized across; up to 2 GiB).
+    model: a path (external data next to it is read as the CLI does), an
+      onnx.ModelProto (serialized across; up to 2 GiB) or its serialized bytes.
     passes: run only these passes (names, "cleanup", "fusion"); [] runs none.
     disable: do not run these passes.
     approximate_gelu: allow erf GELU to become the tanh form (--approximate-gelu).
@@ -110,7 +117,7 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
         if _is_path(model):
             data, path, report = _fuseopt.optimize_path(os.fspath(model), args, tmp)
         else:
-            data, path, report = _fuseopt.optimize_bytes(_model_bytes(model), "ModelProto", os.getcwd(), args, tmp)
+            data, path, report = _fuseopt.optimize_bytes(_model_bytes(model), _label(model), os.getcwd(), args, tmp)
         if data is not None:
             out = onnx.ModelProto()
             out.ParseFromString(data)
@@ -163,7 +170,7 @@ def _as_array(name: str, value: Any) -> np.ndarray:
 class InferenceSession:
     """Runs a model on fuseopt's runtime, shaped like onnxruntime.InferenceSession.
 
-    model: a path or an onnx.ModelProto (original or optimized).
+    model: a path, an onnx.ModelProto or its serialized bytes (original or optimized).
     backend: "cuda" or "cpu"; default "cuda" when a GPU is usable, else "cpu".
     precision: "fp32", "tf32", "fp16" or "bf16" (fp16/bf16 need CUDA).
     profile: time every node (see profile()); turns CUDA graph capture off.
@@ -177,7 +184,7 @@ class InferenceSession:
             self._s = _fuseopt.Session(os.fspath(model), b"", "", "", backend or "", precision, bool(profile),
                                        bool(cuda_graphs), int(threads))
         else:
-            self._s = _fuseopt.Session("", _model_bytes(model), "ModelProto", os.getcwd(), backend or "",
+            self._s = _fuseopt.Session("", _model_bytes(model), _label(model), os.getcwd(), backend or "",
                                        precision, bool(profile), bool(cuda_graphs), int(threads))
         self._inputs = self._s.inputs()
         self._outputs = self._s.outputs()

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -368,11 +369,13 @@ class PySession {
     std::map<std::string, Tensor> inputs;
     for (const auto& [k, v] : feeds) {
       const std::string name = py::str(k);
+      if (!py::isinstance<py::array>(v)) throw py::type_error("input '" + name + "': expected a numpy array");
       inputs.emplace(name, tensor_from_array(name, py::reinterpret_borrow<py::array>(v)));
     }
     std::vector<Tensor> outs;
     {
       py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);  // released before the GIL is taken back
       outs = session_->run(inputs);
     }
     py::list result;
@@ -380,8 +383,13 @@ class PySession {
     return result;
   }
 
-  py::dict profile() const {
-    const SessionProfile& p = session_->profile();
+  py::dict profile() {
+    SessionProfile p;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);  // not while another thread's run() updates it
+      p = session_->profile();
+    }
     py::dict d;
     d["enabled"] = session_->options().profile;
     d["backend"] = backend_name(session_->options().backend);
@@ -421,7 +429,11 @@ class PySession {
     return d;
   }
 
-  void reset_profile() { session_->reset_profile(); }
+  void reset_profile() {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    session_->reset_profile();
+  }
   std::string backend() const { return backend_name(session_->options().backend); }
   std::string precision() const { return precision_name(session_->options().precision); }
   std::string device() const { return session_->backend().device_name(); }
@@ -431,6 +443,7 @@ class PySession {
   std::unique_ptr<Graph> graph_;      // declared first: the Session reads it until it is gone
   std::unique_ptr<Session> session_;
   std::string label_;
+  std::mutex mu_;  // run() and the profile readers take turns
 };
 
 }  // namespace

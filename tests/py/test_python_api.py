@@ -134,10 +134,13 @@ def test_optimize_from_path(optimized):
 
 
 def test_optimize_from_modelproto_equals_path(optimized):
-    model, report = fuseopt.optimize(onnx.load(MODEL))
-    assert model.SerializeToString(deterministic=True) == optimized[0].SerializeToString(deterministic=True)
-    assert report.ops_after == optimized[1].ops_after
-    assert report.matched == optimized[1].matched
+    with open(MODEL, "rb") as f:
+        data = f.read()
+    for source in (onnx.load(MODEL), data):  # a ModelProto, or its bytes
+        model, report = fuseopt.optimize(source)
+        assert model.SerializeToString(deterministic=True) == optimized[0].SerializeToString(deterministic=True)
+        assert report.ops_after == optimized[1].ops_after
+        assert report.matched == optimized[1].matched
 
 
 def test_report_contents(optimized):
@@ -268,7 +271,7 @@ def test_modelproto_over_2gib_is_refused():
 
     with pytest.raises(fuseopt.Error, match=r"3\.00 GiB is over protobuf's 2 GiB limit.*save_as_external_data"):
         fuseopt.optimize(Huge())
-    with pytest.raises(TypeError, match="path or an onnx.ModelProto"):
+    with pytest.raises(TypeError, match="a path, an onnx.ModelProto or its bytes"):
         fuseopt.optimize(42)
 
 
@@ -299,7 +302,8 @@ def test_errors_are_the_cli_messages(tmp_path):
 
 def test_session_cpu_matches_reference(optimized):
     feeds, want = reference()
-    for model in (MODEL, optimized[0]):  # the original (path) and the optimized ModelProto
+    # The original (path), the optimized ModelProto and its bytes.
+    for model in (MODEL, optimized[0], optimized[0].SerializeToString()):
         sess = fuseopt.InferenceSession(model, backend="cpu")
         assert sess.backend == "cpu" and sess.precision == "fp32"
         outs = sess.run(None, feeds)
