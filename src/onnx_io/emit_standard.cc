@@ -121,6 +121,10 @@ struct Candidate {
 void apply_emit(Graph& g, const EmitOptions& opts, FusionReport* report) {
   if (opts.mode == EmitMode::Fuseopt) return;
   const int64_t before = g.opset("");
+  {
+    Rewriter fresh(g);  // dtypes and shapes the checks read (non-strict: never throws)
+    fresh.infer_shapes();
+  }
 
   // 1. Which fused nodes have an exact standard form.
   std::vector<Candidate> cands;

@@ -32,11 +32,12 @@
 // the NaN guard Where(IsNaN(Y), 0, Y), after which both are 0; the mapping is made only
 // when every reader of Y is that guard.
 //
-// KV cache: fuseopt.Attention has no past/present yet. When it gains them in ONNX's
-// spelling (past_key/past_value [B, Hkv, P, Dh] after attn_bias; present_key/present_value
-// outputs after Y), add their slots to kPastInputs / kPresentOutputs below: they map to
-// Attention-23's inputs 4, 5 and outputs 1, 2, whose causal alignment with past keys
-// (j <= i + P) is fuseopt's bottom-right one.
+// KV cache: fuseopt.Attention's past_key/past_value (inputs 5, 6, [B, Hkv, S_past, D], ONNX's
+// layout) and present_key/present_value (outputs 1, 2, past ++ new keys) are Attention-23's
+// inputs 4, 5 and outputs 1, 2 (kPastInputs / kPresentOutputs). Both read the mask and
+// attn_bias over S_past + S_new keys. Causal: fuseopt's j <= i + S_kv - S_q equals the
+// standard op's past-offset alignment j <= i + S_past when S_new == S_q (proven as for the
+// cache-free case); otherwise it is folded into attn_mask with S_kv = S_past + S_new.
 #include <cmath>
 #include <limits>
 #include <map>
@@ -48,10 +49,11 @@ namespace fuseopt {
 namespace {
 
 constexpr size_t kQuery = 0, kKey = 1, kValue = 2, kMask = 3, kBias = 4;
-// fuseopt input slot -> Attention-23 input slot for the KV-cache inputs (none yet).
-const std::vector<std::pair<size_t, size_t>> kPastInputs = {};
-// fuseopt output slot -> Attention-23 output slot for present key/value (none yet).
-const std::vector<std::pair<size_t, size_t>> kPresentOutputs = {};
+constexpr size_t kPastKey = 5, kPastValue = 6;
+// fuseopt input slot -> Attention-23 input slot (past_key, past_value).
+const std::vector<std::pair<size_t, size_t>> kPastInputs = {{kPastKey, 4}, {kPastValue, 5}};
+// fuseopt output slot -> Attention-23 output slot (present_key, present_value).
+const std::vector<std::pair<size_t, size_t>> kPresentOutputs = {{1, 1}, {2, 2}};
 
 float fill_of(const Node& n) { return n.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity()); }
 
@@ -118,6 +120,10 @@ std::string attention_check(const Graph&, const Node& n) {
   } else if (!n.input(kValue) || n.input(kKey)->dtype != t || n.input(kValue)->dtype != t) {
     return "key/value missing or of another dtype than the query";
   }
+  const Value *pk = n.input(kPastKey), *pv = n.input(kPastValue);
+  if ((pk == nullptr) != (pv == nullptr)) return "only one of past_key / past_value is given";
+  if (pk && (pk->dtype != t || pv->dtype != t)) return "past_key/past_value dtype differs from the query's";
+  if (pk && (!pk->shape || pk->shape->size() != 4)) return "past_key is not known to be [B, Hkv, S_past, D]";
   const Value* bias = n.input(kBias);
   if (bias && bias->dtype != DType::Bool && bias->dtype != t)
     return "attn_bias dtype differs from the query's (the standard op's float mask has the query's type)";
@@ -189,8 +195,9 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
   if (fill == -std::numeric_limits<float>::max()) fill = std::nextafter(fill, 0.0f);
   std::ostringstream key;
   key.precision(9);
+  Value* past = n->input(kPastKey);
   key << "attn_mask," << (mask ? mask->name : "") << "," << (bias ? bias->name : "") << "," << fill << ","
-      << fold_causal << "," << dim_key(q, 1) << "," << dim_key(k, 1);
+      << fold_causal << "," << dim_key(q, 1) << "," << dim_key(k, 1) << "," << (past ? dim_key(past, 2) : "");
   if (auto it = c.shared.find(key.str()); it != c.shared.end()) return it->second;
 
   const std::string hint = "attn_mask";
@@ -222,6 +229,8 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
     // visible[i, j] = j <= i + (S_kv - S_q)
     Value* sq = c.dim_0d(q, 1);
     Value* skv = c.dim_0d(k, 1);
+    if (past)  // the keys are the past ones, then the new ones
+      skv = c.node("Add", {c.dim_0d(past, 2), skv}, {}, 1, hint + "_total")->output(0);
     Value* zero = c.scalar(DType::Int64, 0, "i0");
     Value* one = c.scalar(DType::Int64, 1, "i1");
     Value* rows = c.node("Range", {zero, sq, one}, {}, 1, hint + "_rows")->output(0);
