@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _fuseopt
-from ._fuseopt import NodeArg, PassStats, PatternStats, Report
+from ._fuseopt import EmitStats, NodeArg, PassStats, PatternStats, Report
 
 Error = _fuseopt.Error
 Error.__module__ = "fuseopt"
@@ -91,7 +91,7 @@ def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
 
 def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | None = None,
              disable: str | Sequence[str] | None = None, approximate_gelu: bool = False,
-             max_iterations: int = 10):
+             emit: str = "fuseopt", max_iterations: int = 10):
     """Optimizes a model; returns (onnx.ModelProto, Report).
 
     model: a path (external data next to it is read as the CLI does), an
@@ -99,6 +99,8 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
     passes: run only these passes (names, "cleanup", "fusion"); [] runs none.
     disable: do not run these passes.
     approximate_gelu: allow erf GELU to become the tanh form (--approximate-gelu).
+    emit: "fuseopt" (fused ops with function bodies) or "standard" (standard ONNX ops where
+      exact, the opset raised as needed; --emit standard); report.emit_ops says what went where.
 
     Optimized weights over 1.8 GiB come back through a temporary model with
     external data, loaded into the returned ModelProto and deleted.
@@ -113,6 +115,9 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
     args.disable = _names(disable, "disable") or []
     args.approximate_gelu = bool(approximate_gelu)
     args.max_iterations = int(max_iterations)
+    if not isinstance(emit, str):
+        raise TypeError("emit must be 'fuseopt' or 'standard'")
+    args.emit = emit
     with tempfile.TemporaryDirectory(prefix="fuseopt-") as tmp:
         if _is_path(model):
             data, path, report = _fuseopt.optimize_path(os.fspath(model), args, tmp)

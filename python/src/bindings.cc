@@ -22,6 +22,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "onnx_io/emit_standard.h"
 #include "onnx_io/onnx_io.h"
 #include "pass/fusion_report.h"
 #include "pass/pass_manager.h"
@@ -70,6 +71,7 @@ struct OptimizeArgs {
   std::vector<std::string> disable;
   bool approximate_gelu = false;
   int max_iterations = 10;
+  std::string emit = "fuseopt";  // output form, as fuseopt --emit
   // Optimized weights above this come back through a file with external data
   // (tests lower it to exercise that path on a small model).
   size_t external_data_over = kAutoExternalDataBytes;
@@ -99,10 +101,13 @@ struct Optimized {
 
 Optimized optimize_graph(Graph& g, const std::string& label, const OptimizeArgs& a, const std::string& tmp_dir) {
   PassManager pm(manager_options(a));
+  EmitOptions eo;
+  eo.mode = parse_emit_mode(a.emit);
   auto report = std::make_shared<FusionReport>();
   report->set_model(label, "");
   try {
     pm.run(g, *report);
+    apply_emit(g, eo, report.get());
   } catch (const Error& e) {
     throw Error(label + ": " + e.what());
   }
@@ -133,7 +138,8 @@ py::tuple optimize_path(const std::string& path, const OptimizeArgs& a, const st
   Optimized o;
   {
     py::gil_scoped_release nogil;
-    PassManager check(manager_options(a));  // unknown pass names fail before any I/O, as in the CLI
+    PassManager check(manager_options(a));  // unknown pass names and emit modes fail before any I/O,
+    parse_emit_mode(a.emit);                 // as in the CLI
     auto g = load_model(path);
     o = optimize_graph(*g, path, a, tmp_dir);
   }
@@ -147,6 +153,7 @@ py::tuple optimize_bytes(const py::bytes& data, const std::string& label, const 
   {
     py::gil_scoped_release nogil;
     PassManager check(manager_options(a));
+    parse_emit_mode(a.emit);
     FUSE_CHECK(!bytes.empty(), label << ": empty model");
     auto g = load_model_from_bytes(bytes, base_dir, label);
     bytes.clear();
@@ -484,7 +491,8 @@ PYBIND11_MODULE(_fuseopt, m) {
       .def_readwrite("disable", &OptimizeArgs::disable)
       .def_readwrite("approximate_gelu", &OptimizeArgs::approximate_gelu)
       .def_readwrite("max_iterations", &OptimizeArgs::max_iterations)
-      .def_readwrite("external_data_over", &OptimizeArgs::external_data_over);
+      .def_readwrite("external_data_over", &OptimizeArgs::external_data_over)
+      .def_readwrite("emit", &OptimizeArgs::emit);
 
   py::class_<PatternStats>(m, "PatternStats")
       .def_readonly("name", &PatternStats::pattern)
@@ -511,6 +519,17 @@ PYBIND11_MODULE(_fuseopt, m) {
                std::to_string(p.rewrites) + ")";
       });
 
+  py::class_<EmitStats>(m, "EmitStats")
+      .def_readonly("op", &EmitStats::op)
+      .def_readonly("standard_as", &EmitStats::standard_as)
+      .def_readonly("standard", &EmitStats::standard)
+      .def_readonly("fuseopt", &EmitStats::fuseopt)
+      .def_readonly("reasons", &EmitStats::reasons)
+      .def("__repr__", [](const EmitStats& e) {
+        return "EmitStats(op='" + e.op + "', standard_as='" + e.standard_as + "', standard=" +
+               std::to_string(e.standard) + ", fuseopt=" + std::to_string(e.fuseopt) + ")";
+      });
+
   py::class_<FusionReport, std::shared_ptr<FusionReport>>(m, "Report",
                                                           "What optimize() did: op counts, passes, fusions")
       .def_property_readonly("nodes_before", &FusionReport::nodes_before)
@@ -521,6 +540,12 @@ PYBIND11_MODULE(_fuseopt, m) {
       .def_property_readonly("fixed_point", &FusionReport::fixed_point)
       .def_property_readonly("patterns", &FusionReport::patterns, "per fusion pattern: matched, rejected, reasons")
       .def_property_readonly("passes", &FusionReport::passes, "per pass: runs, rewrites, changes, time")
+      .def_property_readonly("emit_mode", &FusionReport::emit_mode, "'' (fuseopt form) or 'standard'")
+      .def_property_readonly("emit_opset_before", &FusionReport::emit_opset_before)
+      .def_property_readonly("emit_opset_after", &FusionReport::emit_opset_after)
+      .def_property_readonly("emit_ops", &FusionReport::emit_ops,
+                             "per fuseopt op: written as standard_as (standard nodes), kept (fuseopt), reasons")
+      .def_property_readonly("emit_notes", &FusionReport::emit_notes)
       .def_property_readonly("matched",
                              [](const FusionReport& r) {
                                std::map<std::string, int> out;

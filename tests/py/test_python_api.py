@@ -216,6 +216,26 @@ def test_approximate_gelu():
     assert "gelu_tanh" not in acts
 
 
+def test_emit_standard(tmp_path):
+    """emit="standard" writes what fuseopt --emit standard writes."""
+    model, report = fuseopt.optimize(MODEL, emit="standard")
+    out = tmp_path / "std.onnx"
+    assert cli(MODEL, str(out), "--emit", "standard", "-q").returncode == 0
+    want = onnx.load(str(out))
+    assert list(model.graph.node) == list(want.graph.node)
+    assert list(model.opset_import) == list(want.opset_import)
+    assert report.emit_mode == "standard" and report.emit_opset_after >= report.emit_opset_before
+    assert {e.op for e in report.emit_ops} >= {"Attention"}
+    att = next(e for e in report.emit_ops if e.op == "Attention")
+    assert att.standard_as == "Attention" and att.standard + att.fuseopt == report.matched["Attention"]
+    onnx.checker.check_model(model, full_check=True)
+    _, plain = fuseopt.optimize(MODEL)
+    assert plain.emit_mode == "" and plain.emit_ops == []
+    with pytest.raises(fuseopt.Error) as e:
+        fuseopt.optimize(MODEL, emit="nope")
+    assert str(e.value) == cli_error(MODEL, str(tmp_path / "o.onnx"), "--emit", "nope")
+
+
 def test_external_data_path(tmp_path):
     m = onnx.load(MODEL)
     path = tmp_path / "ext.onnx"
