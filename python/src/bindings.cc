@@ -386,7 +386,17 @@ class PySession {
       outs = session_->run(inputs);
     }
     py::list result;
-    for (size_t i : pick) result.append(array_from_tensor(std::move(outs.at(i))));
+    std::map<size_t, py::array> given;  // an output asked for twice comes back as two arrays
+    for (size_t i : pick) {
+      auto it = given.find(i);
+      if (it != given.end()) {
+        result.append(it->second.attr("copy")());
+        continue;
+      }
+      py::array a = array_from_tensor(std::move(outs.at(i)));
+      given.emplace(i, a);
+      result.append(a);
+    }
     return result;
   }
 

@@ -333,6 +333,10 @@ def test_session_cpu_matches_reference(optimized):
         assert rel_err(outs[0], want[0]) < 1e-4
         (named,) = sess.run(["out"], feeds)
         np.testing.assert_array_equal(named, outs[0])
+        a, b = sess.run(["out", "out"], feeds)  # two arrays, not one moved-from
+        np.testing.assert_array_equal(a, outs[0])
+        np.testing.assert_array_equal(b, outs[0])
+        assert not np.shares_memory(a, b)
 
 
 def test_session_feeds_dlpack_and_non_contiguous(optimized):
