@@ -40,9 +40,6 @@ const std::map<std::string, std::string>& fuseopt_only_ops() {
        "Relu or the erf/tanh GELU) is what a runtime inlines"},
       {"GatedMatMul",
        "no standard ONNX op for a gated GEMM (SwiGLU/GeGLU); its function body is MatMul + Split + act(gate) * up"},
-      {"LayerNormLinear",
-       "no standard ONNX op for a norm feeding a GEMM; its function body (Add + LayerNormalization + MatMul + Add "
-       "+ activation at opset >= 17) is what a runtime inlines"},
   };
   return m;
 }

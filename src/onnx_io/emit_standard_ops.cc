@@ -84,6 +84,57 @@ void skip_rewrite(EmitContext& c, Node* n) {
 const EmitterRegistrar kSkip({"SkipLayerNorm", "Add + RMSNormalization",
                               [](const Graph&, const Node&) { return need(23); }, skip_check, skip_rewrite});
 
+// ---- LayerNormLinear --------------------------------------------------------------------
+// Like SkipLayerNorm: the RMS variant is written as [Add(X, skip) = Sum] +
+// RMSNormalization (+ Add beta) + MatMul (W, through a Transpose when transB) + Add bias +
+// the activation (Relu, or Gelu-20 with approximate none/tanh): the function body's
+// sequence with the RMS statistics in the standard op instead of five primitives, so exact
+// and faster to run. The LayerNormalization variant's body already is that standard
+// sequence at opset >= 17; it stays fuseopt (fuserun's one-kernel form).
+std::string lnl_check(const Graph&, const Node& n) {
+  if (std::string w = float_input_check(n); !w.empty()) return w;
+  if (n.attr_int("rms", 0) == 0)
+    return "the LayerNormalization variant: its function body is Add + LayerNormalization + MatMul + Add + "
+           "activation at opset >= 17, the standard sequence itself, so runtimes run the same ops; kept fused "
+           "for fuserun";
+  const std::string act = n.attr_string("activation", "none");
+  if (act != "none" && !act.empty() && act != "relu" && act != "gelu" && act != "gelu_tanh")
+    return "activation '" + act + "' has no standard spelling here";
+  if (!n.input(3)) return "no weight input";
+  return "";
+}
+int64_t lnl_opset(const Graph&, const Node&) { return 23; }  // RMSNormalization; Gelu (20) comes with it
+void lnl_rewrite(EmitContext& c, Node* n) {
+  Value* z = n->input(0);
+  Node* sum = nullptr;
+  if (Value* skip = n->input(5)) {
+    sum = c.node("Add", {z, skip}, {}, 1, n->name + "_sum");
+    z = sum->output(0);
+    if (n->input(0)->shape) c.rw.set_type(z, n->input(0)->dtype, n->input(0)->shape);
+  }
+  Value* y = c.node("RMSNormalization", {z, n->input(1)},
+                    {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-5f))},
+                    1, n->name + "_norm")
+                 ->output(0);
+  if (n->input(0)->shape) c.rw.set_type(y, n->input(0)->dtype, n->input(0)->shape);
+  if (Value* beta = n->input(2)) y = c.node("Add", {y, beta}, {}, 1, n->name + "_beta")->output(0);
+  Value* w = n->input(3);
+  if (n->attr_int("transB", 0))
+    w = c.node("Transpose", {w}, {Attribute::make_ints("perm", {1, 0})}, 1, n->name + "_wT")->output(0);
+  Value* a = c.node("MatMul", {y, w}, {}, 1, n->name)->output(0);
+  if (Value* bias = n->input(4)) a = c.node("Add", {a, bias}, {}, 1, n->name + "_bias")->output(0);
+  const std::string act = n->attr_string("activation", "none");
+  if (act == "relu") a = c.node("Relu", {a}, {}, 1, n->name + "_act")->output(0);
+  if (act == "gelu" || act == "gelu_tanh")
+    a = c.node("Gelu", {a}, {Attribute::make_string("approximate", act == "gelu" ? "none" : "tanh")}, 1,
+               n->name + "_act")
+            ->output(0);
+  if (sum && n->output(1)) c.take_over(n->output(1), sum->output(0));
+  c.take_over(n->output(0), a);
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kLnl({"LayerNormLinear", "RMSNormalization + MatMul", lnl_opset, lnl_check, lnl_rewrite});
+
 // ---- RotaryEmbedding -------------------------------------------------------------------
 // fuseopt.RotaryEmbedding is ONNX's opset-23 op plus one extension: cos/sin caches of batch
 // 1 broadcast over X's batch. The standard op wants [B, S, R/2] (ONNX Runtime checks the

@@ -116,7 +116,7 @@ def check_one(args, d, tmp):
     for e in ops:
         if e["op"] == "Attention":
             want_std["Attention"] += e["standard"]
-        if e["op"] in ("RMSNorm", "SkipLayerNorm"):
+        if e["op"] in ("RMSNorm", "SkipLayerNorm", "LayerNormLinear"):
             want_std["RMSNormalization"] += e["standard"]
         if e["op"] == "RotaryEmbedding":
             want_std["RotaryEmbedding"] += e["standard"]
@@ -141,8 +141,31 @@ def check_one(args, d, tmp):
     return fails
 
 
+def cli_failures():
+    """Bad --emit values: one line, a non-zero exit, no output file."""
+    import tempfile
+    args = tl.parse_args()
+    model = os.path.join(args.src, "models", "real", "bert_eager_op17_ts", "model.onnx")
+    if not os.path.exists(model):
+        return []
+    fails = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "o.onnx")
+        for bad in ("onnx", "", "Standard"):
+            r = tl.run_fuseopt(args.bin, model, out, "--emit", bad)
+            lines = r.stderr.strip().splitlines()
+            if r.returncode == 0 or len(lines) != 1 or "--emit" not in lines[0] or os.path.exists(out):
+                fails.append(f"--emit '{bad}': exit {r.returncode}, stderr {lines}, output written: {os.path.exists(out)}")
+    return fails
+
+
 def main():
+    bad = cli_failures()
+    for f in bad:
+        print("FAIL " + f)
     rc = tl.run_over_models(check_one, "onnx", "onnxruntime", "numpy")
+    if bad:
+        rc = 1
     for op, (s, k) in sorted(totals.items()):
         print(f"  {op:45s} standard {s:5d}  fuseopt {k:5d}")
     return rc

@@ -252,3 +252,26 @@ TEST_CASE("emit: when the other nodes cannot be upgraded, forms needing opset 23
   FusionReport r;
   CHECK_THROWS_WITH(apply_emit(b.graph(), EmitOptions{EmitMode::Standard}, &r), Catch::Contains("Softmax 'flat'"));
 }
+
+TEST_CASE("emit: LayerNormLinear rms=1 -> Add + RMSNormalization + MatMul (+ Transpose, bias, Gelu-20); Sum kept") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {2, 3, 8});
+  Value* skip = b.input("skip", DType::Float, {2, 3, 8});
+  Node* n = b.node("LayerNormLinear",
+                   {x, b.constant("g", rand_tensor({8}, 30)), nullptr, b.constant("w", rand_tensor({6, 8}, 31)),
+                    b.constant("bias", rand_tensor({6}, 32)), skip},
+                   2,
+                   {Attribute::make_float("epsilon", 1e-6f), Attribute::make_int("rms", 1), Attribute::make_int("transB", 1),
+                    Attribute::make_string("activation", "gelu")},
+                   "fuseopt", "lnl");
+  b.output(n->output(0));
+  b.output(n->output(1));
+  auto before = clone_graph(b.graph());
+  emit(b.graph());
+  Graph& g = b.graph();
+  CHECK(count_op(g, "RMSNormalization") == 1);
+  CHECK(count_op(g, "Transpose") == 1);
+  CHECK(only(g, "Gelu")->attr_string("approximate", "") == "none");
+  CHECK(count_domain_op(g, "fuseopt", "LayerNormLinear") == 0);
+  require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 33)}, {"skip", rand_tensor({2, 3, 8}, 34)}}, 1e-5f);
+}
