@@ -7,6 +7,7 @@ Per model folder with test_data_set_0:
   - the standard ops the report says were written are in the file (Attention,
     RMSNormalization, RotaryEmbedding, LayerNormalization counted), no fuseopt op the report
     calls standard is left, and the fusion counts equal those of the default mode;
+  - for the representative models (MUST), fuserun's CPU backend runs the output too;
   - a model whose fused ops have no standard form is refused with one line, exit 1 and no
     output file.
 At the end: one summary line per op (how many nodes went standard / stayed fuseopt).
@@ -138,6 +139,8 @@ def check_one(args, d, tmp):
     except Exception as e:  # noqa: BLE001
         return fails + [f"{name}: onnxruntime failed: {str(e).splitlines()[0][:300]}"]
     fails += norm_failures(name, got, refs)
+    if name in MUST:  # fuseopt's own runtime runs the standard ops too
+        fails += tl.fuserun_cpu_failures(args.bin, name, std_path, d)
     return fails
 
 
