@@ -5,7 +5,8 @@ cache Concat left; the model's present outputs are the op's outputs 1 and 2). Th
 every test_data_set_N (decode S_q = 1 and S_q > 1, batch 2 with padding):
   - ONNX Runtime runs the optimized model (the Attention function body, `_past` overload)
     to the reference, every output (hidden state and each present), fp32 1e-4;
-  - `fuserun --backend cpu --check` (fuseopt's CPU kernel) passes.
+  - `fuserun --backend cpu --check` (fuseopt's CPU kernel) passes, and where a GPU is
+    usable `fuserun --backend cuda --check` at fp32 and fp16.
 The transformers-5 style Llama mask (kv_idx <= cache_position, GatherND of
 attention_mask) must become causal=1 + `mask` over the total length, no attn_bias."""
 import glob
@@ -23,6 +24,10 @@ EXPECT = {
     "kv_gpt2_mha": {"kv_num_heads": 2},
     "kv_mqa": {"kv_num_heads": 1},
 }
+
+
+# fuserun --backend cuda (fp32 1e-4, fp16 1e-2) runs too where a GPU is usable.
+CUDA = {"usable": True}
 
 
 def read_tensor(path):
@@ -84,11 +89,18 @@ def check(args, d, tmp, onnx):
                     fails.append(f"{tag}: onnxruntime output {i}: {why}")
         except Exception as e:  # noqa: BLE001
             fails.append(f"{tag}: onnxruntime failed: {str(e).splitlines()[0]}")
-        fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--check", data],
-                            capture_output=True, text=True, timeout=600)
-        if fr.returncode:
-            tail = (fr.stdout + fr.stderr).strip().splitlines()[-3:]
-            fails.append(f"{tag}: fuserun --backend cpu --check exit {fr.returncode}: {' | '.join(tail)}")
+        runs = [("cpu", "fp32")] + ([("cuda", "fp32"), ("cuda", "fp16")] if CUDA["usable"] else [])
+        for backend, prec in runs:
+            fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", backend, "--precision", prec,
+                                 "--check", data], capture_output=True, text=True, timeout=600)
+            text = (fr.stdout + fr.stderr).strip()
+            if backend == "cuda" and "no usable CUDA device" in text:
+                CUDA["usable"] = False
+                break
+            if fr.returncode:
+                tail = text.splitlines()[-3:]
+                fails.append(f"{tag}: fuserun --backend {backend} --precision {prec} --check exit {fr.returncode}: "
+                             f"{' | '.join(tail)}")
     a0 = attn[0]
     ins = list(a0.input) + [""] * (7 - len(a0.input))
     causal = next((onnx.helper.get_attribute_value(x) for x in a0.attribute if x.name == "causal"), 0)
@@ -110,7 +122,7 @@ def main():
             failures += check(args, d, tmp, onnx)
     for f in failures:
         print("FAIL " + f)
-    print(f"{len(dirs)} models, {len(failures)} failures")
+    print(f"{len(dirs)} models, {len(failures)} failures" + ("" if CUDA["usable"] else " (no usable GPU: CUDA runs skipped)"))
     return 1 if failures else 0
 
 
