@@ -100,7 +100,6 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
       if (Sp > 0 && B * Hkv > 0)
         FUSED_CUDA_CHECK(cudaMemcpy2DAsync(pp, St * row, past->data, Sp * row, Sp * row, B * Hkv, cudaMemcpyDeviceToDevice, st),
                          node.label());
-      char* all = static_cast<char*>(ctx.scratch(size_t(B * St * Hkv * d) * esz));
       for (int64_t b = 0; b < B && Skv > 0; ++b)
         for (int64_t h = 0; h < Hkv; ++h) {
           const char* src = static_cast<const char*>(now) + (b * now_batch + h * d) * esz;
@@ -108,13 +107,15 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
                                              cudaMemcpyDeviceToDevice, st),
                            node.label());
         }
+      seq_stride = Hkv * d;
+      batch_stride = St * Hkv * d;
+      if (Hkv == 1) return pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]
+      char* all = static_cast<char*>(ctx.scratch(size_t(B * St * Hkv * d) * esz));
       for (int64_t b = 0; b < B && St > 0; ++b)
         for (int64_t h = 0; h < Hkv; ++h)
           FUSED_CUDA_CHECK(cudaMemcpy2DAsync(all + (b * St * Hkv + h) * row, Hkv * row, pp + (b * Hkv + h) * St * row, row,
                                              row, St, cudaMemcpyDeviceToDevice, st),
                            node.label());
-      seq_stride = Hkv * d;
-      batch_stride = St * Hkv * d;
       return all;
     };
     a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_batch_stride);
