@@ -35,11 +35,6 @@ const StandardEmitter* find_standard_emitter(const std::string& op) {
 const std::map<std::string, std::string>& fuseopt_only_ops() {
   static const std::map<std::string, std::string> m = {
       {"AddRelu", "no standard ONNX op; its function body is Add + Relu, which a runtime inlines"},
-      {"FusedMatMul",
-       "no standard ONNX op for a GEMM with bias and activation; its function body (MatMul/Transpose + Add + "
-       "Relu or the erf/tanh GELU) is what a runtime inlines"},
-      {"GatedMatMul",
-       "no standard ONNX op for a gated GEMM (SwiGLU/GeGLU); its function body is MatMul + Split + act(gate) * up"},
   };
   return m;
 }

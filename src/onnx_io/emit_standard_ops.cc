@@ -9,6 +9,10 @@
 //   fuseopt.SkipLayerNorm(rms=0)                -> stays fuseopt (see skip_check)
 //   fuseopt.RotaryEmbedding(X, cos, sin; ...)   -> RotaryEmbedding-23(X, cos', sin'; ...), a batch-1
 //                                                  cache Expanded to [B, S, R/2] once per model
+//   fuseopt.LayerNormLinear(rms=1, or a GELU)   -> [Add skip] + RMSNormalization-23 / LayerNormalization +
+//                                                  MatMul (+ Transpose) + Add bias + Relu / Gelu-20
+//   fuseopt.FusedMatMul / GatedMatMul (GELU)    -> MatMul (+ Transpose, Mul alpha, Add bias) [+ Split] + Gelu-20
+//   (the other variants stay fuseopt: their bodies are standard sequences already)
 //
 // Epsilon is always written: fuseopt's defaults (RMSNorm 1e-6, LayerNorm 1e-5) are not
 // all ONNX's (1e-5). stash_type stays 1 (fp32 statistics), as fuseopt computes them.
@@ -28,6 +32,12 @@ std::string float_input_check(const Node& n) {
 }
 
 int64_t need(int64_t v) { return v; }
+
+bool is_gelu(const std::string& act) { return act == "gelu" || act == "gelu_tanh"; }
+Value* gelu(EmitContext& c, Value* x, const std::string& act, const std::string& hint) {
+  return c.node("Gelu", {x}, {Attribute::make_string("approximate", act == "gelu" ? "none" : "tanh")}, 1, hint)
+      ->output(0);
+}
 
 // ---- RMSNorm ------------------------------------------------------------------------------
 void rms_rewrite(EmitContext& c, Node* n) {
@@ -93,17 +103,18 @@ const EmitterRegistrar kSkip({"SkipLayerNorm", "Add + RMSNormalization",
 // sequence at opset >= 17; it stays fuseopt (fuserun's one-kernel form).
 std::string lnl_check(const Graph&, const Node& n) {
   if (std::string w = float_input_check(n); !w.empty()) return w;
-  if (n.attr_int("rms", 0) == 0)
-    return "the LayerNormalization variant: its function body is Add + LayerNormalization + MatMul + Add + "
-           "activation at opset >= 17, the standard sequence itself, so runtimes run the same ops; kept fused "
-           "for fuserun";
   const std::string act = n.attr_string("activation", "none");
+  if (n.attr_int("rms", 0) == 0 && !is_gelu(act))
+    return "the LayerNormalization variant without a GELU: its function body is Add + LayerNormalization + MatMul "
+           "+ Add (+ Relu) at opset >= 17, the standard sequence itself; kept fused for fuserun";
   if (act != "none" && !act.empty() && act != "relu" && act != "gelu" && act != "gelu_tanh")
     return "activation '" + act + "' has no standard spelling here";
   if (!n.input(3)) return "no weight input";
   return "";
 }
-int64_t lnl_opset(const Graph&, const Node&) { return 23; }  // RMSNormalization; Gelu (20) comes with it
+int64_t lnl_opset(const Graph&, const Node& n) {  // RMSNormalization 23, else Gelu 20
+  return n.attr_int("rms", 0) ? 23 : 20;
+}
 void lnl_rewrite(EmitContext& c, Node* n) {
   Value* z = n->input(0);
   Node* sum = nullptr;
@@ -112,12 +123,19 @@ void lnl_rewrite(EmitContext& c, Node* n) {
     z = sum->output(0);
     if (n->input(0)->shape) c.rw.set_type(z, n->input(0)->dtype, n->input(0)->shape);
   }
-  Value* y = c.node("RMSNormalization", {z, n->input(1)},
-                    {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-5f))},
-                    1, n->name + "_norm")
-                 ->output(0);
+  const bool rms = n->attr_int("rms", 0) != 0;
+  const Attribute eps = Attribute::make_float("epsilon", n->attr_float("epsilon", 1e-5f));
+  Value* y = nullptr;
+  if (rms) {
+    y = c.node("RMSNormalization", {z, n->input(1)}, {Attribute::make_int("axis", -1), eps}, 1, n->name + "_norm")
+            ->output(0);
+    if (Value* beta = n->input(2)) y = c.node("Add", {y, beta}, {}, 1, n->name + "_beta")->output(0);
+  } else {
+    std::vector<Value*> in{z, n->input(1)};
+    if (n->input(2)) in.push_back(n->input(2));
+    y = c.node("LayerNormalization", in, {Attribute::make_int("axis", -1), eps}, 1, n->name + "_norm")->output(0);
+  }
   if (n->input(0)->shape) c.rw.set_type(y, n->input(0)->dtype, n->input(0)->shape);
-  if (Value* beta = n->input(2)) y = c.node("Add", {y, beta}, {}, 1, n->name + "_beta")->output(0);
   Value* w = n->input(3);
   if (n->attr_int("transB", 0))
     w = c.node("Transpose", {w}, {Attribute::make_ints("perm", {1, 0})}, 1, n->name + "_wT")->output(0);
@@ -125,15 +143,63 @@ void lnl_rewrite(EmitContext& c, Node* n) {
   if (Value* bias = n->input(4)) a = c.node("Add", {a, bias}, {}, 1, n->name + "_bias")->output(0);
   const std::string act = n->attr_string("activation", "none");
   if (act == "relu") a = c.node("Relu", {a}, {}, 1, n->name + "_act")->output(0);
-  if (act == "gelu" || act == "gelu_tanh")
-    a = c.node("Gelu", {a}, {Attribute::make_string("approximate", act == "gelu" ? "none" : "tanh")}, 1,
-               n->name + "_act")
-            ->output(0);
+  if (is_gelu(act)) a = gelu(c, a, act, n->name + "_act");
   if (sum && n->output(1)) c.take_over(n->output(1), sum->output(0));
   c.take_over(n->output(0), a);
   c.rw.erase_node(n);
 }
-const EmitterRegistrar kLnl({"LayerNormLinear", "RMSNormalization + MatMul", lnl_opset, lnl_check, lnl_rewrite});
+const EmitterRegistrar kLnl({"LayerNormLinear", "norm + MatMul", lnl_opset, lnl_check, lnl_rewrite});
+
+// ---- FusedMatMul / GatedMatMul with a GELU ---------------------------------------------
+// The same rule as for the RMS norms: where the function body spells out what a standard op
+// computes (the erf or tanh GELU, five to eight primitives), the body's sequence is written
+// with Gelu-20 (approximate none / tanh: the same formulas) instead. Other activations
+// (none, relu, SiLU as x * Sigmoid(x)) have bodies that are standard sequences already:
+// those nodes stay fuseopt (fuserun keeps the cuBLASLt epilogue form).
+std::string fmm_check(const Graph&, const Node& n) {
+  if (std::string w = float_input_check(n); !w.empty()) return w;
+  const std::string act = n.attr_string("activation", "none");
+  if (!is_gelu(act))
+    return "activation '" + (act.empty() ? std::string("none") : act) +
+           "': its function body (MatMul + Add + Relu) is the standard sequence itself; kept fused for fuserun";
+  const Value* b = n.input(1);
+  if (n.attr_int("transB", 0) && (!b || !b->shape || b->shape->size() != 2)) return "transB of a weight that is not 2-D";
+  return "";
+}
+void fmm_rewrite(EmitContext& c, Node* n) {
+  Value* b = n->input(1);
+  if (n->attr_int("transB", 0)) b = c.node("Transpose", {b}, {}, 1, n->name + "_wT")->output(0);
+  Value* y = c.node("MatMul", {n->input(0), b}, {}, 1, n->name)->output(0);
+  const float alpha = n->attr_float("alpha", 1.0f);
+  if (alpha != 1.0f) y = c.node("Mul", {y, c.scalar(n->input(0)->dtype, alpha, "alpha")}, {}, 1, n->name + "_alpha")->output(0);
+  if (Value* bias = n->input(2)) y = c.node("Add", {y, bias}, {}, 1, n->name + "_bias")->output(0);
+  c.take_over(n->output(0), gelu(c, y, n->attr_string("activation", "gelu"), n->name + "_gelu"));
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kFmm({"FusedMatMul", "MatMul + Gelu", [](const Graph&, const Node&) { return need(20); },
+                             fmm_check, fmm_rewrite});
+
+std::string gmm_check(const Graph&, const Node& n) {
+  if (std::string w = float_input_check(n); !w.empty()) return w;
+  const std::string act = n.attr_string("activation", "silu");
+  if (!is_gelu(act))
+    return "activation '" + act +
+           "': its function body (MatMul + Split + act(gate) * up, SiLU as x * Sigmoid(x)) is a standard sequence "
+           "already; kept fused for fuserun";
+  return "";
+}
+void gmm_rewrite(EmitContext& c, Node* n) {
+  Value* p = c.node("MatMul", {n->input(0), n->input(1)}, {}, 1, n->name)->output(0);
+  if (Value* bias = n->input(2)) p = c.node("Add", {p, bias}, {}, 1, n->name + "_bias")->output(0);
+  Node* split = c.node("Split", {p}, {Attribute::make_int("axis", -1), Attribute::make_int("num_outputs", 2)}, 2,
+                       n->name + "_halves");
+  Value* g = gelu(c, split->output(0), n->attr_string("activation", "gelu"), n->name + "_gelu");
+  Value* y = c.node("Mul", {g, split->output(1)}, {}, 1, n->name + "_gate")->output(0);
+  c.take_over(n->output(0), y);
+  c.rw.erase_node(n);
+}
+const EmitterRegistrar kGmm({"GatedMatMul", "MatMul + Split + Gelu", [](const Graph&, const Node&) { return need(20); },
+                             gmm_check, gmm_rewrite});
 
 // ---- RotaryEmbedding -------------------------------------------------------------------
 // fuseopt.RotaryEmbedding is ONNX's opset-23 op plus one extension: cos/sin caches of batch

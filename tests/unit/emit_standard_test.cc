@@ -275,3 +275,36 @@ TEST_CASE("emit: LayerNormLinear rms=1 -> Add + RMSNormalization + MatMul (+ Tra
   CHECK(count_domain_op(g, "fuseopt", "LayerNormLinear") == 0);
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 33)}, {"skip", rand_tensor({2, 3, 8}, 34)}}, 1e-5f);
 }
+
+TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20; the other activations stay fuseopt with a reason") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {2, 3, 8});
+  Value* f = b.op("FusedMatMul", {x, b.constant("w", rand_tensor({6, 8}, 40)), b.constant("bias", rand_tensor({6}, 41))},
+                  {Attribute::make_int("transB", 1), Attribute::make_float("alpha", 0.5f),
+                   Attribute::make_string("activation", "gelu")},
+                  "fmm", "fuseopt");
+  Value* gm = b.op("GatedMatMul", {f, b.constant("wg", rand_tensor({6, 10}, 42))},
+                   {Attribute::make_string("activation", "gelu_tanh")}, "gmm", "fuseopt");
+  Value* relu = b.op("FusedMatMul", {gm, b.constant("w2", rand_tensor({5, 4}, 43))},
+                     {Attribute::make_string("activation", "relu")}, "fmm_relu", "fuseopt");
+  Value* silu = b.op("GatedMatMul", {x, b.constant("wg2", rand_tensor({8, 4}, 44))},
+                     {Attribute::make_string("activation", "silu")}, "gmm_silu", "fuseopt");
+  Value* ln = b.op("LayerNormLinear",
+                   {x, b.constant("g", rand_tensor({8}, 45)), b.constant("beta", rand_tensor({8}, 46)),
+                    b.constant("w3", rand_tensor({8, 3}, 47))},
+                   {Attribute::make_string("activation", "gelu_tanh")}, "lnl", "fuseopt");
+  b.output(relu);
+  b.output(silu);
+  b.output(ln);
+  auto before = clone_graph(b.graph());
+  FusionReport r = emit(b.graph());
+  Graph& g = b.graph();
+  CHECK(count_op(g, "Gelu") == 3);
+  CHECK(count_op(g, "LayerNormalization") == 1);
+  CHECK(count_domain_op(g, "fuseopt", "FusedMatMul") == 1);
+  CHECK(count_domain_op(g, "fuseopt", "GatedMatMul") == 1);
+  CHECK(r.emit_op("FusedMatMul")->reasons.at(0).find("'relu'") != std::string::npos);
+  CHECK(r.emit_op("GatedMatMul")->reasons.at(0).find("'silu'") != std::string::npos);
+  CHECK(g.opset("") == 20);  // Gelu's opset is enough here
+  require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 48)}}, 1e-5f);
+}
