@@ -128,10 +128,12 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
         if exporter == "ts":
             dyn = None
             if not static:
-                dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"}}
-                dyn.update({n: {0: "batch", 2: "past"} for n in past_names})
-                dyn["last_hidden_state"] = {0: "batch", 1: "seq"}
-                dyn.update({n: {0: "batch", 2: "total"} for n in present_names})
+                # Optimum's dim names: the mask length is written as the sum it is.
+                total = "past_sequence_length + sequence_length"
+                dyn = {"input_ids": {0: "batch_size", 1: "sequence_length"}, "attention_mask": {0: "batch_size", 1: total}}
+                dyn.update({n: {0: "batch_size", 2: "past_sequence_length"} for n in past_names})
+                dyn["last_hidden_state"] = {0: "batch_size", 1: "sequence_length"}
+                dyn.update({n: {0: "batch_size", 2: total} for n in present_names})
             torch.onnx.export(step, tuple(trace), path, input_names=in_names, output_names=out_names,
                               opset_version=opset, dynamic_axes=dyn, dynamo=False)
         else:

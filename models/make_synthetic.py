@@ -26,7 +26,7 @@ Positive models (fusions may fire; outputs must match):
   if_outer_scope          If whose branches (and a nested If) read outer values that
                           nothing else reads (DCE must keep them); two test data sets
 KV-cache decoders (past_key/past_value [batch, kv_heads, past, Dh] in, present out,
-attention_mask [batch, past+seq]; test_data_set_0 decodes one token (S_q = 1),
+attention_mask [batch, past + seq] (Optimum's dim names); test_data_set_0 decodes one token (S_q = 1),
 test_data_set_1 appends 3 tokens (S_q > 1, causal bottom-right); batch 2 with left
 padding inside the past):
   kv_gpt2_mha             GPT-2 style MHA, HF (1 - mask) * min padding + a causal tril
@@ -419,14 +419,18 @@ def neg_layernorm_axis():
 
 # ---------------------------------------------------------------- KV-cache decoders
 
+# Optimum's dim names: the mask / present length is written as the sum it is.
+_B, _S, _P, _T = "batch_size", "sequence_length", "past_sequence_length", "past_sequence_length + sequence_length"
+
+
 def _kv_inputs(D, Hkv, Dh):
-    return [vi("x", TP.FLOAT, ["batch", "seq", D]), vi("attention_mask", TP.INT64, ["batch", "past+seq"]),
-            vi("past_key", TP.FLOAT, ["batch", Hkv, "past", Dh]), vi("past_value", TP.FLOAT, ["batch", Hkv, "past", Dh])]
+    return [vi("x", TP.FLOAT, [_B, _S, D]), vi("attention_mask", TP.INT64, [_B, _T]),
+            vi("past_key", TP.FLOAT, [_B, Hkv, _P, Dh]), vi("past_value", TP.FLOAT, [_B, Hkv, _P, Dh])]
 
 
 def _kv_outputs(D, Hkv, Dh):
-    return [vi("y", TP.FLOAT, ["batch", "seq", D]), vi("present_key", TP.FLOAT, ["batch", Hkv, "past+seq", Dh]),
-            vi("present_value", TP.FLOAT, ["batch", Hkv, "past+seq", Dh])]
+    return [vi("y", TP.FLOAT, [_B, _S, D]), vi("present_key", TP.FLOAT, [_B, Hkv, _T, Dh]),
+            vi("present_value", TP.FLOAT, [_B, Hkv, _T, Dh])]
 
 
 def _kv_data(seed, B, D, Hkv, Dh):

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ir/shape_inference.h"
+#include "ir/sym_expr.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -77,7 +78,14 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
 bool mask_dims_match(const Value* m, const HeadPath& k) {
   if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
   auto b = src_dim(k, 0), s = kv_len(k);
-  return b && s && attn::dims_same((*m->shape)[0], *b) && attn::dims_same((*m->shape)[1], *s);
+  // Same dim: equal values / names, or equal as expressions ("past + seq" written by an
+  // exporter against the "past+seq" shape inference computes for the present keys).
+  auto same = [](const Dim& x, const Dim& y) {
+    if (attn::dims_same(x, y)) return true;
+    auto a = SymExpr::from_dim(x), c = SymExpr::from_dim(y);
+    return a && c && *a == *c;
+  };
+  return b && s && same((*m->shape)[0], *b) && same((*m->shape)[1], *s);
 }
 
 // ---- causal mask proofs ------------------------------------------------------------
