@@ -30,7 +30,7 @@ attention_mask [batch, past + seq] (Optimum's dim names); test_data_set_0 decode
 test_data_set_1 appends 3 tokens (S_q > 1, causal bottom-right); batch 2 with left
 padding inside the past):
   kv_gpt2_mha             GPT-2 style MHA, HF (1 - mask) * min padding + a causal tril
-                          buffer sliced [S_kv - S_q : S_kv, :S_kv] (stays attn_bias)
+                          buffer sliced [S_kv - S_q : S_kv, :S_kv] (transformers 4)
   kv_llama_gqa            Llama style GQA (4 query / 2 kv heads, repeat_kv after the
                           cache Concat), transformers-5 bool mask: kv_idx <= cache_position,
                           GatherND of attention_mask at (b, kv), Where(keep, 0, min)

@@ -26,6 +26,8 @@ struct Spec {
   bool only_k = false;    // V has no cache (rule 7)
   bool bshd_cache = false;  // the cache Concat in [B, S, H, D] layout before the head transpose (rule 4)
   bool bias_from_present = false;  // a bias term computed from the present keys' values (rule 7)
+  int tril = 0;  // transformers-4 GPT-2 causal buffer, Where(bias[:, :, rows, :S_kv], s, min):
+                 // 1 rows [S_kv - S_q, S_kv) (bottom-right: causal=1), 2 rows [0, S_q) (top-left: stays a tensor)
 };
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
@@ -76,6 +78,22 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* m4 = b.op("Cast", {b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})})}, {Attribute::make_int("to", 9)});
     Value* inv = b.op("Sub", {b.scalar("one", 1.0f), b.op("Cast", {m4}, {Attribute::make_int("to", 1)})});
     sc = b.op("Add", {sc, b.op("Mul", {inv, b.scalar("min", -std::numeric_limits<float>::max())})}, {}, "mask_add");
+  }
+  if (s.tril) {
+    Tensor buf(DType::Float, {1, 1, 16, 16});
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) buf.data<float>()[i * 16 + j] = j <= i;
+    auto dim = [&](Value* v, int64_t i) {
+      return b.op("Gather", {b.op("Shape", {v}), ints(b, "i", {i})}, {Attribute::make_int("axis", 0)});
+    };
+    Value* skv = dim(k4, 2);
+    Value* sq = dim(x, 1);
+    Value* r0 = s.tril == 1 ? b.op("Sub", {skv, sq}) : ints(b, "zero", {0});
+    Value* r1 = s.tril == 1 ? skv : sq;
+    Value* rows = b.op("Slice", {b.constant("tril", buf), r0, r1, ints(b, "ax2", {2})});
+    Value* cols = b.op("Slice", {rows, ints(b, "zero_c", {0}), skv, ints(b, "ax3", {3})});
+    Value* keep = b.op("Cast", {cols}, {Attribute::make_int("to", 9)});
+    sc = b.op("Where", {keep, sc, b.scalar("cmin", -std::numeric_limits<float>::max())}, {}, "causal_where");
   }
   if (s.bias_from_present) {  // [B, 1, 1, S_kv] from the present keys' values
     Value* r = b.op("ReduceMean", {k4}, {Attribute::make_ints("axes", {1, 3}), Attribute::make_int("keepdims", 1)});
@@ -175,4 +193,44 @@ TEST_CASE("Attention KV cache rule 7: an op input computed from the present valu
   Spec s;
   s.bias_from_present = true;
   expect_rejected(s, "computed from the present keys/values");
+}
+
+TEST_CASE("Attention KV cache: transformers-4 GPT-2 causal buffer sliced at the cache offset -> causal=1", "[passes][Attention]") {
+  for (int64_t seq : {1, 3}) {
+    INFO("S_q " << seq);
+    Spec s;
+    s.seq = seq;
+    s.tril = 1;
+    GraphBuilder b(17);
+    build(b, s);
+    auto before = clone_graph(b.graph());
+    FusionReport r = fuse(b.graph());
+    INFO(reasons(r, "Attention"));
+    REQUIRE(matched(r, "Attention") == 1);
+    const Node* a = nullptr;
+    for (const auto& n : b.graph().nodes())
+      if (n->op_type == "Attention") a = n.get();
+    REQUIRE(a);
+    CHECK(a->attr_int("causal", 0) == 1);
+    CHECK(count_op(b.graph(), "Slice") == 0);  // the buffer term is gone (the padding mask is `mask`)
+    require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+  }
+}
+
+TEST_CASE("Attention KV cache: the buffer's first S_q rows (top-left alignment) stay a mask tensor", "[passes][Attention]") {
+  Spec s;
+  s.seq = 3;
+  s.tril = 2;
+  GraphBuilder b(17);
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = fuse(b.graph());
+  REQUIRE(matched(r, "Attention") == 1);
+  const Node* a = nullptr;
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") a = n.get();
+  REQUIRE(a);
+  CHECK(a->attr_int("causal", 0) == 0);
+  CHECK(a->input(4) != nullptr);
+  require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
 }

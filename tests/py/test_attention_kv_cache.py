@@ -8,7 +8,8 @@ every test_data_set_N (decode S_q = 1 and S_q > 1, batch 2 with padding):
   - `fuserun --backend cpu --check` (fuseopt's CPU kernel) passes, and where a GPU is
     usable `fuserun --backend cuda --check` at fp32 and fp16.
 The transformers-5 style Llama mask (kv_idx <= cache_position, GatherND of
-attention_mask) must become causal=1 + `mask` over the total length, no attn_bias."""
+attention_mask) must become causal=1 + `mask` over the total length, no attn_bias; the
+transformers-4 GPT-2 causal buffer sliced at the cache offset must become causal=1."""
 import glob
 import os
 import subprocess
@@ -21,7 +22,7 @@ import _fuseopt_testlib as lib  # noqa: E402
 # model -> attributes / inputs the fused op must have
 EXPECT = {
     "kv_llama_gqa": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
-    "kv_gpt2_mha": {"kv_num_heads": 2},
+    "kv_gpt2_mha": {"causal": 1, "kv_num_heads": 2},  # tril buffer sliced [S_kv - S_q : S_kv, :S_kv]
     "kv_mqa": {"kv_num_heads": 1},
 }
 

@@ -104,6 +104,13 @@ bool entry_is_seq(const Value* t, int i, const HeadPath& q) {
   return attn::shape_entry_is_dim(t, i, q.src, same, dim);
 }
 
+// Entry i of a 1-D integer tensor as an expression of dims.
+std::optional<SymExpr> entry_expr(const Value* t, int i) {
+  auto sv = t ? symbolic_value(t) : std::nullopt;
+  if (!sv || static_cast<int>(sv->size()) <= i) return std::nullopt;
+  return SymExpr::from_dim((*sv)[i]);
+}
+
 bool entry_is(const Value* t, int i, int64_t v) {
   auto sv = t ? symbolic_value(t) : std::nullopt;
   return sv && static_cast<int>(sv->size()) > i && (*sv)[i].known() && (*sv)[i].value == v;
@@ -133,7 +140,7 @@ bool is_causal_trilu(const MaskTerm& t, const HeadPath& q) {
 
 // Where(buffer[..., :S, :S] (as bool), s, fill) or Where(buffer[..., :S, :S] == 0, fill, s)
 // (nanoGPT / transformers-4 GPT-2) with `buffer` a constant lower-triangular [1, 1, N, N].
-bool is_causal_buffer(const MaskTerm& t, const HeadPath& q) {
+bool is_causal_buffer(const MaskTerm& t, const HeadPath& q, const HeadPath& k) {
   if (!t.where || !(t.fill <= -1e30)) return false;
   Value* c = t.v;
   if (t.inverted) {
@@ -145,6 +152,7 @@ bool is_causal_buffer(const MaskTerm& t, const HeadPath& q) {
   }
   c = peel_bool_casts(c);
   std::set<int64_t> sliced;
+  int square_axes = 0, cached_axes = 0;  // both axes one way: mixing them is top-left causal
   while (c && c->producer && c->producer->is("Slice")) {
     const Node* sl = c->producer;
     if (sl->inputs.size() < 4 || !sl->input(3)) return false;
@@ -158,14 +166,24 @@ bool is_causal_buffer(const MaskTerm& t, const HeadPath& q) {
     }
     for (size_t i = 0; i < axes->size(); ++i) {
       const int64_t ax = (*axes)[i] < 0 ? (*axes)[i] + 4 : (*axes)[i];
-      if ((ax != 2 && ax != 3) || !entry_is(sl->input(1), static_cast<int>(i), 0) ||
-          !entry_is_seq(sl->input(2), static_cast<int>(i), q))
-        return false;
+      const int e = static_cast<int>(i);
+      // [0, S) on both axes (S_q == S_kv), or with a KV cache (transformers 4 GPT-2:
+      // bias[:, :, S_kv - S_q : S_kv, :S_kv]) rows [S_kv - S_q, S_kv) and columns [0, S_kv):
+      // buffer[r][c] = c <= r is then j <= i + S_kv - S_q, causal=1's bottom-right alignment.
+      const bool square = entry_is(sl->input(1), e, 0) && entry_is_seq(sl->input(2), e, q);
+      auto start = entry_expr(sl->input(1), e), end = entry_expr(sl->input(2), e);
+      auto sq = src_dim(q, 1), skv = kv_len(k);
+      auto Sq = sq ? SymExpr::from_dim(*sq) : std::nullopt, Skv = skv ? SymExpr::from_dim(*skv) : std::nullopt;
+      const bool cached = start && end && Sq && Skv && *end == *Skv &&
+                          (ax == 3 ? *start == SymExpr::constant(0) : *start == *Skv - *Sq);
+      if ((ax != 2 && ax != 3) || !(square || cached) || sliced.count(ax)) return false;
       sliced.insert(ax);
+      if (square) ++square_axes;
+      if (cached) ++cached_axes;
     }
     c = sl->input(0);
   }
-  if (sliced != std::set<int64_t>{2, 3}) return false;
+  if (sliced != std::set<int64_t>{2, 3} || (square_axes != 2 && cached_axes != 2)) return false;
   const Tensor* buf = const_of(c);
   if (!buf || buf->dims.size() != 4 || buf->dims[0] != 1 || buf->dims[1] != 1 || buf->dims[2] != buf->dims[3] ||
       buf->dtype == DType::String)

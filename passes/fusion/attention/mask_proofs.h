@@ -33,7 +33,8 @@ bool mask_dims_match(const Value* m, const HeadPath& k);
 // ---- causal mask proofs ----------------------------------------------------------
 // Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1).
 bool is_causal_trilu(const MaskTerm& t, const HeadPath& q);
-// Where(tril buffer[..., :S, :S], s, fill) / Where(buffer == 0, fill, s).
-bool is_causal_buffer(const MaskTerm& t, const HeadPath& q);
+// Where(tril buffer[..., :S, :S], s, fill) / Where(buffer == 0, fill, s); with a KV cache
+// the rows [S_kv - S_q, S_kv) and columns [0, S_kv) of the buffer.
+bool is_causal_buffer(const MaskTerm& t, const HeadPath& q, const HeadPath& k);
 
 }  // namespace fuseopt::attn
