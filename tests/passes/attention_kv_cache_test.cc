@@ -26,6 +26,7 @@ struct Spec {
   bool only_k = false;    // V has no cache (rule 7)
   bool bshd_cache = false;  // the cache Concat in [B, S, H, D] layout before the head transpose (rule 4)
   bool bias_from_present = false;  // a bias term computed from the present keys' values (rule 7)
+  bool flat_out = false;  // the output Reshape writes [B·S, H·Dh] with literal dims ([2, 12] at S = 1)
   int tril = 0;  // transformers-4 GPT-2 causal buffer, Where(bias[:, :, rows, :S_kv], s, min):
                  // 1 rows [S_kv - S_q, S_kv) (bottom-right: causal=1), 2 rows [0, S_q) (top-left: stays a tensor)
 };
@@ -102,7 +103,7 @@ void build(GraphBuilder& b, const Spec& s) {
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   Value* o = b.op("MatMul", {p, v4}, {}, "pv");
   o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
-  b.output(b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge"));
+  b.output(b.op("Reshape", {o, s.flat_out ? ints(b, "merge", {B * S, D}) : ints(b, "merge", {0, 0, -1})}, {}, "out_merge"));
 }
 
 std::map<std::string, Tensor> feeds(const Spec& s) {
@@ -233,4 +234,10 @@ TEST_CASE("Attention KV cache: the buffer's first S_q rows (top-left alignment) 
   CHECK(a->attr_int("causal", 0) == 0);
   CHECK(a->input(4) != nullptr);
   require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+}
+
+TEST_CASE("Attention KV cache: a static decode step whose output Reshape writes [B*S, H*Dh]", "[passes][Attention]") {
+  Spec s;
+  s.flat_out = true;
+  expect_fused(s);
 }

@@ -381,7 +381,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       for (const Dim& d : *t) minus_ones += d.symbol == "-1";
       ok = minus_ones <= 1 && (last.symbol == "-1" || last_known);
       if (ok && t->size() == 2) {
-        ok = last_known && (*t)[0].symbol == "-1";  // [-1, H·Dv]: a flat view of [B, S, H·Dv]
+        // [-1, H·Dv] or [B·S, H·Dv] with B, S known (static decode exports: [2, 128] at S = 1):
+        // a flat view of [B, S, H·Dv].
+        auto qb = src_dim(pl.q, 0), qs = src_dim(pl.q, 1);
+        const bool rows_known = (*t)[0].known() && qb && qs && qb->known() && qs->known() &&
+                                (*t)[0].value == qb->value * qs->value;
+        ok = last_known && ((*t)[0].symbol == "-1" || rows_known);
         pl.flat_output = ok;
       }
       for (int i = 0; ok && t->size() == 3 && i < 2; ++i) {
