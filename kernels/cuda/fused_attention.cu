@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cuda/fused_attention_common.cuh"
+#include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 
@@ -160,6 +161,7 @@ void launch_generic(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 const char* attention_kernel_name(const AttentionArgs& a) {
+  if (hopper_attention_applies(a)) return "hopper";
   return attention_mma_supported(a) ? "mma" : "generic";
 }
 
@@ -170,7 +172,9 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
              "Attention CUDA kernel: head sizes " << a.Dh << "/" << a.Dv << " not supported (1..256)");
   if (a.B == 0 || a.Sq == 0) return;
   if (a.Skv == 0) FUSE_CHECK(false, "Attention CUDA kernel: empty key sequence");
-  if (attention_mma_supported(a)) {
+  if (launch_hopper_attention(a, stream)) {
+    // sm_90a kernel (fused_attention_hopper.cu): launched where it applies
+  } else if (attention_mma_supported(a)) {
     launch_attention_mma(a, stream);
   } else {
     FUSED_DISPATCH_FLOAT(a.dtype, T, launch_generic<T>(a, stream));

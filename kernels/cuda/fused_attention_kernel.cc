@@ -5,10 +5,9 @@
 //            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?,
 //            5 past_key [B,Hkv,Sp,Dh]?, 6 past_value [B,Hkv,Sp,Dv]? (both or neither)
 //   outputs: Y [B,S,H·Dv], with a past also present_key/present_value
-//            [B,Hkv,Sp+Skv,D] = past ++ new keys (cudaMemcpy2DAsync copies), and the
-//            attention runs over the present keys (copied to [B,Skv_total,Hkv·D] scratch
-//            for the kernels' layout). A split-KV (flash-decoding) kernel reading the
-//            present directly is the next step for S = 1.
+//            [B,Hkv,Sp+Skv,D] = past ++ new keys (one copy kernel per tensor, which also
+//            writes the [B,Skv_total,Hkv·D] layout the attention kernels read). A split-KV
+//            (flash-decoding) kernel reading the present directly is the next step for S = 1.
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
 //            causal, mask_filter_value (= -inf)
 #include <cmath>
@@ -18,6 +17,13 @@
 #include "kernels/cuda/fused_launch.cuh"
 
 namespace fuseopt {
+
+namespace cuda_fused {
+// kernels/cuda/fused_attention_kv_cache.cu
+void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
+                      void* present, void* all, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D,
+                      cudaStream_t stream);
+}  // namespace cuda_fused
 
 #define ATT_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
 
@@ -91,32 +97,19 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
               "past_value must be [" << B << ", " << Hkv << ", " << Sp << ", " << Dv << "]");
     const int64_t St = Sp + Skv;
     cudaStream_t st = cuda_fused::stream_of(ctx);
-    // present[b, h] = past[b, h] (Sp rows) then new[b, :, h] (Skv rows); all[b, t, h] = present[b, h, t].
+    // One launch per tensor (fused_attention_kv_cache.cu): present[b, h, t] = past, then the new
+    // rows; the attention kernels read the same rows as all[b, t, h] ([B, St, Hkv·D]), or the
+    // present itself with one kv head.
     auto append = [&](const RtTensor* past, const void* now, int64_t now_seq, int64_t now_batch, int64_t d, size_t out,
                       int64_t& seq_stride, int64_t& batch_stride) -> const void* {
       RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
-      char* pp = pres ? static_cast<char*>(pres->data) : static_cast<char*>(ctx.scratch(size_t(B * Hkv * St * d) * esz));
-      const size_t row = size_t(d) * esz;
-      if (Sp > 0 && B * Hkv > 0)
-        FUSED_CUDA_CHECK(cudaMemcpy2DAsync(pp, St * row, past->data, Sp * row, Sp * row, B * Hkv, cudaMemcpyDeviceToDevice, st),
-                         node.label());
-      for (int64_t b = 0; b < B && Skv > 0; ++b)
-        for (int64_t h = 0; h < Hkv; ++h) {
-          const char* src = static_cast<const char*>(now) + (b * now_batch + h * d) * esz;
-          FUSED_CUDA_CHECK(cudaMemcpy2DAsync(pp + ((b * Hkv + h) * St + Sp) * row, row, src, now_seq * esz, row, Skv,
-                                             cudaMemcpyDeviceToDevice, st),
-                           node.label());
-        }
+      void* pp = pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
+      void* all = Hkv == 1 ? nullptr : ctx.scratch(size_t(B * St * Hkv * d) * esz);
+      cuda_fused::launch_kv_append(esz, past->data, now, now_seq, now_batch, pp, all, B, Hkv, Sp, St, d, st);
+      FUSED_LAUNCH_CHECK(node.label());
       seq_stride = Hkv * d;
       batch_stride = St * Hkv * d;
-      if (Hkv == 1) return pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]
-      char* all = static_cast<char*>(ctx.scratch(size_t(B * St * Hkv * d) * esz));
-      for (int64_t b = 0; b < B && St > 0; ++b)
-        for (int64_t h = 0; h < Hkv; ++h)
-          FUSED_CUDA_CHECK(cudaMemcpy2DAsync(all + (b * St * Hkv + h) * row, Hkv * row, pp + (b * Hkv + h) * St * row, row,
-                                             row, St, cudaMemcpyDeviceToDevice, st),
-                           node.label());
-      return all;
+      return all ? all : pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]
     };
     a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_batch_stride);
     a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_batch_stride);
