@@ -99,6 +99,7 @@ TEST_CASE("cuda float convert: every Float/Float16/BFloat16 pair equals the host
           cuda_check::ck(cudaMalloc(&y, (n + 8) * 4), "malloc");
           cuda_check::ck(cudaMemcpy(x, src.data(), src.size(), cudaMemcpyHostToDevice), "upload");
           cuda_check::ck(cudaMemset(y, 0xff, (n + 8) * 4), "poison");  // NaN in every float type
+          cuda_check::ck(cudaDeviceSynchronize(), "poison");  // ordered before a non-blocking stream
           char* ydst = static_cast<char*>(y) + offset * width(to);
           const char* xsrc = static_cast<const char*>(x) + offset * width(from);
           REQUIRE(cuda::launch_float_convert(ydst, to, xsrc, from, m, nullptr));

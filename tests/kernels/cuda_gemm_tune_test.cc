@@ -53,7 +53,12 @@ struct Problem {
     upload_half(dW.p, W);
     upload_half(dBias.p, bias);
   }
-  void poison() { cuda_check::ck(cudaMemset(dY.p, 0xff, M * N * 2), "poison"); }
+  // cudaMemset runs on the legacy stream, which does not order with the non-blocking
+  // stream the GEMM runs on: wait for the poison before launching.
+  void poison() {
+    cuda_check::ck(cudaMemset(dY.p, 0xff, M * N * 2), "poison");
+    cuda_check::ck(cudaDeviceSynchronize(), "poison");
+  }
   cuda_fused::GemmDesc desc(bool with_bias) const {
     cuda_fused::GemmDesc d;
     d.dtype = DType::Float16;

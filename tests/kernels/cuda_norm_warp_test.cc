@@ -105,6 +105,7 @@ TEST_CASE("cuda norm warp-per-row path vs fp64 reference", "[cuda][norm]") {
           cuda_check::ck(cudaMemset(dsum.p, 0xff, rows * D * esz), "poison");
           cuda_check::ck(cudaMemset(dmean.p, 0xff, rows * 4), "poison");
           cuda_check::ck(cudaMemset(dinv.p, 0xff, rows * 4), "poison");
+          cuda_check::ck(cudaDeviceSynchronize(), "poison");  // ordered before a non-blocking stream
           cuda_fused::launch_norm(a, s);
           cuda_check::ck(cudaStreamSynchronize(s), "norm");
           CHECK(rel_err(download(dt, dy.p, rows * D), want_y) < tol);

@@ -121,7 +121,9 @@ class DeviceContext final : public KernelContext {
     r.shape = shape;
     r.where = Backend::CUDA;
     r.data = device_alloc(r.nbytes());
-    ck(cudaMemset(r.data, 0xFF, r.nbytes()), "poison");  // NaN in every float type
+    // On the kernel's own stream: the legacy default stream does not order with a
+    // non-blocking stream, so a plain cudaMemset could land after a fast kernel's writes.
+    ck(cudaMemsetAsync(r.data, 0xFF, r.nbytes(), stream_), "poison");  // NaN in every float type
     return &r;
   }
   RtTensor* alias_output(size_t, size_t, const std::vector<int64_t>&) override {
@@ -129,7 +131,7 @@ class DeviceContext final : public KernelContext {
   }
   void* scratch(size_t bytes) override {
     void* p = device_alloc(bytes);
-    ck(cudaMemset(p, 0xFF, bytes), "poison scratch");
+    ck(cudaMemsetAsync(p, 0xFF, bytes, stream_), "poison scratch");
     return p;
   }
   void* stream() const override { return stream_; }
