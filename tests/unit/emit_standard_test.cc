@@ -40,7 +40,7 @@ Tensor mask_tensor(const std::vector<int64_t>& v, std::vector<int64_t> dims) { r
 
 }  // namespace
 
-TEST_CASE("emit: mode names parse; a bad one is one clear error") {
+TEST_CASE("emit: mode names parse - a bad one is one clear error") {
   CHECK(parse_emit_mode("fuseopt") == EmitMode::Fuseopt);
   CHECK(parse_emit_mode("standard") == EmitMode::Standard);
   CHECK_THROWS_WITH(parse_emit_mode("onnx"), Catch::Contains("'onnx'") && Catch::Contains("'standard'"));
@@ -79,7 +79,7 @@ TEST_CASE("emit: RMSNorm -> RMSNormalization-23 with fuseopt's default epsilon w
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 3)}});
 }
 
-TEST_CASE("emit: LayerNorm (opset 14) -> LayerNormalization, raising the opset only to 17") {
+TEST_CASE("emit: LayerNorm (opset 14) -> LayerNormalization - raising the opset only to 17") {
   GraphBuilder b(14);
   Value* x = b.input("x", DType::Float, {2, 8});
   b.output(b.op("LayerNorm", {x, b.constant("g", rand_tensor({8}, 4)), b.constant("b", rand_tensor({8}, 5))},
@@ -91,7 +91,7 @@ TEST_CASE("emit: LayerNorm (opset 14) -> LayerNormalization, raising the opset o
   require_same_outputs(*before, b.graph(), {{"x", rand_tensor({2, 8}, 6)}});
 }
 
-TEST_CASE("emit: SkipLayerNorm rms=1 -> Add + RMSNormalization (Sum kept); rms=0 stays fuseopt with a reason") {
+TEST_CASE("emit: SkipLayerNorm rms=1 -> Add + RMSNormalization (Sum kept) - rms=0 stays fuseopt with a reason") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 8});
   Value* skip = b.input("skip", DType::Float, {2, 8});
@@ -115,7 +115,7 @@ TEST_CASE("emit: SkipLayerNorm rms=1 -> Add + RMSNormalization (Sum kept); rms=0
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 8}, 10)}, {"skip", rand_tensor({2, 8}, 11)}});
 }
 
-TEST_CASE("emit: RotaryEmbedding -> RotaryEmbedding-23; a batch-1 cache is Expanded once for all layers") {
+TEST_CASE("emit: RotaryEmbedding -> RotaryEmbedding-23 - a batch-1 cache is Expanded once for all layers") {
   GraphBuilder b(17);
   Value* x1 = b.input("x1", DType::Float, {2, 5, 16}, {"", "seq"});
   Value* x2 = b.input("x2", DType::Float, {2, 5, 16}, {"", "seq"});
@@ -139,7 +139,7 @@ TEST_CASE("emit: RotaryEmbedding -> RotaryEmbedding-23; a batch-1 cache is Expan
                         {"cos", rand_tensor({1, 5, 4}, 14)}, {"sin", rand_tensor({1, 5, 4}, 15)}});
 }
 
-TEST_CASE("emit: packed causal Attention with a key-padding mask -> Split + Attention-23, is_causal, a shared mask") {
+TEST_CASE("emit: packed causal Attention with a key-padding mask -> Split + Attention-23 - is_causal - a shared mask") {
   // Batch 1 of the mask pads everything: a fully masked row averages V (finfo.min fill) in both.
   GraphBuilder b(17);
   Value* qkv1 = b.input("qkv1", DType::Float, {2, 4, 24});
@@ -171,7 +171,7 @@ TEST_CASE("emit: packed causal Attention with a key-padding mask -> Split + Atte
                         {"mask", mask_tensor({1, 1, 1, 0, 0, 0, 0, 0}, {2, 4})}});
 }
 
-TEST_CASE("emit: GQA Attention with S_q != S_kv folds bottom-right causal into attn_mask; float bias kept additive") {
+TEST_CASE("emit: GQA Attention with S_q != S_kv folds bottom-right causal into attn_mask - float bias kept additive") {
   GraphBuilder b(17);
   Value* q = b.input("q", DType::Float, {2, 3, 16});
   Value* k = b.input("k", DType::Float, {2, 5, 8});
@@ -193,7 +193,7 @@ TEST_CASE("emit: GQA Attention with S_q != S_kv folds bottom-right causal into a
                         {"v", rand_tensor({2, 5, 8}, 20)}, {"bias", rand_tensor({1, 4, 3, 5}, 21)}});
 }
 
-TEST_CASE("emit: Attention stays fuseopt where the standard op is not exact, and the report says why") {
+TEST_CASE("emit: Attention stays fuseopt where the standard op is not exact - and the report says why") {
   auto one = [](float fill, bool guard) {
     auto b = std::make_unique<GraphBuilder>(17);
     Value* qkv = b->input("qkv", DType::Float, {2, 4, 24});
@@ -232,7 +232,7 @@ TEST_CASE("emit: Attention stays fuseopt where the standard op is not exact, and
   }
 }
 
-TEST_CASE("emit: a model whose fused ops have no standard form is refused, untouched") {
+TEST_CASE("emit: a model whose fused ops have no standard form is refused - untouched") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 8});
   b.output(b.op("FusedMatMul", {x, b.constant("w", rand_tensor({8, 4}, 1))}, {}, "mm", "fuseopt"));
@@ -243,7 +243,7 @@ TEST_CASE("emit: a model whose fused ops have no standard form is refused, untou
   CHECK(count_domain_op(b.graph(), "fuseopt", "FusedMatMul") == 1);
 }
 
-TEST_CASE("emit: when the other nodes cannot be upgraded, forms needing opset 23 stay fuseopt with the upgrader's line") {
+TEST_CASE("emit: when the other nodes cannot be upgraded - forms needing opset 23 stay fuseopt with the upgrader's line") {
   GraphBuilder b(12);
   Value* x = b.input("x", DType::Float, {2, 3, 8});
   Value* sm = b.op("Softmax", {x}, {}, "flat");  // axis 1 of rank 3: not upgradable past 13
@@ -253,7 +253,7 @@ TEST_CASE("emit: when the other nodes cannot be upgraded, forms needing opset 23
   CHECK_THROWS_WITH(apply_emit(b.graph(), EmitOptions{EmitMode::Standard}, &r), Catch::Contains("Softmax 'flat'"));
 }
 
-TEST_CASE("emit: LayerNormLinear rms=1 -> Add + RMSNormalization + MatMul (+ Transpose, bias, Gelu-20); Sum kept") {
+TEST_CASE("emit: LayerNormLinear rms=1 -> Add + RMSNormalization + MatMul with Transpose and bias and Gelu-20 - Sum kept") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 3, 8});
   Value* skip = b.input("skip", DType::Float, {2, 3, 8});
@@ -276,7 +276,7 @@ TEST_CASE("emit: LayerNormLinear rms=1 -> Add + RMSNormalization + MatMul (+ Tra
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 33)}, {"skip", rand_tensor({2, 3, 8}, 34)}}, 1e-5f);
 }
 
-TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20; the other activations stay fuseopt with a reason") {
+TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20 - the other activations stay fuseopt with a reason") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 3, 8});
   Value* f = b.op("FusedMatMul", {x, b.constant("w", rand_tensor({6, 8}, 40)), b.constant("bias", rand_tensor({6}, 41))},

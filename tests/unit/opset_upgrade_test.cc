@@ -2,6 +2,8 @@
 // compared on the CPU backend before/after where the change is numeric, refusals named.
 #include <catch2/catch.hpp>
 
+#include <onnx/onnx_pb.h>
+
 #include "onnx_io/opset_upgrade.h"
 #include "support/fusion_check.h"
 #include "support/graph_builder.h"
@@ -22,7 +24,7 @@ int upgrade(Graph& g, int64_t to) {
 
 }  // namespace
 
-TEST_CASE("opset upgrade: Reduce* axes attribute becomes an input at 18, numbers unchanged") {
+TEST_CASE("opset upgrade: Reduce ops axes attribute becomes an input at 18 - numbers unchanged") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 3, 4});
   Value* m = b.op("ReduceMean", {x}, {Attribute::make_ints("axes", {-1}), Attribute::make_int("keepdims", 1)});
@@ -66,7 +68,7 @@ TEST_CASE("opset upgrade: Squeeze/Unsqueeze/ReduceSum axes and Split sizes becom
   require_same_outputs(*before, b.graph(), {{"x", rand_tensor({2, 1, 6}, 2)}});
 }
 
-TEST_CASE("opset upgrade: Split without sizes gets num_outputs at 18; with a sizes input it is left alone") {
+TEST_CASE("opset upgrade: Split without sizes gets num_outputs at 18 - with a sizes input it is left alone") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 6});
   Node* eq = b.node("Split", {x}, 3, {Attribute::make_int("axis", 1)}, "", "eq");
@@ -81,7 +83,7 @@ TEST_CASE("opset upgrade: Split without sizes gets num_outputs at 18; with a siz
   require_same_outputs(*before, b.graph(), {{"x", rand_tensor({2, 6}, 3)}});
 }
 
-TEST_CASE("opset upgrade: Softmax at 13 is exact on the last axis and refused elsewhere, naming the node") {
+TEST_CASE("opset upgrade: Softmax at 13 is exact on the last axis and refused elsewhere - naming the node") {
   {
     GraphBuilder b(12);
     Value* x = b.input("x", DType::Float, {2, 3, 4});
@@ -105,7 +107,7 @@ TEST_CASE("opset upgrade: Softmax at 13 is exact on the last axis and refused el
   }
 }
 
-TEST_CASE("opset upgrade: GridSample modes renamed at 20, DFT axis becomes an input, GroupNormalization scale per channel at 21") {
+TEST_CASE("opset upgrade: GridSample modes renamed at 20 - DFT axis becomes an input - GroupNormalization scale per channel at 21") {
   GraphBuilder b(18);
   Value* x = b.input("x", DType::Float, {1, 4, 3, 3});
   Value* grid = b.input("grid", DType::Float, {1, 2, 2, 2});
@@ -153,4 +155,35 @@ TEST_CASE("opset upgrade: refusals for what cannot be upgraded exactly") {
     CHECK(upgrade(b.graph(), 17) == 0);
     CHECK(b.graph().nodes().front()->has_attr("axes"));
   }
+}
+
+TEST_CASE("opset upgrade: a subgraph holding an op that changed in the range is refused (subgraphs are kept as written)") {
+  GraphBuilder b(17);
+  Value* cond = b.input("cond", DType::Bool, {});
+  Value* x = b.input("x", DType::Float, {2, 3});
+  auto branch = [&](const std::string& op) {
+    onnx::AttributeProto a;
+    a.set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* g = a.mutable_g();
+    g->set_name(op + "_branch");
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(op);
+    n->add_input("x");
+    n->add_output(op + "_out");
+    g->add_output()->set_name(op + "_out");
+    Attribute at;
+    at.kind = Attribute::Kind::Graph;
+    at.opaque = a.SerializeAsString();
+    return at;
+  };
+  Attribute then_b = branch("ReduceMean"), else_b = branch("Relu");
+  then_b.name = "then_branch";
+  else_b.name = "else_branch";
+  Node* n = b.node("If", {cond}, 1, {then_b, else_b}, "", "branchy");
+  b.graph().add_implicit_input(n, x);
+  b.output(n->output(0));
+  const std::string why = opset_upgrade_blocker(b.graph(), 23);
+  CHECK(why.find("If 'branchy'") != std::string::npos);
+  CHECK(why.find("ReduceMean") != std::string::npos);
+  CHECK(opset_upgrade_blocker(b.graph(), 17).empty());
 }
