@@ -165,7 +165,12 @@ void apply_emit(Graph& g, const EmitOptions& opts, FusionReport* report) {
     }
   }
 
-  if (fused > 0 && go.empty()) {
+  // A model written by an earlier --emit standard (its Attention / RMSNormalization /
+  // RotaryEmbedding already standard) is not refused when what is left has no standard form.
+  bool already_standard = false;
+  for (const auto& np : g.nodes())
+    already_standard |= np->is("Attention") || np->is("RMSNormalization") || np->is("RotaryEmbedding");
+  if (fused > 0 && go.empty() && !already_standard) {
     std::map<std::string, std::pair<int, std::string>> by_op;
     for (const auto& [n, why] : kept) {
       auto& e = by_op[n->op_type];

@@ -308,3 +308,15 @@ TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20 - the other activations stay fus
   CHECK(g.opset("") == 20);  // Gelu's opset is enough here
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 48)}}, 1e-5f);
 }
+
+TEST_CASE("emit: a model already in standard form is not refused for the fused ops it keeps") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {2, 3, 8});
+  Value* y = b.op("RMSNorm", {x, b.constant("g", rand_tensor({8}, 50))}, {}, "n", "fuseopt");
+  b.output(b.op("FusedMatMul", {y, b.constant("w", rand_tensor({8, 4}, 51))}, {}, "mm", "fuseopt"));
+  emit(b.graph());
+  CHECK(count_op(b.graph(), "RMSNormalization") == 1);
+  FusionReport again = emit(b.graph());  // only the FusedMatMul is left: nothing to do, no error
+  CHECK(again.emit_op("FusedMatMul")->fuseopt == 1);
+  CHECK(b.graph().opset("") == 23);
+}
