@@ -34,6 +34,7 @@ padding inside the past):
   kv_llama_gqa            Llama style GQA (4 query / 2 kv heads, repeat_kv after the
                           cache Concat), transformers-5 bool mask: kv_idx <= cache_position,
                           GatherND of attention_mask at (b, kv), Where(keep, 0, min)
+  kv_llama_total          kv_llama_gqa with the mask / present length named "total" (not past + seq)
   kv_mqa                  multi-query (one kv head broadcast by the MatMuls), HF padding
 Negative models (a fusion must NOT fire; the report names the rule):
   neg_bias_non_last_axis  MatMul + bias [S, 1]                  FusedMatMul rule 3
@@ -534,6 +535,20 @@ def kv_llama_gqa():
     return m, _kv_data(11, B, D, Hkv, Dh)
 
 
+def kv_llama_total():
+    """kv_llama_gqa with the mask and present lengths declared as one unrelated name, "total"
+    (the TorchScript exporter's dynamic_axes as bench/decode_bench.py writes them): the
+    proofs relate it to past + seq through the present, which the model declares "total" too."""
+    m, data = kv_llama_gqa()
+    for v in list(m.graph.input) + list(m.graph.output):
+        for d in v.type.tensor_type.shape.dim:
+            if d.dim_param == _T:
+                d.dim_param = "total"
+    m.graph.name = "kv_llama_total"
+    m.doc_string = "synthetic test model 'kv_llama_total' (fuseopt)"
+    return m, data
+
+
 def kv_mqa():
     B, D, H, Dh = 2, 16, 4, 4
     g = G(112)
@@ -551,7 +566,7 @@ def kv_mqa():
 MODELS = {
     f.__name__: f for f in (
         attn_sdpa_sqrt_scale, attn_masked_row, attn_gqa, attn_causal_trilu, attn_t5_bias, bert_block_fp16,
-        external_data_mlp, if_outer_scope, kv_gpt2_mha, kv_llama_gqa, kv_mqa,
+        external_data_mlp, if_outer_scope, kv_gpt2_mha, kv_llama_gqa, kv_llama_total, kv_mqa,
         neg_bias_non_last_axis, neg_nonconst_weight, neg_interior_used_twice, neg_cast_precision,
         neg_layernorm_axis)
 }

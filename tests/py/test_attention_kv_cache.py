@@ -22,6 +22,7 @@ import _fuseopt_testlib as lib  # noqa: E402
 # model -> attributes / inputs the fused op must have
 EXPECT = {
     "kv_llama_gqa": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
+    "kv_llama_total": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
     "kv_gpt2_mha": {"causal": 1, "kv_num_heads": 2},  # tril buffer sliced [S_kv - S_q : S_kv, :S_kv]
     "kv_mqa": {"kv_num_heads": 1},
 }

@@ -377,4 +377,19 @@ std::optional<Dim> kv_len(const HeadPath& k) {
   return src_dim(k, 1);
 }
 
+std::vector<SymExpr> kv_lens(const HeadPath& k) {
+  std::vector<SymExpr> r;
+  auto add = [&](std::optional<SymExpr> e) {
+    if (e && std::find(r.begin(), r.end(), *e) == r.end()) r.push_back(*e);
+  };
+  if (auto d = kv_len(k)) add(SymExpr::from_dim(*d));
+  if (k.present && k.past && k.past->shape && k.past->shape->size() == 4) {
+    auto past = SymExpr::from_dim((*k.past->shape)[2]);
+    auto now = src_dim(k, 1);
+    auto n = now ? SymExpr::from_dim(*now) : std::nullopt;
+    if (past && n) add(*past + *n);
+  }
+  return r;
+}
+
 }  // namespace fuseopt::attn

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/sym_expr.h"
 
 namespace fuseopt::attn {
 
@@ -53,6 +54,10 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat = false);
 std::optional<Dim> src_dim(const HeadPath& hp, int k);
 // The keys' sequence length the scores see: the present's (past + new) with a KV cache.
 std::optional<Dim> kv_len(const HeadPath& k);
+// Every expression known to equal that length: kv_len's, and with a cache also
+// S_past + S_new by the Concat's semantics (the present's stored dim may be a name the
+// model declared, e.g. "total", which the ONNX dim_param rule makes the same value).
+std::vector<SymExpr> kv_lens(const HeadPath& k);
 // Index of that axis in hp.src (for proofs on shape tensors built from Shape(src)).
 int src_axis(const HeadPath& hp, int k);
 

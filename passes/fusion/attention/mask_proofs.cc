@@ -1,6 +1,7 @@
 // Attention fusion: key-padding and causal mask proofs (see mask_proofs.h).
 #include "passes/fusion/attention/mask_proofs.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ir/shape_inference.h"
@@ -77,7 +78,8 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
 // The mask's dims are provably [B, S_kv] of the keys.
 bool mask_dims_match(const Value* m, const HeadPath& k) {
   if (!m->shape || m->shape->size() != 2 || !k.src || !k.src->shape) return false;
-  auto b = src_dim(k, 0), s = kv_len(k);
+  auto b = src_dim(k, 0);
+  auto s = kv_len(k);
   // Same dim: equal values / names, or equal as expressions ("past + seq" written by an
   // exporter against the "past+seq" shape inference computes for the present keys).
   auto same = [](const Dim& x, const Dim& y) {
@@ -85,7 +87,12 @@ bool mask_dims_match(const Value* m, const HeadPath& k) {
     auto a = SymExpr::from_dim(x), c = SymExpr::from_dim(y);
     return a && c && *a == *c;
   };
-  return b && s && same((*m->shape)[0], *b) && same((*m->shape)[1], *s);
+  if (!b || !same((*m->shape)[0], *b)) return false;
+  if (s && same((*m->shape)[1], *s)) return true;
+  auto ms = SymExpr::from_dim((*m->shape)[1]);
+  for (const SymExpr& e : kv_lens(k))
+    if (ms && *ms == e) return true;
+  return false;
 }
 
 // ---- causal mask proofs ------------------------------------------------------------
@@ -172,10 +179,13 @@ bool is_causal_buffer(const MaskTerm& t, const HeadPath& q, const HeadPath& k) {
       // buffer[r][c] = c <= r is then j <= i + S_kv - S_q, causal=1's bottom-right alignment.
       const bool square = entry_is(sl->input(1), e, 0) && entry_is_seq(sl->input(2), e, q);
       auto start = entry_expr(sl->input(1), e), end = entry_expr(sl->input(2), e);
-      auto sq = src_dim(q, 1), skv = kv_len(k);
-      auto Sq = sq ? SymExpr::from_dim(*sq) : std::nullopt, Skv = skv ? SymExpr::from_dim(*skv) : std::nullopt;
-      const bool cached = start && end && Sq && Skv && *end == *Skv &&
-                          (ax == 3 ? *start == SymExpr::constant(0) : *start == *Skv - *Sq);
+      auto sq = src_dim(q, 1);
+      auto Sq = sq ? SymExpr::from_dim(*sq) : std::nullopt;
+      const std::vector<SymExpr> lens = kv_lens(k);
+      auto is_len = [&](const SymExpr& e) { return std::find(lens.begin(), lens.end(), e) != lens.end(); };
+      bool start_ok = false;
+      for (const SymExpr& skv : lens) start_ok = start_ok || (start && Sq && *start == skv - *Sq);
+      const bool cached = start && end && Sq && is_len(*end) && (ax == 3 ? *start == SymExpr::constant(0) : start_ok);
       if ((ax != 2 && ax != 3) || !(square || cached) || sliced.count(ax)) return false;
       sliced.insert(ax);
       if (square) ++square_axes;

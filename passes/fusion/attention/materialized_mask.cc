@@ -127,7 +127,9 @@ bool is_axis(const std::optional<Lin>& l, int64_t axis_r, const std::optional<Sy
 }
 
 struct Dims {
-  std::optional<SymExpr> B, Sq, Skv;
+  std::optional<SymExpr> B, Sq;
+  std::vector<SymExpr> Skv;  // equal expressions of the keys' length (kv_lens)
+  bool skv_is(const SymExpr& e) const { return std::find(Skv.begin(), Skv.end(), e) != Skv.end(); }
 };
 
 // ---- leaves ---------------------------------------------------------------------------
@@ -158,12 +160,17 @@ bool causal_leaf(const Node* n, const Dims& d, std::string& why) {
   else if (n->is("GreaterOrEqual")) q = n->input(0), kv = n->input(1);
   else return false;
   auto lk = lin_of(kv), lq = lin_of(q);
-  if (!d.Sq || !d.Skv) { why = "the query/key sequence lengths are not known symbolically"; return false; }
-  if (!is_axis(lk, 0, d.Skv, SymExpr::constant(0))) {
+  if (!d.Sq || d.Skv.empty()) { why = "the query/key sequence lengths are not known symbolically"; return false; }
+  bool kv_ok = false, q_ok = false;
+  for (const SymExpr& skv : d.Skv) {
+    kv_ok = kv_ok || is_axis(lk, 0, skv, SymExpr::constant(0));
+    q_ok = q_ok || is_axis(lq, 1, d.Sq, skv - *d.Sq);
+  }
+  if (!kv_ok) {
     why = n->label() + ": the key index is not Range(0, S_kv) along the last axis";
     return false;
   }
-  if (!is_axis(lq, 1, d.Sq, *d.Skv - *d.Sq)) {
+  if (!q_ok) {
     why = n->label() + ": the query index is not Range(S_kv - S_q, S_kv) along the query axis";
     return false;
   }
@@ -215,7 +222,9 @@ Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::strin
     if (!(a == -1 || (ur && a == *ur - 1))) return nullptr;
     comp[i] = lin_of(u->input(0));
   }
-  if (!is_axis(comp[0], 3, d.B, SymExpr::constant(0)) || !is_axis(comp[1], 0, d.Skv, SymExpr::constant(0))) {
+  bool kv_ok = false;
+  for (const SymExpr& skv : d.Skv) kv_ok = kv_ok || is_axis(comp[1], 0, skv, SymExpr::constant(0));
+  if (!is_axis(comp[0], 3, d.B, SymExpr::constant(0)) || !kv_ok) {
     why = n->label() + ": the gather indices are not (Range(0, B) on the batch axis, Range(0, S_kv) on the key axis)";
     return nullptr;
   }
@@ -247,12 +256,12 @@ Value* flat_gather_leaf(const Node* outer, const Dims& d, const HeadPath& k, std
   }
   auto idx = lin_of(g->input(1));
   auto s_kv = dim_expr(m->shape && m->shape->size() == 2 ? std::optional<Dim>((*m->shape)[1]) : std::nullopt);
-  bool ok = idx && d.B && d.Skv && s_kv && idx->terms.size() == 2 && idx->offset == SymExpr::constant(0);
+  bool ok = idx && d.B && !d.Skv.empty() && s_kv && idx->terms.size() == 2 && idx->offset == SymExpr::constant(0);
   if (ok) {
     const LinTerm* tj = nullptr;
     const LinTerm* tb = nullptr;
     for (const LinTerm& t : idx->terms) (t.axis_r == 0 ? tj : tb) = &t;
-    ok = tj && tb && tb->axis_r == 3 && tj->coef == SymExpr::constant(1) && tj->extent == *d.Skv &&
+    ok = tj && tb && tb->axis_r == 3 && tj->coef == SymExpr::constant(1) && d.skv_is(tj->extent) &&
          tb->coef == *s_kv && tb->extent == *d.B;
   }
   if (!ok) why = g->label() + ": the flat gather index is not b*S_kv + j over the (batch, key) grid";
@@ -272,7 +281,7 @@ Value* unsqueezed_leaf(Value* v, const Dims& d, const HeadPath& k) {
     if (!axes || axes->size() != 1 || !r || !((*axes)[0] == -1 || (*axes)[0] == *r - 1) || !starts ||
         *starts != std::vector<int64_t>{0} || !steps || *steps != std::vector<int64_t>{1})
       return nullptr;
-    const bool whole = (endc && endc->size() == 1 && (*endc)[0] >= (int64_t{1} << 31) - 1) || (end && d.Skv && *end == *d.Skv);
+    const bool whole = (endc && endc->size() == 1 && (*endc)[0] >= (int64_t{1} << 31) - 1) || (end && d.skv_is(*end));
     if (!whole) return nullptr;
     v = peel_bool_casts(s->input(0));
   }
@@ -310,7 +319,7 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
   Dims d;
   d.B = dim_expr(src_dim(q, 0));
   d.Sq = dim_expr(src_dim(q, 1));
-  d.Skv = dim_expr(kv_len(k));
+  d.Skv = kv_lens(k);
   // Walk the And tree (Expand / Cast to bool only broadcast or re-type it).
   std::vector<Value*> todo = {cond};
   int leaves = 0;
