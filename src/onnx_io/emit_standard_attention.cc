@@ -99,7 +99,8 @@ std::string attention_check(const Graph&, const Node& n) {
   for (size_t i = kBias + 1; i < n.inputs.size(); ++i) {
     bool mapped = false;
     for (auto [from, to] : kPastInputs) mapped |= from == i;
-    if (n.inputs[i] && !mapped) return "input " + std::to_string(i) + " ('" + n.inputs[i]->name + "') has no Attention-23 mapping yet";
+    if (n.inputs[i] && !mapped)
+      return "input " + std::to_string(i) + " ('" + n.inputs[i]->name + "') has no Attention-23 mapping yet";
   }
   for (size_t i = 1; i < n.outputs.size(); ++i) {
     bool mapped = false;
@@ -128,18 +129,21 @@ std::string attention_check(const Graph&, const Node& n) {
   if (bias && bias->dtype != DType::Bool && bias->dtype != t)
     return "attn_bias dtype differs from the query's (the standard op's float mask has the query's type)";
   if (bias && (!bias->shape || bias->shape->size() > 4)) return "attn_bias rank unknown or > 4";
+  if (const Value* m = n.input(kMask); m && (!m->shape || m->shape->size() != 2))
+    return "mask is not known to be [B, S_kv]";
   const bool uses_fill = n.input(kMask) || (bias && bias->dtype == DType::Bool);
   const float fill = fill_of(n);
+  const bool neg_inf = fill == -std::numeric_limits<float>::infinity();
   if (uses_fill) {
-    if (!std::isinf(fill) && fill > -1e30f) {
+    if (std::isnan(fill) || (!neg_inf && fill > -1e30f)) {
       std::ostringstream os;
       os << "mask_filter_value " << fill
          << " replaces masked scores; an additive attn_mask gives score + fill, equal only for fills <= -1e30";
       return os.str();
     }
-    if (t != DType::Float && !std::isinf(fill))
+    if (t != DType::Float && !neg_inf)
       return "a finite mask fill in float16/bfloat16: it would round to -inf in the mask's type";
-    if (std::isinf(fill) && !nan_guarded(n.output(0)))
+    if (neg_inf && !nan_guarded(n.output(0)))
       return "-inf mask fill: a fully masked row is NaN here and 0 in Attention-23, and Y is not followed by "
              "the NaN guard Where(IsNaN(Y), 0, Y) that makes them agree";
   }
