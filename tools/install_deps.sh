@@ -5,7 +5,8 @@
 # is expected on PATH already; without it, build with -DFUSEOPT_CUDA=OFF.
 set -euo pipefail
 APT_PKGS="cmake ninja-build g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler \
-  libcli11-dev libspdlog-dev libfmt-dev catch2 python3 python3-pip graphviz pybind11-dev python3-dev"
+  libcli11-dev libspdlog-dev libfmt-dev catch2 python3 python3-pip graphviz pybind11-dev python3-dev \
+  nlohmann-json3-dev"  # nlohmann-json3-dev: the JSON writers (report, fuserun --json)
 PIP_PKGS="onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.2.0"
 
 SUDO=""
