@@ -1,4 +1,4 @@
-#include "tools/fuserun/inputs.h"
+#include "cli/model_inputs.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -12,25 +12,26 @@
 #include "onnx_io/tensor_proto.h"
 #include "util/error.h"
 
-namespace fuseopt::fuserun {
+namespace fuseopt::cli {
 
 namespace fs = std::filesystem;
 
-static std::vector<int64_t> parse_dims(const std::string& flag, const std::string& text) {
+static std::vector<int64_t> parse_dims(const std::string& opt, const std::string& flag, const std::string& text) {
   std::vector<int64_t> dims;
   std::stringstream ss(text);
   std::string part;
   while (std::getline(ss, part, 'x')) {
     FUSE_CHECK(!part.empty() && part.find_first_not_of("0123456789") == std::string::npos,
-               "--shape " << flag << ": dims must look like 8x128 (got '" << text << "')");
+               opt << " " << flag << ": dims must look like 8x128 (got '" << text << "')");
     dims.push_back(std::stoll(part));
   }
-  FUSE_CHECK(!dims.empty() || text.empty(), "--shape " << flag << ": no dims");
+  FUSE_CHECK(!dims.empty() || text.empty(), opt << " " << flag << ": no dims");
   return dims;
 }
 
-ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>& flags) {
+ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>& flags, const std::string& opt) {
   ShapeOverrides o;
+  o.flag = opt;
   std::set<std::string> symbols, inputs;
   for (const Value* v : g.inputs) {
     inputs.insert(v->name);
@@ -40,18 +41,18 @@ ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>&
   }
   for (const std::string& f : flags) {
     auto eq = f.rfind('=');
-    FUSE_CHECK(eq != std::string::npos && eq > 0, "--shape " << f << ": expected NAME=DIMS, e.g. input_ids=8x128");
+    FUSE_CHECK(eq != std::string::npos && eq > 0, opt << " " << f << ": expected NAME=DIMS, e.g. input_ids=8x128");
     std::string name = f.substr(0, eq);
-    std::vector<int64_t> dims = parse_dims(f, f.substr(eq + 1));
+    std::vector<int64_t> dims = parse_dims(opt, f, f.substr(eq + 1));
     if (inputs.count(name)) {
       o.inputs[name] = dims;
     } else if (symbols.count(name)) {
-      FUSE_CHECK(dims.size() == 1, "--shape " << f << ": '" << name << "' is a symbolic dim and takes one number");
+      FUSE_CHECK(dims.size() == 1, opt << " " << f << ": '" << name << "' is a symbolic dim and takes one number");
       o.symbols[name] = dims[0];
     } else {
       std::string known;
       for (const auto& n : inputs) known += (known.empty() ? "" : ", ") + n;
-      throw Error("--shape " + f + ": the model has no input or symbolic dim '" + name + "' (inputs: " + known + ")");
+      throw Error(opt + " " + f + ": the model has no input or symbolic dim '" + name + "' (inputs: " + known + ")");
     }
   }
   return o;
@@ -134,16 +135,16 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
     const std::vector<int64_t>& dims = it->second;
     if (v->shape) {
       const Shape& s = *v->shape;
-      FUSE_CHECK(s.size() == dims.size(), "--shape " << v->name << "=" << shape_str(dims) << ": the model declares "
+      FUSE_CHECK(s.size() == dims.size(), o.flag << " " << v->name << "=" << shape_str(dims) << ": the model declares "
                                                      << shape_str(s) << " (rank " << s.size() << ")");
       for (size_t i = 0; i < s.size(); ++i) {
-        FUSE_CHECK(!s[i].known() || s[i].value == dims[i], "--shape " << v->name << ": dim " << i << " must be "
+        FUSE_CHECK(!s[i].known() || s[i].value == dims[i], o.flag << " " << v->name << ": dim " << i << " must be "
                                                                        << s[i].value << " (the model declares "
                                                                        << shape_str(s) << ")");
         if (!s[i].known() && !s[i].symbol.empty()) {
           auto b = bound.find(s[i].symbol);
           FUSE_CHECK(b == bound.end() || b->second == dims[i],
-                     "--shape " << v->name << ": '" << s[i].symbol << "' is already " << b->second);
+                     o.flag << " " << v->name << ": '" << s[i].symbol << "' is already " << b->second);
           bound[s[i].symbol] = dims[i];
         }
       }
@@ -154,7 +155,7 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
   const int64_t seq_default = o.past >= 0 ? 1 : 128;  // one decode step after a cache
   for (const Value* v : g.inputs) {
     if (shapes.count(v->name)) continue;
-    FUSE_CHECK(v->shape, "input '" << v->name << "' has no declared shape; give it with --shape " << v->name << "=DIMS");
+    FUSE_CHECK(v->shape, "input '" << v->name << "' has no declared shape; give it with " << o.flag << " " << v->name << "=DIMS");
     std::vector<int64_t> dims;
     int symbolic_seen = 0;
     for (const Dim& d : *v->shape) {
@@ -255,6 +256,63 @@ std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std
   return r;
 }
 
+// 1x128, as the user typed it.
+static std::string dims_x(const std::vector<int64_t>& dims) {
+  std::string r;
+  for (size_t i = 0; i < dims.size(); ++i) r += (i ? "x" : "") + std::to_string(dims[i]);
+  return r;
+}
+
+std::map<std::string, int64_t> specialize_input_shapes(Graph& g, const ShapeOverrides& o) {
+  std::map<std::string, int64_t> bound = o.symbols;
+  for (const auto& [sym, n] : o.symbols)
+    FUSE_CHECK(n >= 1, o.flag << " " << sym << "=" << n << ": dims must be at least 1");
+  for (const auto& [name, dims] : o.inputs)
+    for (int64_t d : dims)
+      FUSE_CHECK(d >= 1, o.flag << " " << name << "=" << dims_x(dims) << ": dims must be at least 1");
+  // Explicit input shapes: the same checks as fuserun's, and they bind symbols.
+  for (Value* v : g.inputs) {
+    auto it = o.inputs.find(v->name);
+    if (it == o.inputs.end()) continue;
+    const std::vector<int64_t>& dims = it->second;
+    if (v->shape) {
+      const Shape& s = *v->shape;
+      FUSE_CHECK(s.size() == dims.size(), o.flag << " " << v->name << "=" << dims_x(dims) << ": the model declares "
+                                                 << shape_str(s) << " (rank " << s.size() << ")");
+      for (size_t i = 0; i < s.size(); ++i) {
+        FUSE_CHECK(!s[i].known() || s[i].value == dims[i], o.flag << " " << v->name << "=" << dims_x(dims) << ": dim "
+                                                                   << i << " must be " << s[i].value
+                                                                   << " (the model declares " << shape_str(s) << ")");
+        if (!s[i].known() && !s[i].symbol.empty()) {
+          auto b = bound.find(s[i].symbol);
+          FUSE_CHECK(b == bound.end() || b->second == dims[i],
+                     o.flag << " " << v->name << "=" << dims_x(dims) << ": '" << s[i].symbol << "' is already "
+                            << b->second);
+          bound[s[i].symbol] = dims[i];
+        }
+      }
+    }
+  }
+  for (Value* v : g.inputs) {
+    auto it = o.inputs.find(v->name);
+    if (it == o.inputs.end()) continue;
+    Shape s;
+    for (int64_t d : it->second) s.push_back(Dim::of(d));
+    v->shape = s;
+    v->has_value_info = true;
+  }
+  // Every other shape that names a bound symbol (inputs, outputs, value_info).
+  for (Value* v : g.all_values()) {
+    if (!v->shape) continue;
+    for (Dim& d : *v->shape) {
+      if (d.known() || d.symbol.empty()) continue;
+      auto b = bound.find(d.symbol);
+      if (b != bound.end()) d = Dim::of(b->second);
+    }
+  }
+  return bound;
+}
+
 static bool read_proto(const fs::path& p, onnx::TensorProto* proto) {
   std::ifstream in(p, std::ios::binary);
   if (!in) return false;
@@ -295,4 +353,4 @@ CheckData read_check_dir(const Graph& g, const std::string& dir) {
   return d;
 }
 
-}  // namespace fuseopt::fuserun
+}  // namespace fuseopt::cli

@@ -1,6 +1,9 @@
 #include "pass/fusion_report.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -29,28 +32,7 @@ std::string valid_utf8(const std::string& in) {
 }
 }  // namespace
 
-std::string json_quote(const std::string& raw) {
-  const std::string s = valid_utf8(raw);
-  std::string r = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': r += "\\\""; break;
-      case '\\': r += "\\\\"; break;
-      case '\n': r += "\\n"; break;
-      case '\r': r += "\\r"; break;
-      case '\t': r += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          r += buf;
-        } else {
-          r += static_cast<char>(c);
-        }
-    }
-  }
-  return r + "\"";
-}
+std::string json_quote(const std::string& raw) { return nlohmann::json(valid_utf8(raw)).dump(); }
 
 void FusionReport::set_model(const std::string& input, const std::string& output) {
   input_ = input;
@@ -123,6 +105,7 @@ void FusionReport::record_pass_run(const std::string& pass, const std::string& c
   s->rewrites += rewrites;
   s->changes += changes;
   s->millis += millis;
+  if (pass_observer_) pass_observer_(pass);
 }
 
 void FusionReport::set_iterations(int n, bool reached_fixed_point) {
@@ -256,61 +239,74 @@ std::string FusionReport::to_table(bool verbose) const {
 }
 
 std::string FusionReport::to_json() const {
-  std::ostringstream os;
-  auto counts = [&](const std::map<std::string, int>& m) {
-    os << "{";
-    bool first = true;
-    for (const auto& [op, n] : m) {
-      os << (first ? "" : ", ") << json_quote(op) << ": " << n;
-      first = false;
-    }
-    os << "}";
+  // Insertion-ordered, so the keys come out in the documented order
+  // (docs/report_schema.md). Strings pass valid_utf8 first: nlohmann's dump
+  // throws on invalid UTF-8, and a name from a corrupted file must not stop
+  // the report.
+  using json = nlohmann::ordered_json;
+  auto str = [](const std::string& s) { return json(valid_utf8(s)); };
+  auto strs = [&](const std::vector<std::string>& v) {
+    json a = json::array();
+    for (const auto& s : v) a.push_back(str(s));
+    return a;
   };
-  os << "{\n";
-  os << "  \"input\": " << json_quote(input_) << ",\n";
-  os << "  \"output\": " << json_quote(output_) << ",\n";
-  os << "  \"nodes_before\": " << nodes_before_ << ",\n";
-  os << "  \"nodes_after\": " << nodes_after_ << ",\n";
-  os << "  \"iterations\": " << iterations_ << ",\n";
-  os << "  \"fixed_point\": " << (fixed_point_ ? "true" : "false") << ",\n";
-  os << "  \"ops_before\": ";
-  counts(ops_before_);
-  os << ",\n  \"ops_after\": ";
-  counts(ops_after_);
-  os << ",\n  \"passes\": [";
-  for (size_t i = 0; i < passes_.size(); ++i) {
-    const auto& p = passes_[i];
-    os << (i ? "," : "") << "\n    {\"name\": " << json_quote(p.pass) << ", \"category\": " << json_quote(p.category)
-       << ", \"runs\": " << p.runs << ", \"rewrites\": " << p.rewrites
-       << ", \"nodes_created\": " << p.changes.nodes_created << ", \"nodes_erased\": " << p.changes.nodes_erased
-       << ", \"constants_added\": " << p.changes.constants_added
-       << ", \"constants_removed\": " << p.changes.constants_removed << ", \"millis\": " << fixed(p.millis, 3) << "}";
+  auto counts = [&](const std::map<std::string, int>& m) {
+    json o = json::object();
+    for (const auto& [op, n] : m) o[valid_utf8(op)] = n;
+    return o;
+  };
+  json j;
+  j["schema"] = kReportSchema;
+  j["input"] = str(input_);
+  j["output"] = str(output_);
+  j["nodes_before"] = nodes_before_;
+  j["nodes_after"] = nodes_after_;
+  j["iterations"] = iterations_;
+  j["fixed_point"] = fixed_point_;
+  j["ops_before"] = counts(ops_before_);
+  j["ops_after"] = counts(ops_after_);
+  j["passes"] = json::array();
+  for (const auto& p : passes_) {
+    json e;
+    e["name"] = str(p.pass);
+    e["category"] = str(p.category);
+    e["runs"] = p.runs;
+    e["rewrites"] = p.rewrites;
+    e["nodes_created"] = p.changes.nodes_created;
+    e["nodes_erased"] = p.changes.nodes_erased;
+    e["constants_added"] = p.changes.constants_added;
+    e["constants_removed"] = p.changes.constants_removed;
+    e["millis"] = std::round(p.millis * 1000.0) / 1000.0;  // 3 decimals, as the table
+    j["passes"].push_back(std::move(e));
   }
-  os << (passes_.empty() ? "" : "\n  ") << "],\n  \"patterns\": [";
-  for (size_t i = 0; i < patterns_.size(); ++i) {
-    const auto& p = patterns_[i];
-    os << (i ? "," : "") << "\n    {\"name\": " << json_quote(p.pattern) << ", \"matched\": " << p.matched
-       << ", \"rejected\": " << p.rejected << ", \"reasons\": [";
-    for (size_t j = 0; j < p.reasons.size(); ++j) os << (j ? ", " : "") << json_quote(p.reasons[j]);
-    os << "]}";
+  j["patterns"] = json::array();
+  for (const auto& p : patterns_) {
+    json e;
+    e["name"] = str(p.pattern);
+    e["matched"] = p.matched;
+    e["rejected"] = p.rejected;
+    e["reasons"] = strs(p.reasons);
+    j["patterns"].push_back(std::move(e));
   }
-  os << (patterns_.empty() ? "" : "\n  ") << "]";
   if (!emit_mode_.empty()) {
-    os << ",\n  \"emit\": {\"mode\": " << json_quote(emit_mode_) << ", \"opset_before\": " << emit_opset_before_
-       << ", \"opset_after\": " << emit_opset_after_ << ", \"ops\": [";
-    for (size_t i = 0; i < emit_.size(); ++i) {
-      const auto& e = emit_[i];
-      os << (i ? "," : "") << "\n    {\"op\": " << json_quote(e.op) << ", \"standard_as\": " << json_quote(e.standard_as)
-         << ", \"standard\": " << e.standard << ", \"fuseopt\": " << e.fuseopt << ", \"reasons\": [";
-      for (size_t j = 0; j < e.reasons.size(); ++j) os << (j ? ", " : "") << json_quote(e.reasons[j]);
-      os << "]}";
+    json em;
+    em["mode"] = str(emit_mode_);
+    em["opset_before"] = emit_opset_before_;
+    em["opset_after"] = emit_opset_after_;
+    em["ops"] = json::array();
+    for (const auto& e : emit_) {
+      json o;
+      o["op"] = str(e.op);
+      o["standard_as"] = str(e.standard_as);
+      o["standard"] = e.standard;
+      o["fuseopt"] = e.fuseopt;
+      o["reasons"] = strs(e.reasons);
+      em["ops"].push_back(std::move(o));
     }
-    os << (emit_.empty() ? "" : "\n  ") << "], \"notes\": [";
-    for (size_t j = 0; j < emit_notes_.size(); ++j) os << (j ? ", " : "") << json_quote(emit_notes_[j]);
-    os << "]}";
+    em["notes"] = strs(emit_notes_);
+    j["emit"] = std::move(em);
   }
-  os << "\n}\n";
-  return os.str();
+  return j.dump(2) + "\n";
 }
 
 }  // namespace fuseopt

@@ -3,6 +3,7 @@
 // candidates matched and how many were rejected, with the reasons.
 // Printed as a table (fuseopt's stdout) and as one JSON object (--report).
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +12,10 @@
 #include "rewrite/rewriter.h"
 
 namespace fuseopt {
+
+// The "schema" value of FusionReport::to_json (docs/report_schema.md); the
+// number goes up when a field changes meaning or goes away.
+inline constexpr const char* kReportSchema = "fuseopt.report/1";
 
 struct PatternStats {
   std::string pattern;
@@ -53,6 +58,9 @@ class FusionReport {
   void record_pass_run(const std::string& pass, const std::string& category, int rewrites,
                        const ChangeCounts& changes, double millis);
   void set_iterations(int n, bool reached_fixed_point);
+  // Called after every record_pass_run with the pass name (fuseopt's progress
+  // line); never changes what is recorded.
+  void set_pass_observer(std::function<void(const std::string& pass)> f) { pass_observer_ = std::move(f); }
   // The output form (--emit): mode and default-domain opset before/after; then one
   // record per fused node; notes are whole-model remarks (an opset upgrade refused).
   void set_emit(const std::string& mode, int64_t opset_before, int64_t opset_after);
@@ -79,7 +87,8 @@ class FusionReport {
 
   // Human-readable table; `verbose` lists every rejection reason (else the first few).
   std::string to_table(bool verbose = false) const;
-  // One JSON object: {"input","output","nodes_before","nodes_after","iterations",
+  // One JSON object (nlohmann-json; schema "fuseopt.report/1", every field in
+  // docs/report_schema.md): {"schema","input","output","nodes_before","nodes_after","iterations",
   // "fixed_point","ops_before":{op:n},"ops_after":{op:n},"passes":[{"name","category",
   // "runs","rewrites","nodes_created","nodes_erased","constants_added",
   // "constants_removed","millis"}],"patterns":[{"name","matched","rejected","reasons":[...]}],
@@ -101,9 +110,10 @@ class FusionReport {
   int64_t emit_opset_before_ = 0, emit_opset_after_ = 0;
   std::vector<EmitStats> emit_;
   std::vector<std::string> emit_notes_;
+  std::function<void(const std::string&)> pass_observer_;
 };
 
-// JSON string literal with escapes (shared by the report and the CLI).
+// JSON string literal (nlohmann-json's escapes; invalid UTF-8 bytes become '?').
 std::string json_quote(const std::string& s);
 
 }  // namespace fuseopt

@@ -9,16 +9,24 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 
+#include "cli/fp16.h"
+#include "cli/model_inputs.h"
 #include "dot.h"
 #include "onnx_io/emit_standard.h"
 #include "onnx_io/onnx_io.h"
 #include "pass/fusion_report.h"
 #include "pass/pass_manager.h"
+#include "runtime/session.h"
+#include "tools/fuserun/compare.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -79,6 +87,166 @@ void check_output_path(const std::string& path, const std::string& input, const 
   AtomicFile probe(path);
 }
 
+// The progress line on stderr for runs that take a while: nothing during the
+// first 2 s; then the current step, rewritten in place when stderr is a
+// terminal (with the seconds so far), one line per step otherwise. A thread
+// of its own prints it, so a long pass still shows.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), tty_(::isatty(2) == 1) {
+    if (enabled_) thread_ = std::thread([this] { loop(); });
+  }
+  ~Progress() { finish(); }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  void set(std::string text) {
+    if (!enabled_) return;
+    std::lock_guard<std::mutex> lock(m_);
+    text_ = std::move(text);
+    ++version_;
+  }
+  // Stops the thread and clears an in-place line (before any other output).
+  void finish() {
+    if (!enabled_) return;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    enabled_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      if (stop_) break;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      if (s < 2.0 || text_.empty()) continue;
+      if (tty_) {
+        std::fprintf(stderr, "\rfuseopt: %s (%.0f s)\033[K", text_.c_str(), s);
+      } else if (version_ != printed_) {
+        std::fprintf(stderr, "fuseopt: %s\n", text_.c_str());
+      } else {
+        continue;
+      }
+      std::fflush(stderr);
+      printed_ = version_;
+      shown_ = true;
+    }
+  }
+  bool enabled_, tty_, stop_ = false, shown_ = false;
+  std::string text_;
+  uint64_t version_ = 0, printed_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+// --check [N]: a count of random inputs, 1 or more.
+int parse_check_count(const std::string& s) {
+  FUSE_CHECK(!s.empty() && s.size() <= 6 && s.find_first_not_of("0123456789") == std::string::npos && std::stoi(s) >= 1,
+             "--check " << s << ": expected the number of random inputs to compare on (1 or more; --check alone is 3)");
+  return std::stoi(s);
+}
+
+// A generated input in the dtype the optimized model declares (float16 after --fp16).
+Tensor as_dtype(const Tensor& t, DType to) {
+  if (to == DType::Undefined || to == t.dtype || !dtype_is_float(t.dtype) || !dtype_is_float(to)) return t;
+  Tensor r(to, t.dims);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float x = static_cast<float>(t.as_double(i));
+    switch (to) {
+      case DType::Float: r.data<float>()[i] = x; break;
+      case DType::Double: r.data<double>()[i] = x; break;
+      case DType::Float16: r.data<uint16_t>()[i] = float_to_half(x); break;
+      default: r.data<uint16_t>()[i] = float_to_bf16(x); break;
+    }
+  }
+  return r;
+}
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+// --check: the optimized graph against the original (loaded afresh, same
+// --input-shape) on `count` seeded random inputs, both on the CPU backend.
+// Returns the largest relative error; throws Error naming the first output
+// over tolerance.
+double check_against_original(const Graph& opt, const std::string& in_path, const std::vector<std::string>& shape_flags,
+                              int count, bool fp16, Progress& progress) {
+  auto ref = load_model(in_path);
+  cli::ShapeOverrides ov;
+  if (!shape_flags.empty()) {
+    ov = cli::parse_shape_flags(*ref, shape_flags, "--input-shape");
+    cli::specialize_input_shapes(*ref, ov);
+  }
+  bool half = fp16;
+  for (const Value* v : ref->inputs) half = half || is_half(v->dtype);
+  for (const Value* v : ref->outputs) half = half || is_half(v->dtype);
+  const double rtol = half ? 1e-2 : 1e-4;  // DESIGN.md numerics
+  std::vector<std::string> defaulted;
+  const auto shapes = cli::resolve_input_shapes(*ref, ov, &defaulted);
+  SessionOptions so;
+  so.backend = Backend::CPU;
+  std::unique_ptr<Session> s_ref, s_opt;
+  try {
+    s_ref = std::make_unique<Session>(*ref, so);
+  } catch (const Error& e) {
+    throw Error(std::string("--check: the original model does not run on the CPU backend: ") + e.what());
+  }
+  try {
+    s_opt = std::make_unique<Session>(opt, so);
+  } catch (const Error& e) {
+    throw Error(std::string("--check: the optimized model does not run on the CPU backend: ") + e.what());
+  }
+  std::map<std::string, DType> opt_dtypes;
+  for (const Value* v : opt.inputs) opt_dtypes[v->name] = v->dtype;
+  const std::vector<std::string> names = s_opt->output_names();
+  double worst = 0;
+  for (int k = 1; k <= count; ++k) {
+    auto inputs = cli::generate_inputs(*ref, shapes, static_cast<uint64_t>(k));
+    progress.set("check " + std::to_string(k) + "/" + std::to_string(count) + ": original");
+    std::vector<Tensor> want, got;
+    try {
+      want = s_ref->run(inputs);
+    } catch (const Error& e) {
+      std::string d;
+      for (const auto& x : defaulted) d += (d.empty() ? "" : ", ") + x;
+      throw Error(std::string("--check: the original model failed on random input ") + std::to_string(k) + ": " +
+                  e.what() + (d.empty() ? "" : " [defaulted dims: " + d + "; set them with --input-shape NAME=DIMS]"));
+    }
+    for (auto& [n, t] : inputs)
+      if (opt_dtypes.count(n)) t = as_dtype(t, opt_dtypes[n]);
+    progress.set("check " + std::to_string(k) + "/" + std::to_string(count) + ": optimized");
+    try {
+      got = s_opt->run(inputs);
+    } catch (const Error& e) {
+      throw Error(std::string("--check: the optimized model failed on random input ") + std::to_string(k) + ": " +
+                  e.what());
+    }
+    FUSE_CHECK(got.size() == want.size(), "--check: the optimized model has " << got.size() << " outputs, the original "
+                                                                              << want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      fuserun::OutputCheck c = fuserun::compare(names[i], got[i], want[i], 0.0, rtol);
+      if (!c.pass) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "rel err %.3g > %.0e (max abs err %.3g)", c.rel, rtol, c.max_abs);
+        throw Error("--check: output '" + names[i] + "' differs from the original on random input " +
+                    std::to_string(k) + " (seed " + std::to_string(k) + "): " + (c.shape_ok ? buf : "") +
+                    (c.note.empty() ? "" : std::string(c.shape_ok ? "; " : "") + c.note) +
+                    "; the output file was not written");
+      }
+      worst = std::max(worst, c.rel);
+    }
+  }
+  return worst;
+}
+
 void list_passes() {
   std::printf("%-8s %-6s %-22s %s\n", "category", "order", "name", "description");
   for (const PassInfo* p : registered_passes())
@@ -110,6 +278,21 @@ int main(int argc, char** argv) {
                  "output form: 'fuseopt' (fused ops with function bodies, default) or 'standard' (standard ONNX "
                  "ops where exact: Attention, RMSNormalization, RotaryEmbedding at opset 23, LayerNormalization)");
   app.add_option("--max-iterations", max_iterations, "cap on cleanup+fusion iterations (default 10)");
+  std::vector<std::string> input_shapes;
+  std::string check_arg;
+  bool fp16 = false, keep_io_types = false;
+  app.add_option("--input-shape", input_shapes,
+                 "NAME=DIMS: specialise an input's shape (input_ids=1x128) or a symbolic dim (batch=1) before "
+                 "optimizing (repeatable)")
+      ->allow_extra_args(false);  // one value each, so a following positional stays a positional
+  auto* check_opt = app.add_option("--check", check_arg,
+                                   "compare the optimized model with the original on N seeded random inputs (CPU "
+                                   "backend; default 3); on a mismatch fail and write nothing")
+                        ->expected(0, 1);
+  app.add_flag("--fp16", fp16,
+               "write a float16 model (norm statistics, softmax and reductions stay fp32; shape parameters "
+               "such as Resize scales stay fp32)");
+  app.add_flag("--keep-io-types", keep_io_types, "with --fp16: keep float graph inputs/outputs fp32 (Casts at the boundary)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -147,20 +330,57 @@ int main(int argc, char** argv) {
     EmitOptions eo;
     eo.mode = parse_emit_mode(emit);  // a bad value fails here too
 
+    const int check_count = check_opt->count() == 0 ? 0 : check_arg.empty() ? 3 : parse_check_count(check_arg);
+    FUSE_CHECK(!keep_io_types || fp16, "--keep-io-types only applies with --fp16");
+
     check_output_path(out_path, in_path, "output");
     if (!report_path.empty()) check_output_path(report_path, in_path, "report");
     if (!dot_path.empty()) check_output_path(dot_path, in_path, "dot");
 
+    Progress progress(!quiet);
+    progress.set("loading " + in_path);
     auto g = load_model(in_path);
+    if (!input_shapes.empty())  // bad names and impossible shapes fail here, before any pass
+      cli::specialize_input_shapes(*g, cli::parse_shape_flags(*g, input_shapes, "--input-shape"));
     FusionReport report;
     report.set_model(in_path, out_path);
+    {
+      // "pass 3/12 Attention": the pass that runs now (the one after the last reported).
+      const auto& ps = pm.passes();
+      const size_t n = ps.size();
+      auto label = [&ps, n](size_t i, int iteration) {
+        return "pass " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + ps[i]->name() + " (iteration " +
+               std::to_string(iteration) + ")";
+      };
+      if (n > 0) progress.set(label(0, 1));
+      report.set_pass_observer([&progress, &ps, n, label, iteration = 1, i = size_t(0)](const std::string& name) mutable {
+        for (size_t k = 0; k < n; ++k)
+          if (ps[k]->name() == name) i = k;
+        if (++i == n) i = 0, ++iteration;
+        progress.set(label(i, iteration));
+      });
+    }
     std::map<std::string, FusedOrigin> origins;
     try {
       origins = pm.run(*g, report);
+      report.set_pass_observer(nullptr);
+      progress.set("writing the output form");
       apply_emit(*g, eo, &report);
     } catch (const Error& e) {
       throw Error(in_path + ": " + e.what());
     }
+    if (fp16) {
+      progress.set("converting to fp16");
+      try {
+        cli::Fp16Options fo;
+        fo.keep_io_types = keep_io_types;
+        cli::convert_to_fp16(*g, fo);
+      } catch (const Error& e) {
+        throw Error(in_path + ": " + e.what());
+      }
+    }
+    double check_err = -1;
+    if (check_count > 0) check_err = check_against_original(*g, in_path, input_shapes, check_count, fp16, progress);
 
     // Everything is computed before anything is written.
     std::string json = report_path.empty() ? std::string() : report.to_json();
@@ -168,6 +388,7 @@ int main(int argc, char** argv) {
     SaveOptions so;
     so.input_path = in_path;
     if (external_data) so.external = SaveOptions::External::Always;
+    progress.set("saving " + out_path);
     save_model(*g, out_path, so);
     if (!report_path.empty()) {
       AtomicFile f(report_path);
@@ -179,7 +400,14 @@ int main(int argc, char** argv) {
       f.write(dot);
       f.commit();
     }
-    if (!quiet) std::cout << report.to_table(verbose > 0) << std::flush;
+    progress.finish();
+    if (!quiet) {
+      std::cout << report.to_table(verbose > 0);
+      if (check_count > 0)
+        std::printf("\ncheck: %d random input%s on the CPU backend, largest norm-wise relative error %.3g: ok\n",
+                    check_count, check_count == 1 ? "" : "s", check_err);
+      std::cout << std::flush;
+    }
     return 0;
   } catch (const std::exception& e) {
     return fail(e.what());

@@ -1,48 +1,15 @@
-// Model inputs for fuserun: generated deterministically (seeded), or read
-// from a folder in the ONNX backend-test layout (input_N.pb / output_N.pb).
+// fuserun's model inputs: the shared code in src/cli/model_inputs.h (also
+// used by fuseopt --input-shape / --check), under fuserun's names.
 #pragma once
-#include <cstdint>
-#include <map>
-#include <string>
-#include <vector>
-
-#include "ir/graph.h"
-#include "ir/tensor.h"
+#include "cli/model_inputs.h"
 
 namespace fuseopt::fuserun {
 
-// --shape NAME=DIMS, NAME either a graph input ("input_ids=8x128") or a
-// symbolic dim ("batch=8"). Throws Error on a malformed spec or unknown name.
-struct ShapeOverrides {
-  std::map<std::string, std::vector<int64_t>> inputs;
-  std::map<std::string, int64_t> symbols;
-  // --past N (KV-cache decoders): every input named like a cache ("past" in
-  // its name, rank >= 3) gets N cached positions on its axis rank-2 (the S of
-  // [B, H, S, D]); the new tokens default to 1 (one decode step) instead of
-  // 128; a rank-2 "mask" input whose length is still free covers N + new.
-  int64_t past = -1;
-};
-ShapeOverrides parse_shape_flags(const Graph& g, const std::vector<std::string>& flags);
-
-// Concrete shapes of every graph input: overrides first; a symbolic dim
-// takes its symbol's bound value, else batch (1) for the first symbolic dim
-// of an input and seq (128) for the second (and later) ones.
-// `defaulted`, when given, receives "name=value" for every symbol (or
-// anonymous dim) that took a default, for error hints.
-std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g, const ShapeOverrides& o,
-                                                                 std::vector<std::string>* defaulted = nullptr);
-
-// Seeded inputs with valid values: token ids below the embedding table's
-// size, masks of ones, token_type ids 0, position ids 0..n-1, floats N(0,1).
-std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes,
-                                              uint64_t seed);
-
-// input_N.pb for every graph input (by name when the protos carry the
-// inputs' names, else by position) and output_N.pb for every output.
-struct CheckData {
-  std::map<std::string, Tensor> inputs;
-  std::vector<Tensor> outputs;
-};
-CheckData read_check_dir(const Graph& g, const std::string& dir);
+using cli::CheckData;
+using cli::generate_inputs;
+using cli::parse_shape_flags;
+using cli::read_check_dir;
+using cli::resolve_input_shapes;
+using cli::ShapeOverrides;
 
 }  // namespace fuseopt::fuserun

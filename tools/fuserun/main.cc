@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,38 +34,10 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-std::string json_str(const std::string& s) {
-  std::string r = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': r += "\\\""; break;
-      case '\\': r += "\\\\"; break;
-      case '\n': r += "\\n"; break;
-      case '\t': r += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          r += buf;
-        } else {
-          r += c;
-        }
-    }
-  }
-  return r + "\"";
-}
-std::string json_num(double x) {
-  if (!std::isfinite(x)) return "null";
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
-std::string json_dims(const std::vector<int64_t>& d) {
-  std::string r = "[";
-  for (size_t i = 0; i < d.size(); ++i) r += (i ? "," : "") + std::to_string(d[i]);
-  return r + "]";
-}
+// fuserun --json: nlohmann-json, keys in insertion order (docs/report_schema.md,
+// "fuseopt.run/1"); a NaN or infinite figure is written as null.
+using json = nlohmann::ordered_json;
+json json_dims(const std::vector<int64_t>& d) { return json(d); }
 
 struct Options {
   std::string model, backend, precision = "fp32", check_dir, json_file;
@@ -272,70 +245,61 @@ int run_tool(const Options& o) {
   }
 
   if (!o.json_file.empty()) {
-    std::ostringstream js;
-    js << "{\n  \"model\": " << json_str(o.model) << ",\n  \"backend\": " << json_str(backend_name(backend))
-       << ",\n  \"device\": " << json_str(session.backend().device_name()) << ",\n  \"precision\": "
-       << json_str(precision_name(precision)) << ",\n  \"inputs\": {";
-    bool first = true;
-    for (const auto& [n, t] : inputs) {
-      js << (first ? "" : ", ") << json_str(n) << ": {\"dtype\": " << json_str(dtype_name(t.dtype))
-         << ", \"shape\": " << json_dims(t.dims) << "}";
-      first = false;
-    }
-    js << "},\n  \"outputs\": [";
+    json j;
+    j["schema"] = "fuseopt.run/1";
+    j["model"] = o.model;
+    j["backend"] = backend_name(backend);
+    j["device"] = session.backend().device_name();
+    j["precision"] = precision_name(precision);
+    j["inputs"] = json::object();
+    for (const auto& [n, t] : inputs) j["inputs"][n] = {{"dtype", dtype_name(t.dtype)}, {"shape", json_dims(t.dims)}};
+    j["outputs"] = json::array();
     for (size_t i = 0; i < outs.size(); ++i)
-      js << (i ? ", " : "") << "{\"name\": " << json_str(out_names[i]) << ", \"dtype\": " << json_str(dtype_name(outs[i].dtype))
-         << ", \"shape\": " << json_dims(outs[i].dims) << "}";
-    js << "],\n  \"setup_ms\": " << json_num(setup_ms) << ",\n  \"batch\": " << batch << ",\n  \"warmup\": " << warmup
-       << ",\n  \"iters\": " << iters << ",\n  \"latency_ms\": {\"median\": " << json_num(median) << ", \"p10\": "
-       << json_num(p10) << ", \"p90\": " << json_num(p90) << ", \"all\": [";
-    for (size_t i = 0; i < lat.size(); ++i) js << (i ? ", " : "") << json_num(lat[i]);
-    js << "]},\n  \"device_latency_ms\": ";
-    if (dev_median >= 0)
-      js << "{\"median\": " << json_num(dev_median) << ", \"p10\": " << json_num(dev_p10) << ", \"p90\": " << json_num(dev_p90) << "}";
-    else
-      js << "null";
-    js << ",\n  \"throughput_per_s\": " << json_num(throughput) << ",\n  \"memory_bytes\": {\"peak_intermediate\": "
-       << session.peak_bytes() << ", \"pooled\": " << session.reserved_bytes() << ", \"constants\": "
-       << session.constant_bytes() << "},\n  \"graph_capture\": {\"possible\": "
-       << (prof.capture_possible && prof.capture_disabled_reason.empty() ? "true" : "false") << ", \"reason\": "
-       << json_str(prof.capture_disabled_reason) << ", \"replays\": " << prof.graph_replays
-       << "},\n  \"device_to_host_copies\": " << prof.device_to_host_copies << ",\n  \"device_to_host_bytes\": "
-       << prof.device_to_host_bytes;
+      j["outputs"].push_back(
+          {{"name", out_names[i]}, {"dtype", dtype_name(outs[i].dtype)}, {"shape", json_dims(outs[i].dims)}});
+    j["setup_ms"] = setup_ms;
+    j["batch"] = batch;
+    j["warmup"] = warmup;
+    j["iters"] = iters;
+    j["latency_ms"] = {{"median", median}, {"p10", p10}, {"p90", p90}, {"all", lat}};
+    j["device_latency_ms"] =
+        dev_median >= 0 ? json{{"median", dev_median}, {"p10", dev_p10}, {"p90", dev_p90}} : json(nullptr);
+    j["throughput_per_s"] = throughput;
+    j["memory_bytes"] = {{"peak_intermediate", session.peak_bytes()},
+                         {"pooled", session.reserved_bytes()},
+                         {"constants", session.constant_bytes()}};
+    j["graph_capture"] = {{"possible", prof.capture_possible && prof.capture_disabled_reason.empty()},
+                          {"reason", prof.capture_disabled_reason},
+                          {"replays", prof.graph_replays}};
+    j["device_to_host_copies"] = prof.device_to_host_copies;
+    j["device_to_host_bytes"] = prof.device_to_host_bytes;
     if (!checks.empty()) {
-      js << ",\n  \"check\": {\"dir\": " << json_str(o.check_dir) << ", \"rtol\": " << json_num(rtol) << ", \"atol\": "
-         << json_num(atol) << ", \"pass\": " << (all_pass ? "true" : "false") << ", \"outputs\": [";
-      for (size_t i = 0; i < checks.size(); ++i) {
-        const OutputCheck& c = checks[i];
-        js << (i ? ", " : "") << "{\"name\": " << json_str(c.name) << ", \"pass\": " << (c.pass ? "true" : "false")
-           << ", \"max_abs_err\": " << json_num(c.max_abs) << ", \"rel_err\": " << json_num(c.rel)
-           << ", \"nan\": " << (c.nan ? "true" : "false") << ", \"shape\": " << json_dims(c.shape)
-           << ", \"ref_shape\": " << json_dims(c.ref_shape) << ", \"note\": " << json_str(c.note) << "}";
-      }
-      js << "]}";
+      json outs_j = json::array();
+      for (const OutputCheck& c : checks)
+        outs_j.push_back({{"name", c.name},
+                          {"pass", c.pass},
+                          {"max_abs_err", c.max_abs},
+                          {"rel_err", c.rel},
+                          {"nan", c.nan},
+                          {"shape", json_dims(c.shape)},
+                          {"ref_shape", json_dims(c.ref_shape)},
+                          {"note", c.note}});
+      j["check"] = {{"dir", o.check_dir}, {"rtol", rtol}, {"atol", atol}, {"pass", all_pass}, {"outputs", outs_j}};
     }
     if (o.profile) {
       int64_t runs = std::max<int64_t>(1, iters > 0 ? iters : 1);
-      js << ",\n  \"profile\": {\"runs\": " << runs << ", \"by_op_type\": [";
-      bool f = true;
-      for (const OpProfile& op : prof.by_op_type()) {
-        js << (f ? "" : ", ") << "{\"op\": " << json_str(op.op) << ", \"ms_per_run\": " << json_num(op.total_ms / runs)
-           << ", \"nodes\": " << op.nodes << "}";
-        f = false;
-      }
-      js << "], \"by_node\": [";
-      f = true;
-      for (const NodeProfile& n : prof.nodes_by_time()) {
-        js << (f ? "" : ", ") << "{\"node\": " << json_str(n.name) << ", \"op\": " << json_str(n.op)
-           << ", \"ms_per_run\": " << json_num(n.total_ms / runs) << ", \"host\": " << (n.on_host ? "true" : "false") << "}";
-        f = false;
-      }
-      js << "]}";
+      json by_op = json::array(), by_node = json::array();
+      for (const OpProfile& op : prof.by_op_type())
+        by_op.push_back({{"op", op.op}, {"ms_per_run", op.total_ms / runs}, {"nodes", op.nodes}});
+      for (const NodeProfile& n : prof.nodes_by_time())
+        by_node.push_back({{"node", n.name}, {"op", n.op}, {"ms_per_run", n.total_ms / runs}, {"host", n.on_host}});
+      j["profile"] = {{"runs", runs}, {"by_op_type", by_op}, {"by_node", by_node}};
     }
-    js << "\n}\n";
+    // Names from the model may hold bytes that are not UTF-8: U+FFFD instead of a throw.
+    const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
     std::ofstream f(o.json_file);
     FUSE_CHECK(f, "--json " << o.json_file << ": cannot write the file");
-    f << js.str();
+    f << text;
     FUSE_CHECK(f.good(), "--json " << o.json_file << ": write failed");
   }
   return all_pass ? 0 : 1;

@@ -1,0 +1,214 @@
+#include "cli/fp16.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "runtime/parameter_inputs.h"
+#include "util/error.h"
+
+namespace fuseopt::cli {
+
+namespace {
+
+constexpr int64_t kOnnxFloat = 1, kOnnxFloat16 = 10;
+
+bool default_domain(const Node* n) { return n->domain.empty() || n->domain == "ai.onnx"; }
+
+// Standard ops whose statistics, softmax or sums must be computed in fp32.
+bool computes_fp32(const Node* n) {
+  static const std::set<std::string> ops = {
+      "LayerNormalization", "RMSNormalization", "Softmax",         "LogSoftmax", "ReduceMean",
+      "ReduceSum",          "ReduceSumSquare",  "ReduceL2",        "ReduceLogSumExp",
+      "GroupNormalization", "InstanceNormalization"};
+  return default_domain(n) && ops.count(n->op_type);
+}
+
+// The session's rule: a float constant read only as a host-side parameter.
+bool parameter_only(const Value* v) {
+  if (!v || v->uses.empty()) return false;
+  for (const Use& u : v->uses) {
+    const std::vector<int>& params =
+        default_domain(u.node) ? fp32_parameter_inputs(u.node->op_type) : std::vector<int>{};
+    if (std::find(params.begin(), params.end(), u.index) == params.end()) return false;
+  }
+  return true;
+}
+
+// Read only by ops that compute in fp32 (their gamma/beta, axes, ...).
+bool only_fp32_consumers(const Value* v) {
+  if (!v || v->uses.empty()) return false;
+  for (const Use& u : v->uses)
+    if (u.index < 0 || !computes_fp32(u.node)) return false;
+  return true;
+}
+
+Tensor to_half(const Tensor& t) {
+  Tensor h(DType::Float16, t.dims);
+  const float* src = t.data<float>();
+  uint16_t* dst = h.data<uint16_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = float_to_half_finite(src[i]);
+  return h;
+}
+
+// Inserts Cast(v, to) read by the caller; returns its output (dtype/shape set).
+Value* add_cast(Graph& g, Value* v, DType to, const std::string& suffix, Fp16Result& r) {
+  Node* c = g.add_node("Cast", "", {v}, {g.unique_name(v->name + suffix)}, v->name + suffix);
+  c->set_attr(Attribute::make_int("to", to == DType::Float ? kOnnxFloat : kOnnxFloat16));
+  Value* out = c->output(0);
+  out->dtype = to;
+  out->shape = v->shape;
+  r.casts_inserted++;
+  return out;
+}
+
+// Cast after v: every reader of v (and the graph-output position, with v's
+// name) moves to the Cast's output, which is returned.
+Value* cast_after(Graph& g, Value* v, DType to, const std::string& suffix, Fp16Result& r) {
+  Value* out = add_cast(g, v, to, suffix, r);
+  Node* cast = out->producer;
+  g.replace_all_uses(v, out);  // also takes the Cast's own read: restore it
+  g.set_input(cast, 0, v);
+  return out;
+}
+
+}  // namespace
+
+Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
+  Fp16Result r;
+  for (const auto& n : g.nodes())
+    FUSE_CHECK(!n->has_subgraph(), "--fp16: " << n->label()
+                                              << " has a subgraph (If/Loop/Scan), which --fp16 does not convert");
+
+  infer_shapes(g);  // every value's dtype (--passes none leaves them as loaded)
+
+  // 1. Which float constants stay fp32.
+  auto keep_fp32 = [](const Value* v) { return parameter_only(v) || only_fp32_consumers(v); };
+  std::set<const Value*> kept;
+  for (Value* v : g.initializers) {
+    if (!v->const_data || v->const_data->dtype != DType::Float) continue;
+    if (keep_fp32(v)) {
+      kept.insert(v);
+      r.constants_kept_fp32++;
+      continue;
+    }
+    v->const_data = std::make_shared<Tensor>(to_half(*v->const_data));
+    v->dtype = DType::Float16;
+    r.constants_converted++;
+  }
+
+  // 2. Nodes that produce float by attribute.
+  std::vector<Node*> nodes;
+  for (const auto& n : g.nodes()) nodes.push_back(n.get());
+  for (Node* n : nodes) {
+    if (!default_domain(n)) continue;
+    Value* out = n->output(0);
+    if (n->op_type == "Constant" && out) {
+      if (keep_fp32(out)) {
+        if (out->dtype == DType::Float) kept.insert(out), r.constants_kept_fp32++;
+        continue;
+      }
+      if (const Attribute* a = n->attr("value"); a && a->t && a->t->dtype == DType::Float) {
+        n->set_attr(Attribute::make_tensor("value", to_half(*a->t)));
+        r.constants_converted++;
+      } else if (const Attribute* a = n->attr("value_float")) {
+        Tensor t(DType::Float, {});
+        t.data<float>()[0] = a->f;
+        n->attrs.erase(std::remove_if(n->attrs.begin(), n->attrs.end(),
+                                      [](const Attribute& x) { return x.name == "value_float"; }),
+                       n->attrs.end());
+        n->set_attr(Attribute::make_tensor("value", to_half(t)));
+        r.constants_converted++;
+      } else if (const Attribute* a = n->attr("value_floats")) {
+        Tensor t(DType::Float, {static_cast<int64_t>(a->floats.size())});
+        std::copy(a->floats.begin(), a->floats.end(), t.data<float>());
+        n->attrs.erase(std::remove_if(n->attrs.begin(), n->attrs.end(),
+                                      [](const Attribute& x) { return x.name == "value_floats"; }),
+                       n->attrs.end());
+        n->set_attr(Attribute::make_tensor("value", to_half(t)));
+        r.constants_converted++;
+      }
+    } else if (n->op_type == "Cast" && n->attr_int("to", 0) == kOnnxFloat) {
+      n->set_attr(Attribute::make_int("to", kOnnxFloat16));
+    } else if (n->op_type == "ConstantOfShape" && out && out->dtype == DType::Float) {
+      const Attribute* a = n->attr("value");
+      Tensor t(DType::Float, {1});
+      t.data<float>()[0] = a && a->t && a->t->numel() == 1 ? static_cast<float>(a->t->as_double(0)) : 0.f;
+      n->set_attr(Attribute::make_tensor("value", to_half(t)));
+    } else if ((n->op_type == "EyeLike" || n->op_type.rfind("Random", 0) == 0) &&
+               n->attr_int("dtype", -1) == kOnnxFloat) {
+      n->set_attr(Attribute::make_int("dtype", kOnnxFloat16));
+    }
+  }
+
+  // 3. Every other float value becomes float16 (inputs, outputs, intermediates).
+  std::map<const Value*, bool> was_float_io;
+  for (Value* v : g.all_values()) {
+    if (v->dtype != DType::Float || kept.count(v)) continue;
+    if (v->is_graph_input || v->is_graph_output) was_float_io[v] = true;
+    v->dtype = DType::Float16;
+  }
+
+  // 4. Standard ops that compute in fp32: Casts around them.
+  std::map<const Value*, Value*> as_fp32;  // one Cast per value, shared
+  for (Node* n : nodes) {
+    if (!computes_fp32(n)) continue;
+    bool any = false;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      Value* v = n->inputs[i];
+      if (!v || v->dtype != DType::Float16) continue;
+      auto it = as_fp32.find(v);
+      Value* f = it != as_fp32.end() ? it->second : (as_fp32[v] = add_cast(g, v, DType::Float, "_fp32", r));
+      g.set_input(n, i, f);
+      any = true;
+    }
+    for (Value* v : n->outputs) {
+      if (!v || v->dtype != DType::Float16) continue;
+      v->dtype = DType::Float;  // computed in fp32
+      any = true;
+      if (opts.keep_io_types && v->is_graph_output && v->uses.empty()) continue;  // a float output already
+      cast_after(g, v, DType::Float16, "_fp16", r);
+    }
+    if (any) r.fp32_nodes++;
+  }
+
+  // 5. --keep-io-types: float graph inputs/outputs stay FLOAT, Casts at the boundary.
+  if (opts.keep_io_types) {
+    for (Value* v : std::vector<Value*>(g.inputs)) {
+      if (!was_float_io.count(v) || v->dtype != DType::Float16) continue;
+      v->dtype = DType::Float;
+      // Readers that compute in fp32 read the fp32 input itself.
+      std::vector<Use> uses = v->uses;
+      Value* h = add_cast(g, v, DType::Float16, "_fp16", r);
+      for (const Use& u : uses) {
+        if (u.index < 0) continue;
+        g.set_input(u.node, u.index, h);
+      }
+    }
+    for (Value* v : std::vector<Value*>(g.outputs)) {
+      if (!v || v->dtype != DType::Float16 || !was_float_io.count(v) || v->is_graph_input) continue;
+      cast_after(g, v, DType::Float, "_fp32", r);
+    }
+    // Casts to fp32 that now read a FLOAT input directly are no-ops: read the input.
+    for (auto& [src, f] : as_fp32) {
+      (void)src;
+      Node* c = f->producer;
+      Value* in = c ? c->input(0) : nullptr;
+      if (!in || in->producer == nullptr || !in->producer->is("Cast")) continue;
+      Value* orig = in->producer->input(0);
+      if (orig && orig->is_graph_input && orig->dtype == DType::Float) {
+        g.replace_all_uses(f, orig);
+        g.erase_node(c);
+        r.casts_inserted--;
+      }
+    }
+  }
+
+  g.topo_sort();
+  g.verify();
+  infer_shapes(g);  // a dtype the conversion got wrong is a contradiction here
+  return r;
+}
+
+}  // namespace fuseopt::cli
