@@ -21,7 +21,7 @@ namespace {
 
 constexpr int64_t B = 2, S = 5, H = 2, Dh = 4, D = H * Dh;
 
-enum class Pad { GatherND, FlatGather, Unsqueeze, None };
+enum class Pad { GatherND, FlatGather, Unsqueeze, SliceExpand, None };
 enum class Cmp { Causal, CausalGe, Less, Bidirectional, SlidingWindow };
 
 struct Spec {
@@ -93,6 +93,12 @@ Value* keep_mask(GraphBuilder& b, const Spec& s, Value* x, Value* mask) {
     padv = to_bool(b, b.op("Reshape", {b.op("Reshape", {g, ints(b, "flat", {-1})}), b.op("Shape", {idx})}));
   } else if (s.pad == Pad::Unsqueeze) {
     padv = unsq(b, mb, {1, 2});
+  } else if (s.pad == Pad::SliceExpand) {  // mask[:, None, None, :S_kv] expanded to [B, 1, S, S]
+    Value* sl = b.op("Slice", {unsq(b, mb, {1, 2}), ints(b, "s0", {0}), ints(b, "s_end", {INT64_MAX}), ints(b, "s_ax", {-1})});
+    padv = b.op("Expand", {sl, b.op("Concat", {ints(b, "e01", {1, 1}), b.op("Shape", {x}, {Attribute::make_int("start", 1),
+                                                                                         Attribute::make_int("end", 2)}),
+                                               b.op("Shape", {mask}, {Attribute::make_int("start", 1)})},
+                                         {Attribute::make_int("axis", 0)})});
   }
   if (padv) keep = b.op("And", {keep, padv});
   if (s.outer_expand) keep = b.op("Expand", {keep, ints(b, "full", {B, 1, S, S})});
@@ -205,7 +211,7 @@ TEST_CASE("Attention mask: TorchScript's flat Gather at b*S + kv, Expand of the 
   }
 }
 
-TEST_CASE("Attention mask: padding through Unsqueeze, a keep-Where on the scores, causal only", "[passes][Attention]") {
+TEST_CASE("Attention mask: padding through Unsqueeze (or Slice + Expand), a keep-Where on the scores, causal only", "[passes][Attention]") {
   Spec s;
   s.pad = Pad::Unsqueeze;
   s.keep_where = true;
@@ -213,6 +219,12 @@ TEST_CASE("Attention mask: padding through Unsqueeze, a keep-Where on the scores
   Spec c;
   c.pad = Pad::None;
   expect_compact(c, true, false);
+  for (bool symbolic : {false, true}) {
+    Spec e;
+    e.pad = Pad::SliceExpand;
+    e.symbolic = symbolic;
+    expect_compact(e, true, true);
+  }
 }
 
 TEST_CASE("Attention mask: bidirectional (kv_idx >= 0) + padding -> mask only", "[passes][Attention]") {
