@@ -77,6 +77,25 @@ def _label(model: Any) -> str:
     return "model bytes" if isinstance(model, (bytes, bytearray, memoryview)) else "ModelProto"
 
 
+def _shape_specs(shapes: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
+    """input_shapes as the CLI's NAME=DIMS specs."""
+    if shapes is None:
+        return []
+    if isinstance(shapes, str):
+        return [shapes]
+    if not isinstance(shapes, Mapping):
+        return [str(s) for s in shapes]
+    specs = []
+    for name, dims in shapes.items():
+        if isinstance(dims, str):
+            specs.append(f"{name}={dims}")
+        elif isinstance(dims, (int, np.integer)):
+            specs.append(f"{name}={int(dims)}")
+        else:
+            specs.append(f"{name}=" + "x".join(str(int(d)) for d in dims))
+    return specs
+
+
 def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
     if arg is None:
         return None
@@ -91,7 +110,8 @@ def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
 
 def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | None = None,
              disable: str | Sequence[str] | None = None, approximate_gelu: bool = False,
-             emit: str = "fuseopt", max_iterations: int = 10):
+             emit: str = "fuseopt", input_shapes: Mapping[str, Any] | Sequence[str] | None = None,
+             fp16: bool = False, keep_io_types: bool = False, max_iterations: int = 10):
     """Optimizes a model; returns (onnx.ModelProto, Report).
 
     model: a path (external data next to it is read as the CLI does), an
@@ -101,6 +121,10 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
     approximate_gelu: allow erf GELU to become the tanh form (--approximate-gelu).
     emit: "fuseopt" (fused ops with function bodies) or "standard" (standard ONNX ops where
       exact, the opset raised as needed; --emit standard); report.emit_ops says what went where.
+    input_shapes: specialise input shapes before optimizing (--input-shape): {"input_ids": (1, 128)},
+      {"batch": 1} for a symbolic dim, or ["input_ids=1x128", "batch=1"].
+    fp16: write a float16 model (--fp16; norm statistics, softmax and reductions stay fp32);
+      keep_io_types: with fp16, float graph inputs/outputs stay float32 (--keep-io-types).
 
     Optimized weights over 1.8 GiB come back through a temporary model with
     external data, loaded into the returned ModelProto and deleted.
@@ -118,6 +142,9 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
     if not isinstance(emit, str):
         raise TypeError("emit must be 'fuseopt' or 'standard'")
     args.emit = emit
+    args.input_shapes = _shape_specs(input_shapes)
+    args.fp16 = bool(fp16)
+    args.keep_io_types = bool(keep_io_types)
     with tempfile.TemporaryDirectory(prefix="fuseopt-") as tmp:
         if _is_path(model):
             data, path, report = _fuseopt.optimize_path(os.fspath(model), args, tmp)

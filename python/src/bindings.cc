@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/fp16.h"
+#include "cli/model_inputs.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnx_io/emit_standard.h"
@@ -72,6 +74,8 @@ struct OptimizeArgs {
   bool approximate_gelu = false;
   int max_iterations = 10;
   std::string emit = "fuseopt";  // output form, as fuseopt --emit
+  std::vector<std::string> input_shapes;  // "NAME=DIMS" specs, as fuseopt --input-shape
+  bool fp16 = false, keep_io_types = false;  // as fuseopt --fp16 / --keep-io-types
   // Optimized weights above this come back through a file with external data
   // (tests lower it to exercise that path on a small model).
   size_t external_data_over = kAutoExternalDataBytes;
@@ -79,6 +83,7 @@ struct OptimizeArgs {
 
 PassManagerOptions manager_options(const OptimizeArgs& a) {
   FUSE_CHECK(a.max_iterations >= 1, "max_iterations must be at least 1");
+  FUSE_CHECK(!a.keep_io_types || a.fp16, "keep_io_types only applies with fp16=True");
   PassManagerOptions pmo;
   for (const auto& p : a.passes)
     for (auto& n : split_pass_list(p)) pmo.only.push_back(std::move(n));
@@ -103,11 +108,18 @@ Optimized optimize_graph(Graph& g, const std::string& label, const OptimizeArgs&
   PassManager pm(manager_options(a));
   EmitOptions eo;
   eo.mode = parse_emit_mode(a.emit);
+  if (!a.input_shapes.empty())  // bad names and impossible shapes fail here, before any pass
+    cli::specialize_input_shapes(g, cli::parse_shape_flags(g, a.input_shapes, "input_shapes"));
   auto report = std::make_shared<FusionReport>();
   report->set_model(label, "");
   try {
     pm.run(g, *report);
     apply_emit(g, eo, report.get());
+    if (a.fp16) {
+      cli::Fp16Options fo;
+      fo.keep_io_types = a.keep_io_types;
+      cli::convert_to_fp16(g, fo);
+    }
   } catch (const Error& e) {
     throw Error(label + ": " + e.what());
   }
@@ -502,7 +514,10 @@ PYBIND11_MODULE(_fuseopt, m) {
       .def_readwrite("approximate_gelu", &OptimizeArgs::approximate_gelu)
       .def_readwrite("max_iterations", &OptimizeArgs::max_iterations)
       .def_readwrite("external_data_over", &OptimizeArgs::external_data_over)
-      .def_readwrite("emit", &OptimizeArgs::emit);
+      .def_readwrite("emit", &OptimizeArgs::emit)
+      .def_readwrite("input_shapes", &OptimizeArgs::input_shapes)
+      .def_readwrite("fp16", &OptimizeArgs::fp16)
+      .def_readwrite("keep_io_types", &OptimizeArgs::keep_io_types);
 
   py::class_<PatternStats>(m, "PatternStats")
       .def_readonly("name", &PatternStats::pattern)

@@ -236,6 +236,32 @@ def test_emit_standard(tmp_path):
     assert str(e.value) == cli_error(MODEL, str(tmp_path / "o.onnx"), "--emit", "nope")
 
 
+def test_input_shapes_and_fp16(tmp_path):
+    """input_shapes / fp16 / keep_io_types write what --input-shape / --fp16 / --keep-io-types write."""
+    model, _ = fuseopt.optimize(MODEL, input_shapes={"input_ids": (2, 16)}, fp16=True)
+    out = tmp_path / "h.onnx"
+    assert cli(MODEL, str(out), "--input-shape", "input_ids=2x16", "--fp16", "-q").returncode == 0
+    want = onnx.load(str(out))
+    assert list(model.graph.node) == list(want.graph.node)
+    assert list(model.graph.input) == list(want.graph.input) and list(model.graph.output) == list(want.graph.output)
+    dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
+    assert dims == [[2, 16]] * 3
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    feeds, ref = reference()
+    (got,) = fuseopt.InferenceSession(model, backend="cpu").run(None, feeds)
+    assert got.dtype == np.float16 and rel_err(got, ref[0]) < 1e-2
+    kept, _ = fuseopt.optimize(MODEL, input_shapes=["batch=2", "seq=16"], fp16=True, keep_io_types=True)
+    assert kept.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    (got,) = fuseopt.InferenceSession(kept, backend="cpu").run(None, feeds)
+    assert got.dtype == np.float32 and rel_err(got, ref[0]) < 1e-2
+    with pytest.raises(fuseopt.Error, match="^input_shapes nope=1x2: the model has no input or symbolic dim 'nope'"):
+        fuseopt.optimize(MODEL, input_shapes={"nope": (1, 2)})
+    with pytest.raises(fuseopt.Error, match="^input_shapes input_ids=3x16: 'batch' is already 2$"):
+        fuseopt.optimize(MODEL, input_shapes={"batch": 2, "input_ids": "3x16"})
+    with pytest.raises(fuseopt.Error, match="^keep_io_types only applies with fp16=True$"):
+        fuseopt.optimize(MODEL, keep_io_types=True)
+
+
 def test_external_data_path(tmp_path):
     m = onnx.load(MODEL)
     path = tmp_path / "ext.onnx"
