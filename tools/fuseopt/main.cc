@@ -12,11 +12,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/fp16.h"
 #include "cli/model_inputs.h"
@@ -94,6 +96,8 @@ void check_output_path(const std::string& path, const std::string& input, const 
 class Progress {
  public:
   explicit Progress(bool enabled) : enabled_(enabled), tty_(::isatty(2) == 1) {
+    // Tests shorten the 2 s (FUSEOPT_PROGRESS_AFTER_S=0 shows every step).
+    if (const char* e = std::getenv("FUSEOPT_PROGRESS_AFTER_S")) after_s_ = std::atof(e);
     if (enabled_) thread_ = std::thread([this] { loop(); });
   }
   ~Progress() { finish(); }
@@ -104,6 +108,8 @@ class Progress {
     std::lock_guard<std::mutex> lock(m_);
     text_ = std::move(text);
     ++version_;
+    // Not a terminal: once past the delay, every step is a line of its own.
+    if (!tty_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() >= after_s_) print_line();
   }
   // Stops the thread and clears an in-place line (before any other output).
   void finish() {
@@ -126,20 +132,26 @@ class Progress {
       cv_.wait_for(lock, std::chrono::milliseconds(200));
       if (stop_) break;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-      if (s < 2.0 || text_.empty()) continue;
+      if (s < after_s_ || text_.empty()) continue;
       if (tty_) {
         std::fprintf(stderr, "\rfuseopt: %s (%.0f s)\033[K", text_.c_str(), s);
+        std::fflush(stderr);
+        printed_ = version_;
+        shown_ = true;
       } else if (version_ != printed_) {
-        std::fprintf(stderr, "fuseopt: %s\n", text_.c_str());
-      } else {
-        continue;
+        print_line();
       }
-      std::fflush(stderr);
-      printed_ = version_;
-      shown_ = true;
     }
   }
+  void print_line() {  // m_ held
+    if (text_.empty() || printed_ == version_) return;
+    std::fprintf(stderr, "fuseopt: %s\n", text_.c_str());
+    std::fflush(stderr);
+    printed_ = version_;
+    shown_ = true;
+  }
   bool enabled_, tty_, stop_ = false, shown_ = false;
+  double after_s_ = 2.0;
   std::string text_;
   uint64_t version_ = 0, printed_ = 0;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
@@ -293,8 +305,20 @@ int main(int argc, char** argv) {
                "write a float16 model (norm statistics, softmax and reductions stay fp32; shape parameters "
                "such as Resize scales stay fp32)");
   app.add_flag("--keep-io-types", keep_io_types, "with --fp16: keep float graph inputs/outputs fp32 (Casts at the boundary)");
+  // A bare --check before a positional (`fuseopt --check in.onnx out.onnx`)
+  // must not take the model path as its count: --check followed by nothing,
+  // an option or a .onnx path is --check=3.
+  std::vector<std::string> arg_store(argv, argv + argc);
+  for (size_t i = 1; i < arg_store.size(); ++i) {
+    if (arg_store[i] != "--check") continue;
+    const std::string next = i + 1 < arg_store.size() ? arg_store[i + 1] : "";
+    const bool path = next.size() >= 5 && next.compare(next.size() - 5, 5, ".onnx") == 0;
+    if (next.empty() || next[0] == '-' || path) arg_store[i] = "--check=3";
+  }
+  std::vector<char*> args;
+  for (auto& a : arg_store) args.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
