@@ -11,7 +11,9 @@
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
 //            causal, mask_filter_value (= -inf)
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
@@ -23,6 +25,12 @@ namespace cuda_fused {
 void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
                       void* present, void* all, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D,
                       cudaStream_t stream);
+// kernels/cuda/fused_attention_decode.cu (opt-in: FUSEOPT_FLASH_DECODE=1)
+bool flash_decode_supported(int Dh, int Dv, int H, int Hkv);
+size_t flash_decode_scratch_bytes(int B, int H, int St, int Dv);
+void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
+                         const void* mask, DType mask_dtype, void* y, float* scratch, int B, int H, int Hkv, int St,
+                         int Dh, int Dv, float scale, float fill, cudaStream_t stream);
 }  // namespace cuda_fused
 
 #define ATT_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
@@ -87,6 +95,11 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   const RtTensor* past_k = in(5);
   const RtTensor* past_v = in(6);
   ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
+  // One new token over a cache: the split-KV decode kernel reads the present directly
+  // (opt-in until it has run on a GPU: FUSEOPT_FLASH_DECODE=1).
+  const char* fd_env = std::getenv("FUSEOPT_FLASH_DECODE");
+  const bool flash_decode = past_k && S == 1 && !bias && fd_env && std::string(fd_env) == "1" &&
+                            cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
   if (past_k) {
     ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
     ATT_CHECK(past_k->dtype == dt && past_v->dtype == dt, "past_key/past_value must have the query's dtype");
@@ -104,12 +117,12 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
                       int64_t& seq_stride, int64_t& batch_stride) -> const void* {
       RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
       void* pp = pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
-      void* all = Hkv == 1 ? nullptr : ctx.scratch(size_t(B * St * Hkv * d) * esz);
+      void* all = Hkv == 1 || flash_decode ? nullptr : ctx.scratch(size_t(B * St * Hkv * d) * esz);
       cuda_fused::launch_kv_append(esz, past->data, now, now_seq, now_batch, pp, all, B, Hkv, Sp, St, d, st);
       FUSED_LAUNCH_CHECK(node.label());
       seq_stride = Hkv * d;
       batch_stride = St * Hkv * d;
-      return all ? all : pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]
+      return all ? all : pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]; decode reads pp
     };
     a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_batch_stride);
     a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_batch_stride);
@@ -161,6 +174,13 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     return;
   }
   a.y = y->data;
+  if (flash_decode) {
+    auto* scratch = static_cast<float*>(ctx.scratch(cuda_fused::flash_decode_scratch_bytes(a.B, a.H, a.Skv, a.Dv)));
+    cuda_fused::launch_flash_decode(dt, a.q, a.q_batch_stride, a.k, a.v, a.mask, a.mask_dtype, a.y, scratch, a.B, a.H,
+                                    a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value, cuda_fused::stream_of(ctx));
+    FUSED_LAUNCH_CHECK(node.label());
+    return;
+  }
   cuda_fused::launch_attention(a, cuda_fused::stream_of(ctx));
 }
 

@@ -6,7 +6,8 @@ every test_data_set_N (decode S_q = 1 and S_q > 1, batch 2 with padding):
   - ONNX Runtime runs the optimized model (the Attention function body, `_past` overload)
     to the reference, every output (hidden state and each present), fp32 1e-4;
   - `fuserun --backend cpu --check` (fuseopt's CPU kernel) passes, and where a GPU is
-    usable `fuserun --backend cuda --check` at fp32 and fp16.
+    usable `fuserun --backend cuda --check` at fp32 and fp16, with and without the opt-in
+    split-KV decode kernel (FUSEOPT_FLASH_DECODE=1).
 The transformers-5 style Llama mask (kv_idx <= cache_position, GatherND of
 attention_mask) must become causal=1 + `mask` over the total length, no attn_bias; the
 transformers-4 GPT-2 causal buffer sliced at the cache offset must become causal=1."""
@@ -91,17 +92,21 @@ def check(args, d, tmp, onnx):
                     fails.append(f"{tag}: onnxruntime output {i}: {why}")
         except Exception as e:  # noqa: BLE001
             fails.append(f"{tag}: onnxruntime failed: {str(e).splitlines()[0]}")
-        runs = [("cpu", "fp32")] + ([("cuda", "fp32"), ("cuda", "fp16")] if CUDA["usable"] else [])
-        for backend, prec in runs:
+        # CUDA also with the opt-in split-KV decode kernel (S_q = 1 without attn_bias).
+        runs = [("cpu", "fp32", "0")] + ([("cuda", p, fd) for fd in ("0", "1") for p in ("fp32", "fp16")]
+                                         if CUDA["usable"] else [])
+        for backend, prec, fd in runs:
+            env = dict(os.environ, FUSEOPT_FLASH_DECODE=fd)
             fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", backend, "--precision", prec,
-                                 "--check", data], capture_output=True, text=True, timeout=600)
+                                 "--check", data], capture_output=True, text=True, timeout=600, env=env)
             text = (fr.stdout + fr.stderr).strip()
             if backend == "cuda" and "no usable CUDA device" in text:
                 CUDA["usable"] = False
                 break
             if fr.returncode:
                 tail = text.splitlines()[-3:]
-                fails.append(f"{tag}: fuserun --backend {backend} --precision {prec} --check exit {fr.returncode}: "
+                fails.append(f"{tag}: FUSEOPT_FLASH_DECODE={fd} fuserun --backend {backend} --precision {prec} --check "
+                             f"exit {fr.returncode}: "
                              f"{' | '.join(tail)}")
     a0 = attn[0]
     ins = list(a0.input) + [""] * (7 - len(a0.input))
