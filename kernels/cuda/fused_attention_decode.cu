@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_partial(DecodeArgs a) {
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     float s = dot;
     if (a.mask && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.St + j)) s = a.fill;
-    const float mn = fmaxf(m, s);
+    const float mn = isnan(s) ? s : fmaxf(m, s);  // a NaN score makes the row NaN, as Softmax does
     if (mn == -INFINITY) continue;  // nothing but -inf so far: the row stays empty (0/0 later)
     const float corr = __expf(m - mn), p = __expf(s - mn);
     l = l * corr + p;
