@@ -30,7 +30,9 @@
 // Fully masked rows with a -inf fill: fuseopt (and the unfused graph) give NaN, the
 // standard op gives 0. Exporters that fill with -inf (SDPA) follow the attention with
 // the NaN guard Where(IsNaN(Y), 0, Y), after which both are 0; the mapping is made only
-// when every reader of Y is that guard.
+// when every reader of Y is that guard. The same holds for a float attn_bias computed from
+// a -inf constant; a bias fed by the caller (a graph input) is taken to be finite (a
+// caller's row of -inf throughout would give 0 instead of NaN).
 //
 // KV cache: fuseopt.Attention's past_key/past_value (inputs 5, 6, [B, Hkv, S_past, D], ONNX's
 // layout) and present_key/present_value (outputs 1, 2, past ++ new keys) are Attention-23's
@@ -95,6 +97,38 @@ bool same_dim(const Value* a, size_t ia, const Value* b, size_t ib) {
   return (*a->shape)[ia] == (*b->shape)[ib];
 }
 
+constexpr float kLowest = -std::numeric_limits<float>::max();
+
+bool tensor_has(const Tensor& t, float x) {
+  if (t.numel() > (int64_t(1) << 22)) return false;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (static_cast<float>(t.as_double(i)) == x) return true;
+  return false;
+}
+
+// Whether a float attn_bias from the model may hold the value x (float32 lowest, the
+// exporters' finfo.min fill; or -inf): some constant it is computed from holds it, or
+// (when `inputs` is set) it is computed from a float graph input.
+bool may_hold(const Value* v, float x, std::map<const Value*, bool>& memo, bool inputs) {
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  memo[v] = false;  // a DAG: no cycles, but shared subexpressions
+  bool r = false;
+  if (v->const_data) {
+    r = dtype_is_float(v->const_data->dtype) && tensor_has(*v->const_data, x);
+  } else if (v->is_graph_input) {
+    r = inputs && dtype_is_float(v->dtype);
+  } else if (const Node* p = v->producer) {
+    if (const Attribute* a = p->attr("value"); a && a->t) r = dtype_is_float(a->t->dtype) && tensor_has(*a->t, x);
+    for (float f : p->attr_floats("value_floats")) r |= f == x;
+    if (p->has_attr("value_float")) r |= p->attr_float("value_float", 0) == x;
+    for (const Value* in : p->inputs)
+      if (!r && in && dtype_is_float(in->dtype)) r = may_hold(in, x, memo, inputs);
+    // Integer/bool inputs (masks, indices) carry no float fill themselves; the constant
+    // fill they select reaches the bias through a float input (Where's branches).
+  }
+  return memo[v] = r;
+}
+
 std::string attention_check(const Graph&, const Node& n) {
   for (size_t i = kBias + 1; i < n.inputs.size(); ++i) {
     bool mapped = false;
@@ -147,39 +181,13 @@ std::string attention_check(const Graph&, const Node& n) {
       return "-inf mask fill: a fully masked row is NaN here and 0 in Attention-23, and Y is not followed by "
              "the NaN guard Where(IsNaN(Y), 0, Y) that makes them agree";
   }
-  return "";
-}
-
-constexpr float kLowest = -std::numeric_limits<float>::max();
-
-bool tensor_has_lowest(const Tensor& t) {
-  if (t.dtype != DType::Float || t.numel() > (int64_t(1) << 22)) return false;
-  const float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (p[i] == kLowest) return true;
-  return false;
-}
-
-// Whether a float32 attn_bias from the model may hold float32 lowest (exporters' finfo.min
-// fill): some constant it is computed from holds it, or it is a float graph input.
-bool may_hold_lowest(const Value* v, std::map<const Value*, bool>& memo) {
-  if (auto it = memo.find(v); it != memo.end()) return it->second;
-  memo[v] = false;  // a DAG: no cycles, but shared subexpressions
-  bool r = false;
-  if (v->const_data) {
-    r = tensor_has_lowest(*v->const_data);
-  } else if (v->is_graph_input) {
-    r = v->dtype == DType::Float;
-  } else if (const Node* p = v->producer) {
-    if (const Attribute* a = p->attr("value"); a && a->t) r = tensor_has_lowest(*a->t);
-    for (float f : p->attr_floats("value_floats")) r |= f == kLowest;
-    if (p->has_attr("value_float")) r |= p->attr_float("value_float", 0) == kLowest;
-    for (const Value* in : p->inputs)
-      if (!r && in && dtype_is_float(in->dtype) == true) r = may_hold_lowest(in, memo);
-    // Integer/bool inputs (masks, indices) carry no float fill themselves; the constant
-    // fill they select reaches the bias through a float input (Where's branches).
+  if (bias && bias->dtype != DType::Bool) {
+    std::map<const Value*, bool> memo;
+    if (may_hold(bias, -std::numeric_limits<float>::infinity(), memo, false) && !nan_guarded(n.output(0)))
+      return "attn_bias is computed from a -inf constant: a row that is -inf throughout is NaN here and 0 in "
+             "Attention-23, and Y is not followed by the NaN guard Where(IsNaN(Y), 0, Y)";
   }
-  return memo[v] = r;
+  return "";
 }
 
 std::string dim_key(const Value* v, size_t axis) {
@@ -212,7 +220,7 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
     m = bias;
     // float32 lowest in the model's bias: written one ulp above it (see the top of the file).
     std::map<const Value*, bool> memo;
-    if (t == DType::Float && may_hold_lowest(bias, memo)) {
+    if (t == DType::Float && may_hold(bias, kLowest, memo, true)) {
       Value* low = c.scalar(t, kLowest, "lowest");
       Node* eq = c.node("Equal", {bias, low}, {}, 1, hint + "_lowest");
       m = c.node("Where", {eq->output(0), c.scalar(t, std::nextafter(kLowest, 0.0f), "mask_fill"), bias}, {}, 1, hint)

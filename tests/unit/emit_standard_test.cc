@@ -320,3 +320,16 @@ TEST_CASE("emit: a model already in standard form is not refused for the fused o
   CHECK(again.emit_op("FusedMatMul")->fuseopt == 1);
   CHECK(b.graph().opset("") == 23);
 }
+
+TEST_CASE("emit: an attn_bias built from a -inf constant needs the NaN guard on Y") {
+  GraphBuilder b(17);
+  Value* qkv = b.input("qkv", DType::Float, {2, 4, 24});
+  Value* keep = b.input("keep", DType::Bool, {2, 1, 4, 4});
+  Value* bias = b.op("Where", {keep, b.scalar("zero", 0.0f), b.scalar("ninf", -std::numeric_limits<float>::infinity())});
+  Value* y = b.op("Attention", {qkv, nullptr, nullptr, nullptr, bias}, {Attribute::make_int("num_heads", 2)}, "a",
+                  "fuseopt");
+  b.output(b.op("RMSNorm", {y, b.constant("g", rand_tensor({8}, 60))}, {}, "n", "fuseopt"));
+  FusionReport r = emit(b.graph());
+  CHECK(count_domain_op(b.graph(), "fuseopt", "Attention") == 1);
+  CHECK(r.emit_op("Attention")->reasons.at(0).find("-inf constant") != std::string::npos);
+}
