@@ -108,8 +108,9 @@ class Progress {
     std::lock_guard<std::mutex> lock(m_);
     text_ = std::move(text);
     ++version_;
-    // Not a terminal: once past the delay, every step is a line of its own.
-    if (!tty_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() >= after_s_) print_line();
+    // Once past the delay every step shows at once (off a terminal: a line of its own).
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (s >= after_s_) print(s);
   }
   // Stops the thread and clears an in-place line (before any other output).
   void finish() {
@@ -133,19 +134,17 @@ class Progress {
       if (stop_) break;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
       if (s < after_s_ || text_.empty()) continue;
-      if (tty_) {
-        std::fprintf(stderr, "\rfuseopt: %s (%.0f s)\033[K", text_.c_str(), s);
-        std::fflush(stderr);
-        printed_ = version_;
-        shown_ = true;
-      } else if (version_ != printed_) {
-        print_line();
-      }
+      if (tty_ || version_ != printed_) print(s);
     }
   }
-  void print_line() {  // m_ held
-    if (text_.empty() || printed_ == version_) return;
-    std::fprintf(stderr, "fuseopt: %s\n", text_.c_str());
+  void print(double seconds) {  // m_ held
+    if (text_.empty()) return;
+    if (tty_) {
+      std::fprintf(stderr, "\rfuseopt: %s (%.0f s)\033[K", text_.c_str(), seconds);
+    } else {
+      if (printed_ == version_) return;
+      std::fprintf(stderr, "fuseopt: %s\n", text_.c_str());
+    }
     std::fflush(stderr);
     printed_ = version_;
     shown_ = true;
