@@ -1,5 +1,7 @@
 #include "cli/fp16.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -208,6 +210,21 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
   g.topo_sort();
   g.verify();
   infer_shapes(g);  // a dtype the conversion got wrong is a contradiction here
+
+  // Known gap (src/onnx_io/functions): before opset 15 (no CastLike) the bodies of
+  // fuseopt.Attention and fuseopt.LayerNormLinear are written for float32 only, so
+  // ONNX Runtime / onnx.checker reject them in a float16 model; fuserun runs it.
+  if (g.opset("") < 15) {
+    std::set<std::string> ops;
+    for (const auto& n : g.nodes())
+      if (n->domain == "fuseopt" && (n->op_type == "Attention" || n->op_type == "LayerNormLinear")) ops.insert(n->op_type);
+    std::string list;
+    for (const auto& o : ops) list += (list.empty() ? "fuseopt." : ", fuseopt.") + o;
+    if (!ops.empty())
+      spdlog::warn("--fp16 at opset {}: the function bodies of {} are float32-only before opset 15, so ONNX Runtime "
+                   "will not load this model (fuserun runs it); --emit standard or an opset >= 15 export avoids it",
+                   g.opset(""), list);
+  }
   return r;
 }
 
