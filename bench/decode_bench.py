@@ -89,7 +89,8 @@ def export(torch, tf, path, exporter):
                               dynamic_axes=dyn, dynamo=False)
         else:
             b, p = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("past", min=1, max=8192)
-            ds = ({0: b}, {0: b, 1: p + 1}) + tuple({0: b, 2: p} for _ in past)
+            # forward(input_ids, attention_mask, *past): the varargs are one element.
+            ds = ({0: b}, {0: b, 1: p + 1}, tuple({0: b, 2: p} for _ in past))
             prog = torch.onnx.export(step, (ids, mask, *past), dynamic_shapes=ds, input_names=names,
                                      output_names=outs, opset_version=18, dynamo=True, external_data=True)
             prog.save(path, external_data=True)

@@ -140,7 +140,10 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
             ds = None
             if not static:
                 auto = torch.export.Dim.AUTO
-                ds = tuple({0: auto, 1: auto} if i < 2 else {0: auto, 2: auto} for i in range(len(in_names)))
+                # torch.export matches forward(input_ids, attention_mask, *past): the
+                # varargs are ONE element holding a tuple (a flat 2 + 2L tuple was refused:
+                # "inputs has 3 elements, but dynamic_shapes has 6", 2026-12-01 run).
+                ds = ({0: auto, 1: auto}, {0: auto, 1: auto}, tuple({0: auto, 2: auto} for _ in range(len(in_names) - 2)))
             prog = torch.onnx.export(step, tuple(trace), dynamic_shapes=ds, input_names=in_names,
                                      output_names=out_names, opset_version=opset, dynamo=True, external_data=False)
             prog.save(path)
