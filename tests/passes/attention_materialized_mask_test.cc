@@ -272,3 +272,204 @@ TEST_CASE("Attention mask: a gather from a tensor that is not the keys' [B, S_kv
   expect_bias(s);
   CHECK_THAT(notes(s), Contains("not a gather of the keys' [B, S_kv] mask"));
 }
+
+// ---- static-shape exports: constant folding turned the causal term (and the padding
+// gather's index grid) into constant tensors --------------------------------------------
+namespace {
+
+enum class Table { Causal, OffByOne, TopLeft, Flipped };
+enum class ConstPad { GatherND, FlatGather, GatherNDBatch0, None };
+
+struct ConstSpec {
+  int64_t sq = 3, skv = 7;  // a KV-cache step: keys [0, skv), queries at skv - sq ..
+  Table table = Table::Causal;
+  ConstPad pad = ConstPad::GatherND;
+  bool additive = false;  // a float 0 / finfo.min table added to the scores (no padding)
+};
+
+// The table's keep(i, j) (or its additive 0 / finfo.min form).
+Tensor const_table(const ConstSpec& s) {
+  const bool add = s.additive;
+  Tensor t(add ? DType::Float : DType::Bool, {1, 1, s.sq, s.skv});
+  for (int64_t i = 0; i < s.sq; ++i)
+    for (int64_t j = 0; j < s.skv; ++j) {
+      int64_t lim = i + s.skv - s.sq;                 // bottom-right causal
+      if (s.table == Table::OffByOne) lim += 1;      // one more key per row
+      if (s.table == Table::TopLeft) lim = i;        // top-left aligned
+      bool keep = j <= lim;
+      if (s.table == Table::Flipped && i == s.sq - 1 && j == 1) keep = !keep;
+      const int64_t p = i * s.skv + j;
+      if (add) reinterpret_cast<float*>(t.bytes.data())[p] = keep ? 0.0f : -std::numeric_limits<float>::max();
+      else t.bytes[p] = keep ? 1 : 0;
+    }
+  return t;
+}
+
+void build_const(GraphBuilder& b, const ConstSpec& s) {
+  Value* x = b.input("x", DType::Float, {B, s.sq, D});
+  Value* xkv = b.input("xkv", DType::Float, {B, s.skv, D});
+  Value* mask = s.pad == ConstPad::None ? nullptr : b.input("mask", DType::Int64, {B, s.skv});
+  auto proj = [&](Value* in, const std::string& n, uint32_t seed) {
+    return b.op("MatMul", {in, b.constant("W" + n, rand_tensor({D, D}, seed))});
+  };
+  Value* q4 = heads(b, proj(x, "q", 3), {0, 2, 1, 3}, "q");
+  Value* kt = heads(b, proj(xkv, "k", 5), {0, 2, 3, 1}, "k");
+  Value* v4 = heads(b, proj(xkv, "v", 7), {0, 2, 1, 3}, "v");
+  Value* sc = b.op("Mul", {b.op("MatMul", {q4, kt}, {}, "qk"), b.scalar("c", 1.0f / std::sqrt(float(Dh)))}, {}, "scale");
+  Value* minv = b.scalar("min", -std::numeric_limits<float>::max());
+  if (s.additive) {
+    sc = b.op("Add", {sc, b.constant("causal_table", const_table(s))}, {}, "mask_add");
+  } else {
+    Value* keep = b.constant("causal_table", const_table(s));
+    if (mask) {
+      Value* mb = to_bool(b, mask);
+      Value* padv = nullptr;
+      if (s.pad == ConstPad::FlatGather) {  // TorchScript, folded: idx = b * S_kv + j
+        std::vector<int64_t> idx;
+        for (int64_t bb = 0; bb < B; ++bb)
+          for (int64_t j = 0; j < s.skv; ++j) idx.push_back(bb * s.skv + j);
+        Value* g = b.op("Gather", {b.op("Flatten", {mb}, {Attribute::make_int("axis", 2)}),
+                                   b.constant("flat_idx", Tensor::from_ints(idx, {B, 1, 1, s.skv}))},
+                        {Attribute::make_int("axis", 0)});
+        padv = b.op("Reshape", {b.op("Reshape", {g, ints(b, "flat", {-1})}), ints(b, "grid_dims", {B, 1, 1, s.skv})});
+      } else {  // dynamo, folded: the (b, j) grid
+        std::vector<int64_t> idx;
+        for (int64_t bb = 0; bb < B; ++bb)
+          for (int64_t j = 0; j < s.skv; ++j) {
+            idx.push_back(s.pad == ConstPad::GatherNDBatch0 ? 0 : bb);
+            idx.push_back(j);
+          }
+        padv = b.op("GatherND", {mb, b.constant("grid", Tensor::from_ints(idx, {B, 1, 1, s.skv, 2}))},
+                    {Attribute::make_int("batch_dims", 0)});
+      }
+      keep = b.op("And", {keep, padv});
+    }
+    sc = b.op("Add", {sc, b.op("Where", {keep, b.scalar("zero_f", 0.0f), minv}, {}, "where")}, {}, "mask_add");
+  }
+  Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
+  Value* o = b.op("MatMul", {p, v4}, {}, "pv");
+  o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
+  o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
+  b.output(o);
+}
+
+std::map<std::string, Tensor> const_feeds(const ConstSpec& s) {
+  std::vector<int64_t> m(B * s.skv, 1);
+  // Batch 1: its last two keys padded (right padding; a left-padded row with no visible
+  // key differs by design, docs/fused_ops.md).
+  m[2 * s.skv - 1] = m[2 * s.skv - 2] = 0;
+  std::map<std::string, Tensor> f = {{"x", rand_tensor({B, s.sq, D}, 41, -2, 2)},
+                                     {"xkv", rand_tensor({B, s.skv, D}, 43, -2, 2)}};
+  if (s.pad != ConstPad::None) f["mask"] = Tensor::from_ints(m, {B, s.skv});
+  return f;
+}
+
+std::string const_notes(const ConstSpec& s) {
+  GraphBuilder b(18);
+  build_const(b, s);
+  infer_shapes(b.graph());
+  Node* root = nullptr;
+  for (const auto& n : b.graph().nodes())
+    if (n->name == "out_merge") root = n.get();
+  REQUIRE(root);
+  attn::Plan pl;
+  REQUIRE(attn::analyze(b.graph(), root, pl).empty());
+  std::string r;
+  for (const std::string& n : pl.mask_notes) r += n + "\n";
+  return r;
+}
+
+// Fuses and checks the outputs; returns the Attention node.
+const Node* const_fused(const ConstSpec& s, GraphBuilder& b) {
+  build_const(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_passes(b.graph(), {"Attention", "dce"});
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  require_same_outputs(*before, b.graph(), const_feeds(s), 1e-4f);
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") return n.get();
+  FAIL("no Attention node");
+  return nullptr;
+}
+
+// causal=1 unless the table is all true (S_q = 1: every key visible), which drops out.
+void expect_const_compact(const ConstSpec& s, bool padding) {
+  GraphBuilder b(18);
+  const Node* a = const_fused(s, b);
+  CHECK(a->attr_int("causal", -1) == (s.sq > 1 ? 1 : 0));
+  CHECK(a->inputs.size() == (padding ? 4u : 3u));
+  if (padding) {
+    REQUIRE(a->input(3));
+    CHECK(a->input(3)->name == "mask");
+    CHECK(a->attr_float("mask_filter_value", 0) == -std::numeric_limits<float>::max());
+  }
+  CHECK(count_op(b.graph(), "GatherND") == 0);
+  CHECK(count_op(b.graph(), "Where") == 0);
+}
+
+void expect_const_bias(const ConstSpec& s) {
+  GraphBuilder b(18);
+  const Node* a = const_fused(s, b);
+  CHECK(a->attr_int("causal", -1) == 0);
+  CHECK(a->inputs.size() == 5);
+  CHECK(a->input(4) != nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("Attention mask: constant-folded causal table + constant padding grid -> causal=1 + mask", "[passes][Attention]") {
+  for (auto [sq, skv] : {std::pair<int64_t, int64_t>{3, 7}, {5, 5}, {1, 4}}) {
+    for (ConstPad p : {ConstPad::GatherND, ConstPad::FlatGather}) {
+      INFO("S_q " << sq << ", S_kv " << skv << ", flat gather " << (p == ConstPad::FlatGather));
+      ConstSpec s;
+      s.sq = sq;
+      s.skv = skv;
+      s.pad = p;
+      expect_const_compact(s, true);
+    }
+  }
+  SECTION("a float additive table (0 / finfo.min), no padding") {
+    ConstSpec s;
+    s.additive = true;
+    s.pad = ConstPad::None;
+    expect_const_compact(s, false);
+  }
+}
+
+TEST_CASE("Attention mask: constant tables that are not exactly bottom-right causal stay attn_bias", "[passes][Attention]") {
+  SECTION("off by one (j <= i + S_kv - S_q + 1)") {
+    ConstSpec s;
+    s.table = Table::OffByOne;
+    expect_const_bias(s);
+    CHECK_THAT(const_notes(s), Contains("causal_table") && Contains("is not the bottom-right causal table") &&
+                                   Contains("element [0, 5] differs"));
+  }
+  SECTION("top-left aligned (j <= i) with S_q != S_kv") {
+    ConstSpec s;
+    s.table = Table::TopLeft;
+    expect_const_bias(s);
+    CHECK_THAT(const_notes(s), Contains("is not the bottom-right causal table"));
+  }
+  SECTION("one flipped element") {
+    ConstSpec s;
+    s.table = Table::Flipped;
+    expect_const_bias(s);
+    CHECK_THAT(const_notes(s), Contains("element [2, 1] differs"));
+  }
+  SECTION("a float additive table, top-left aligned") {
+    ConstSpec s;
+    s.additive = true;
+    s.pad = ConstPad::None;
+    s.table = Table::TopLeft;
+    expect_const_bias(s);
+    CHECK_THAT(const_notes(s), Contains("is not the bottom-right causal table"));
+  }
+  SECTION("a constant gather grid that reads batch 0 for every batch") {
+    ConstSpec s;
+    s.pad = ConstPad::GatherNDBatch0;
+    expect_const_bias(s);
+    CHECK_THAT(const_notes(s), Contains("are not the (b, j) grid"));
+  }
+}

@@ -132,6 +132,101 @@ struct Dims {
   bool skv_is(const SymExpr& e) const { return std::find(Skv.begin(), Skv.end(), e) != Skv.end(); }
 };
 
+// ---- constant leaves (static-shape exports: constant folding evaluated the index math) ----
+
+struct StaticDims {
+  int64_t B, Sq, Skv;
+};
+
+std::optional<StaticDims> static_dims(const Dims& d) {
+  auto b = d.B ? d.B->constant_value() : std::nullopt;
+  auto sq = d.Sq ? d.Sq->constant_value() : std::nullopt;
+  std::optional<int64_t> skv;
+  for (const SymExpr& e : d.Skv)
+    if (auto c = e.constant_value()) skv = c;
+  if (!b || !sq || !skv || *b < 1 || *sq < 1 || *skv < 1) return std::nullopt;
+  return StaticDims{*b, *sq, *skv};
+}
+
+std::string dims_str(const std::vector<int64_t>& g) {
+  std::string r = "[";
+  for (size_t i = 0; i < g.size(); ++i) r += (i ? "," : "") + std::to_string(g[i]);
+  return r + "]";
+}
+
+// Visits each position p of a constant grid of dims g, right-aligned to the term's
+// [B, 1, S_q, S_kv], as (batch b, key j). False (nothing visited) unless g spans exactly
+// the B batches (a grid without a batch axis only when B == 1) and the S_kv keys.
+template <class F>
+bool for_grid(const std::vector<int64_t>& g, const StaticDims& sd, F&& f) {
+  const size_t r = g.size();
+  if (r < 2 || r > 4 || g[r - 1] != sd.Skv || (g[r - 2] != 1 && g[r - 2] != sd.Sq)) return false;
+  if (r == 4 ? (g[0] != sd.B || g[1] != 1) : (sd.B != 1 || (r == 3 && g[0] != 1))) return false;
+  const int64_t n = shape_numel(g);
+  if (n > (int64_t{1} << 24)) return false;
+  const int64_t per_batch = n / (r == 4 ? g[0] : 1);
+  for (int64_t p = 0; p < n; ++p)
+    if (!f(p, p / per_batch, p % sd.Skv)) return false;
+  return true;
+}
+
+// Whether key j is visible to query i under causal=1 (bottom-right aligned).
+bool causal_keep(int64_t i, int64_t j, const StaticDims& sd) { return j <= i + sd.Skv - sd.Sq; }
+
+// A constant table of the [1 or B, 1, S_q, S_kv] or [S_q, S_kv] term that is, element by
+// element, the bottom-right causal pattern: keep(i, j) = j <= i + S_kv - S_q. `additive`:
+// a float term (0 = keep, fill <= -1e30 elsewhere, one fill value); otherwise a keep
+// condition (nonzero = keep: a bool, or a number under a Cast to bool).
+bool const_causal(const Tensor& t, const std::string& name, const Dims& d, bool additive, double* fill,
+                  std::string& why) {
+  auto sd = static_dims(d);
+  const std::string what = name + ": constant " + dims_str(t.dims);
+  if (!sd) {
+    why = what + ": B, S_q and S_kv are not all known constants";
+    return false;
+  }
+  const std::string sizes = " (S_q " + std::to_string(sd->Sq) + ", S_kv " + std::to_string(sd->Skv) + ")";
+  const size_t r = t.dims.size();
+  const bool shape_ok = t.dtype != DType::String && t.numel() > 0 &&
+                        ((r == 2 && t.dims[0] == sd->Sq && t.dims[1] == sd->Skv) ||
+                         (r == 4 && (t.dims[0] == 1 || t.dims[0] == sd->B) && t.dims[1] == 1 && t.dims[2] == sd->Sq &&
+                          t.dims[3] == sd->Skv));
+  if (!shape_ok) {
+    why = what + " is not a [1 or B, 1, S_q, S_kv] or [S_q, S_kv] table" + sizes;
+    return false;
+  }
+  if (sd->Skv < sd->Sq) {  // rows with no visible key: not proven equal
+    why = what + ": S_kv < S_q" + sizes;
+    return false;
+  }
+  if (additive && !dtype_is_float(t.dtype)) {
+    why = what + " is not a float additive mask";
+    return false;
+  }
+  std::optional<double> f;
+  for (int64_t p = 0; p < t.numel(); ++p) {
+    const int64_t i = (p / sd->Skv) % sd->Sq, j = p % sd->Skv;
+    const double v = t.as_double(p);
+    const bool want = causal_keep(i, j, *sd);
+    bool ok;
+    if (!additive) {
+      ok = (v != 0.0) == want;
+    } else if (want) {
+      ok = v == 0.0;
+    } else {
+      ok = v <= -1e30 && (!f || *f == v);
+      f = v;
+    }
+    if (!ok) {
+      why = what + " is not the bottom-right causal table" + sizes + ": element [" + std::to_string(i) + ", " +
+            std::to_string(j) + "] differs";
+      return false;
+    }
+  }
+  if (fill) *fill = f.value_or(-3.4028234663852886e38);
+  return true;
+}
+
 // ---- leaves ---------------------------------------------------------------------------
 
 bool all_true(const Value* v, int depth = 0) {
@@ -205,6 +300,20 @@ Value* key_mask(Value* m, const HeadPath& k) {
 Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::string& why) {
   if (n->attr_int("batch_dims", 0) != 0) return nullptr;
   Value* m = key_mask(n->input(0), k);
+  if (const Tensor* g = m ? const_of(n->input(1)) : nullptr) {  // a constant-folded grid
+    auto sd = static_dims(d);
+    std::vector<int64_t> gd = g->dims;
+    const bool ok = sd && dtype_is_integer(g->dtype) && !gd.empty() && gd.back() == 2 &&
+                    (gd.pop_back(), for_grid(gd, *sd, [&](int64_t p, int64_t b, int64_t j) {
+                      return g->as_int(2 * p) == b && g->as_int(2 * p + 1) == j;
+                    }));
+    if (!ok) {
+      why = n->label() + ": the constant gather indices " + dims_str(g->dims) +
+            " are not the (b, j) grid over the B batches and S_kv keys";
+      return nullptr;
+    }
+    return m;
+  }
   const Node* c = n->input(1) ? n->input(1)->producer : nullptr;
   if (!m || !c || !c->is("Concat") || c->inputs.size() != 2) {
     why = n->label() + ": not a gather of the keys' [B, S_kv] mask by an index grid";
@@ -231,12 +340,34 @@ Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::strin
   return m;
 }
 
+// The constant-folded form of the flat gather below: Reshape(Reshape(Gather(Flatten(M, 2),
+// I), [-1]), dims of I) with a constant I[p] = b·S_kv + j over the (batch, key) grid.
+// nullptr with `why` empty when the gather index is not a constant.
+Value* const_flat_gather(const Node* outer, const Node* inner, const Dims& d, const HeadPath& k, std::string& why) {
+  const Node* g = inner && inner->is("Reshape") && inner->input(0) ? inner->input(0)->producer : nullptr;
+  const Tensor* idx = g && g->is("Gather") ? const_of(g->input(1)) : nullptr;
+  if (!idx) return nullptr;
+  const Node* f = g->input(0) ? g->input(0)->producer : nullptr;
+  Value* m = f && f->is("Flatten") && f->attr_int("axis", 1) == 2 ? key_mask(f->input(0), k) : nullptr;
+  auto flat = const_ints(inner->input(1));
+  auto out_dims = const_ints(outer->input(1));
+  auto sd = static_dims(d);
+  const bool ok = m && sd && g->attr_int("axis", 0) == 0 && flat && *flat == std::vector<int64_t>{-1} && out_dims &&
+                  *out_dims == idx->dims && dtype_is_integer(idx->dtype) &&
+                  for_grid(idx->dims, *sd, [&](int64_t p, int64_t b, int64_t j) { return idx->as_int(p) == b * sd->Skv + j; });
+  if (!ok) why = g->label() + ": the constant flat gather " + dims_str(idx->dims) +
+                 " of Flatten(M, 2) is not M[b, j] over the B batches and S_kv keys";
+  return ok ? m : nullptr;
+}
+
 // Reshape(Reshape(Gather(Flatten(M, 2), idx), [-1]), Shape(idx)) with idx = b·S_kv + j:
 // TorchScript's spelling of M[b, j] over the grid.
 Value* flat_gather_leaf(const Node* outer, const Dims& d, const HeadPath& k, std::string& why) {
   const Node* inner = outer->input(0) ? outer->input(0)->producer : nullptr;
   const Node* sh = outer->input(1) ? outer->input(1)->producer : nullptr;
   if (sh && sh->is("Concat") && sh->inputs.size() == 1) sh = sh->input(0) ? sh->input(0)->producer : nullptr;
+  if (Value* m = const_flat_gather(outer, inner, d, k, why)) return m;
+  if (!why.empty()) return nullptr;
   if (!inner || !inner->is("Reshape") || !sh || !sh->is("Shape") || sh->has_attr("start") || sh->has_attr("end")) {
     why = outer->label() + ": not Reshape(Reshape(Gather(...), [-1]), Shape(index))";
     return nullptr;
@@ -300,6 +431,16 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
   };
   if (t.flat) return fail("a mask term on the [B*H, S, S_kv] view");
   KeepProof kp;
+  Dims d;
+  d.B = dim_expr(src_dim(q, 0));
+  d.Sq = dim_expr(src_dim(q, 1));
+  d.Skv = kv_lens(k);
+  if (const Tensor* c = t.where ? nullptr : const_of(t.v)) {  // the whole additive mask folded
+    if (!const_causal(*c, t.v->name, d, /*additive=*/true, &kp.fill, why)) return fail(why);
+    kp.causal = true;
+    if (why_out) why_out->clear();
+    return kp;
+  }
   Value* cond = nullptr;
   if (t.where) {
     if (t.inverted) return fail("an inverted Where mask");
@@ -316,10 +457,6 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
   if (!(kp.fill <= -1e30)) return fail("the mask fill " + std::to_string(kp.fill) + " is not <= -1e30");
   if (dtype_of(cond) != DType::Bool) return fail("the keep condition is not bool");
   if (auto r = rank_of(t.v); r && *r > 4) return fail("the mask term has rank > 4");
-  Dims d;
-  d.B = dim_expr(src_dim(q, 0));
-  d.Sq = dim_expr(src_dim(q, 1));
-  d.Skv = kv_lens(k);
   // Walk the And tree (Expand / Cast to bool only broadcast or re-type it).
   std::vector<Value*> todo = {cond};
   int leaves = 0;
@@ -338,6 +475,11 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
       continue;
     }
     if (all_true(v) || (n && always_true_compare(n))) continue;
+    if (const Tensor* c = v ? const_of(v) : nullptr) {  // a constant-folded causal term
+      if (!const_causal(*c, v->name, d, /*additive=*/false, nullptr, why)) return fail(why);
+      kp.causal = true;
+      continue;
+    }
     if (!n) return fail("'" + (v ? v->name : std::string("?")) + "' is not a proven mask term");
     if (n->is("LessOrEqual") || n->is("GreaterOrEqual")) {
       if (!causal_leaf(n, d, why)) return fail(why);

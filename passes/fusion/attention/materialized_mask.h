@@ -16,6 +16,10 @@
 //     the index grid (b, j), a Gather of Flatten(M) at b·S_kv + j, or M[:, None, None, :]
 //     through Unsqueeze / Expand / a Slice of the whole key axis): the op's `mask`.
 // Expand and And only broadcast, so the leaves' values decide the result.
+// Static-shape exports (constants folded): a constant causal leaf is accepted when it is,
+// element by element, kv <= q + S_kv - S_q over [1 or B, 1, S_q, S_kv] / [S_q, S_kv] (nonzero =
+// keep; a whole float additive term: 0 = keep, one fill <= -1e30 elsewhere), and a padding
+// gather whose index grid is a constant when it is exactly (b, j) / b*S_kv + j over [B, .., S_kv].
 #pragma once
 #include <optional>
 #include <string>
