@@ -31,39 +31,13 @@
 #include "runtime/backend.h"
 #include "runtime/session.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
 using namespace fuseopt;
 
 namespace {
-
-// The message as the CLIs print it: one line, control characters as spaces,
-// bytes that are not UTF-8 (names from a corrupted file) as '?', so that
-// Python can always decode it.
-std::string printable_line(const std::string& in) {
-  std::string s;
-  for (size_t i = 0; i < in.size();) {
-    const unsigned char c = static_cast<unsigned char>(in[i]);
-    if (c < 0x20 || c == 0x7f) {
-      s += ' ';
-      ++i;
-      continue;
-    }
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
-    if (!ok) {
-      s += '?';
-      ++i;
-      continue;
-    }
-    s.append(in, i, len);
-    i += len;
-  }
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
 
 // ---------------------------------------------------------------- optimize
 

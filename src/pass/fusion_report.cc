@@ -1,5 +1,7 @@
 #include "pass/fusion_report.h"
 
+#include "util/text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -11,25 +13,6 @@
 namespace fuseopt {
 
 namespace {
-// Bytes that are not valid UTF-8 (names from a corrupted file) become '?', so
-// the JSON stays parseable.
-std::string valid_utf8(const std::string& in) {
-  std::string s;
-  for (size_t i = 0; i < in.size();) {
-    unsigned char c = static_cast<unsigned char>(in[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
-    if (!ok) {
-      s += '?';
-      ++i;
-    } else {
-      s.append(in, i, len);
-      i += len;
-    }
-  }
-  return s;
-}
 }  // namespace
 
 std::string json_quote(const std::string& raw) { return nlohmann::json(valid_utf8(raw)).dump(); }

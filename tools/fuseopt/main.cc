@@ -31,40 +31,15 @@
 #include "tools/fuserun/compare.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 using namespace fuseopt;
 
 namespace {
 
-// One printable line: control characters become spaces and bytes that are not
-// valid UTF-8 (names in a corrupted file) become '?'.
-std::string one_line(const std::string& in) {
-  std::string s;
-  for (size_t i = 0; i < in.size();) {
-    unsigned char c = static_cast<unsigned char>(in[i]);
-    if (c < 0x20 || c == 0x7f) {
-      s += ' ';
-      ++i;
-      continue;
-    }
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len > 0 && i + len <= in.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
-    if (!ok) {
-      s += '?';
-      ++i;
-      continue;
-    }
-    s.append(in, i, len);
-    i += len;
-  }
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
-
 int fail(const std::string& msg) {
-  std::fprintf(stderr, "fuseopt: error: %s\n", one_line(msg).c_str());
+  std::fprintf(stderr, "fuseopt: error: %s\n", printable_line(msg).c_str());
   return 1;
 }
 
@@ -323,7 +298,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "fuseopt: error: %s (see fuseopt --help)\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "fuseopt: error: %s (see fuseopt --help)\n", printable_line(e.what()).c_str());
     return 2;
   }
 
