@@ -41,20 +41,6 @@ std::string describe(const HopperCase& c) {
   return os.str();
 }
 
-Tensor padding_mask(const HopperCase& c, DType dt) {
-  Tensor m(dt, {c.B, c.Skv});
-  std::uniform_int_distribution<int64_t> len(1, c.Skv);
-  for (int64_t b = 0; b < c.B; ++b) {
-    const int64_t keep = b == 0 ? 0 : len(cuda_check::rng());
-    for (int64_t j = 0; j < c.Skv; ++j) {
-      const bool k = j < keep;
-      if (dt == DType::Int64) m.data<int64_t>()[b * c.Skv + j] = k;
-      else m.data<uint8_t>()[b * c.Skv + j] = k;
-    }
-  }
-  return m;
-}
-
 // The arguments the CUDA kernel builds for this case (for the kernel choice only).
 cuda_fused::AttentionArgs args_of(const HopperCase& c, DType dt) {
   cuda_fused::AttentionArgs a;
@@ -107,7 +93,7 @@ void run_case(const HopperCase& c, DType dt) {
     k = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.D}, -2.f, 2.f);
     v = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.D});
   }
-  if (c.mask) mask = padding_mask(c, c.mask == 1 ? DType::Int64 : DType::Bool);
+  if (c.mask) mask = cuda_check::random_padding_mask(c.B, c.Skv, c.mask == 1 ? DType::Int64 : DType::Bool);
   op.inputs = {&q, c.packed ? nullptr : &k, c.packed ? nullptr : &v, c.mask ? &mask : nullptr, nullptr};
   auto want = op.run_cpu(dt);
   // Every variant of the kernel on the same inputs: 128-row blocks (two

@@ -35,21 +35,6 @@ std::string describe(const AttnCase& c) {
   return os.str();
 }
 
-Tensor padding_mask(const AttnCase& c, DType dt) {
-  Tensor m(dt, {c.B, c.Skv});
-  std::uniform_int_distribution<int64_t> len(1, c.Skv);
-  for (int64_t b = 0; b < c.B; ++b) {
-    // Batch 0 is fully masked: checks the NaN (-inf fill) / uniform (finfo.min) rows.
-    const int64_t keep = b == 0 ? 0 : len(cuda_check::rng());
-    for (int64_t j = 0; j < c.Skv; ++j) {
-      const bool k = j < keep;
-      if (dt == DType::Int64) m.data<int64_t>()[b * c.Skv + j] = k;
-      else m.data<uint8_t>()[b * c.Skv + j] = k;
-    }
-  }
-  return m;
-}
-
 void run_case(const AttnCase& c, DType dt) {
   INFO(describe(c) << " " << cuda_check::short_name(dt));
   OpCase op("fuseopt", "Attention", 5, 1);
@@ -66,7 +51,7 @@ void run_case(const AttnCase& c, DType dt) {
     k = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.Dh}, -2.f, 2.f);
     v = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.Dv});
   }
-  if (c.mask) mask = padding_mask(c, c.mask == 1 ? DType::Int64 : DType::Bool);
+  if (c.mask) mask = cuda_check::random_padding_mask(c.B, c.Skv, c.mask == 1 ? DType::Int64 : DType::Bool);
   switch (c.bias) {
     case 1: bias = cuda_check::random_tensor({c.B, 1, 1, c.Skv}, -3.f, 3.f); break;
     case 2: bias = cuda_check::random_tensor({1, c.H, c.S, c.Skv}, -3.f, 3.f); break;

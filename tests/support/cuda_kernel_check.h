@@ -259,4 +259,22 @@ inline const char* short_name(DType dt) {
   return dt == DType::Float ? "fp32" : dt == DType::Float16 ? "fp16" : dt == DType::BFloat16 ? "bf16" : "?";
 }
 
+
+// A key-padding mask [B, S_kv] (int64 or bool, 1 = keep) for attention tests:
+// each row keeps a random prefix of 1..S_kv keys, except batch 0, which is
+// fully masked (the NaN / uniform rows the fused op must reproduce).
+inline Tensor random_padding_mask(int64_t B, int64_t Skv, DType dt) {
+  Tensor m(dt, {B, Skv});
+  std::uniform_int_distribution<int64_t> len(1, Skv);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t keep = b == 0 ? 0 : len(rng());
+    for (int64_t j = 0; j < Skv; ++j) {
+      const bool k = j < keep;
+      if (dt == DType::Int64) m.data<int64_t>()[b * Skv + j] = k;
+      else m.data<uint8_t>()[b * Skv + j] = k;
+    }
+  }
+  return m;
+}
+
 }  // namespace fuseopt::cuda_check
