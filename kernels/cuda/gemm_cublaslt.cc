@@ -55,15 +55,15 @@ std::atomic<int>& autotune_mode() {
   return mode;
 }
 
+// Read once per device: gemm() asks on every call (the tuning flag is part of
+// the cache key), so no lock on this path.
 int sm_count(int device) {
-  static std::mutex mu;
-  static std::map<int, int> counts;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = counts.find(device);
-  if (it != counts.end()) return it->second;
-  int n = 0;
+  static std::atomic<int> counts[64];
+  if (device < 0 || device >= 64) return 1;
+  int n = counts[device].load(std::memory_order_relaxed);
+  if (n > 0) return n;
   if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) n = 1;
-  counts[device] = n;
+  counts[device].store(n, std::memory_order_relaxed);
   return n;
 }
 
