@@ -200,11 +200,6 @@ static int64_t vocab_size(const Value* input) {
   return -1;
 }
 
-static std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes,
                                               uint64_t seed) {
   std::map<std::string, Tensor> r;
@@ -215,7 +210,7 @@ std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std
     DType dt = v->dtype == DType::Undefined ? DType::Float : v->dtype;
     Tensor t(dt, dims);
     const int64_t n = t.numel();
-    const std::string name = lower(v->name);
+    const std::string name = lower_name(v->name);
     const bool mask = name.find("mask") != std::string::npos;
     if (dtype_is_float(dt)) {
       std::normal_distribution<float> dist(0.f, 1.f);
