@@ -1,0 +1,202 @@
+// Session internals shared by its files (not a public header; see
+// session.h for the model). The run state lives in Slots (one per value),
+// Steps (one per node, in execution order) and Plans (one per input-shape
+// signature: pools, uploads, the captured graph).
+//
+//   session_setup.cc  slots, constant folding, placement, precision, kernel check
+//   session_step.cc   the step loop and its KernelContext
+//   session_io.cc     plans, binding inputs, fetching outputs, graph replay
+//   session.cc        the public Session methods
+#pragma once
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/backend.h"
+#include "runtime/kernel.h"
+#include "runtime/memory_plan.h"
+#include "runtime/session.h"
+
+namespace fuseopt {
+
+namespace session_detail {
+
+constexpr size_t kMaxPlans = 8;
+// Marks a Softmax/LogSoftmax of opset < 13 (see kernels/cpu/softmax_reduce.cc).
+constexpr const char* kLegacySoftmaxAttr = "__fuseopt_softmax_2d";
+
+inline std::string op_label(const Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
+
+// Float <-> Float16/BFloat16 on the host (session_io.cc).
+Tensor convert_float(const Tensor& t, DType to);
+
+// The dtype a computed float output goes back to: the one the model declares
+// or implies (fp16/bf16 models computed in fp32 on the CPU, Float computed in
+// fp16 on a device); Undefined when it stays as computed.
+DType declared_target(DType have, DType declared);
+
+// "shape dtype, ..." of a step's inputs, for messages (session_step.cc).
+std::string shapes_of(const std::vector<const RtTensor*>& ins);
+
+// Looks a kernel up by the dtype of its dispatch input.
+template <class DTypeOf>
+const KernelInfo* lookup_kernel(const Node& n, Backend b, DTypeOf dtype_of) {
+  const KernelInfo* k = find_kernel(n.domain, n.op_type, b, dtype_of(0));
+  if (k && k->dispatch_input != 0) {
+    const KernelInfo* k2 = find_kernel(n.domain, n.op_type, b, dtype_of(k->dispatch_input));
+    if (k2) k = k2;
+  }
+  return k;
+}
+
+}  // namespace session_detail
+
+struct Buffer {
+  void* p = nullptr;
+  BufferPool* pool = nullptr;
+  int refs = 0;
+};
+
+struct Slot {
+  const Value* v = nullptr;
+  DType declared = DType::Undefined;  // as the model declares it (outputs convert back to it)
+  DType static_dtype = DType::Undefined;  // declared, else inferred from the producer's inputs
+  DType model_dtype() const { return declared != DType::Undefined ? declared : static_dtype; }
+  bool is_const = false, is_input = false, is_output = false;
+  bool host_produced = false;  // constant or output of a CPU-placed step
+  int last_use = -1;           // step index of the last consumer
+  bool used_on_device = false;
+  // run state
+  bool has_dev = false, has_host = false;
+  RtTensor dev, host;
+  Buffer* dev_buf = nullptr;
+  Buffer* host_buf = nullptr;
+};
+
+struct Step {
+  const Node* node = nullptr;
+  std::unique_ptr<Node> override_node;  // precision rewrites (Cast to FLOAT...)
+  bool on_host = false;                 // CPU-placed in a device session
+  std::vector<int> ins, outs;           // slot ids; -1 = omitted
+  std::vector<int> release;             // slots whose last use is this step
+  int profile_index = 0;
+  DType cached_dtype = DType::Undefined;
+  const KernelInfo* cached_kernel = nullptr;
+  // If: both branches as nested Sessions over their own Graphs; `implicit`
+  // are the outer values the branches read (kept alive until this step).
+  bool is_if = false;
+  std::vector<int> implicit;
+  std::unique_ptr<Graph> branch_graph[2];
+  std::unique_ptr<Session> branch[2];
+  const Node& n() const { return override_node ? *override_node : *node; }
+};
+
+struct Plan {
+  std::string signature;
+  BackendImpl* backend = nullptr;
+  std::unique_ptr<BufferPool> own_dev, own_host;
+  BufferPool* dev_pool = nullptr;
+  BufferPool* host_pool = nullptr;
+  std::map<int, std::pair<void*, size_t>> uploads;     // slot -> device copy of a host value
+  std::map<int, std::pair<void*, size_t>> input_bufs;  // graph input slot -> device buffer
+  // Device staging for dtype conversions done on the device: a float input as
+  // the caller gave it (slot -> buffer), an output in its declared dtype (index).
+  std::map<int, std::pair<void*, size_t>> input_stage;
+  std::map<size_t, std::pair<void*, size_t>> output_stage;
+  int runs = 0;
+  bool reads_device_data = false;  // a kernel read device/input data on the host
+  std::string no_capture_reason;
+  std::shared_ptr<void> graph;
+  std::vector<RtTensor> out_views;
+  uint64_t last_used = 0;
+  ~Plan() {
+    graph.reset();
+    for (auto& [s, b] : uploads) backend->free(b.first);
+    for (auto& [s, b] : input_bufs) backend->free(b.first);
+    for (auto& [s, b] : input_stage) backend->free(b.first);
+    for (auto& [s, b] : output_stage) backend->free(b.first);
+  }
+  // A device buffer of at least `bytes` in `slot` (grown, never shrunk).
+  void* ensure(std::pair<void*, size_t>& slot, size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (slot.first == nullptr || slot.second < bytes) {
+      if (slot.first) backend->free(slot.first);
+      slot = {backend->alloc(bytes), bytes};
+    }
+    return slot.first;
+  }
+};
+
+struct Session::Impl {
+  Session& s;
+  BackendImpl& be;
+  bool device = false;  // backend is not the CPU
+  DType compute_float = DType::Float;
+  // The dtype a float value of dtype `d` is computed and stored in. Float
+  // follows --precision; the CPU backend has no half kernels, so fp16/bf16
+  // models compute in fp32 there (converted once at setup, on entry, and
+  // back to the declared dtype on exit).
+  DType compute_dtype(DType d) const {
+    if (d == DType::Float) return compute_float;
+    if (!device && (d == DType::Float16 || d == DType::BFloat16)) return DType::Float;
+    return d;
+  }
+  std::vector<Slot> slots;
+  std::unordered_map<const Value*, int> slot_of;
+  std::vector<Step> steps;
+  std::deque<Tensor> owned_consts;           // folded / converted constants
+  std::vector<void*> const_device_allocs;    // uploaded constants
+  size_t const_bytes = 0;
+  std::vector<int> input_slots, output_slots;
+  std::unique_ptr<BackendImpl> host_backend;  // CPU memory for host steps of a device session
+  std::unique_ptr<BufferPool> shared_dev, shared_host;
+  std::map<std::string, std::unique_ptr<Plan>> plans;
+  uint64_t clock = 0;
+  Plan* last_plan = nullptr;
+  std::mutex run_mutex;  // run() calls from several threads take turns
+  // per-run
+  std::deque<Buffer> run_buffers;
+  std::deque<Tensor> run_tensors;
+
+  Impl(Session& session, BackendImpl& backend) : s(session), be(backend) {}
+  SessionProfile& prof() { return s.profile_; }
+
+  Buffer* new_buffer(void* p, BufferPool* pool) {
+    run_buffers.push_back(Buffer{p, pool, 1});
+    return &run_buffers.back();
+  }
+  static void unref(Buffer*& b) {
+    if (!b) return;
+    if (--b->refs == 0 && b->pool) b->pool->release(b->p);
+    b = nullptr;
+  }
+  void release_slot(Slot& sl) {
+    unref(sl.dev_buf);
+    unref(sl.host_buf);
+    if (!sl.is_const) sl.has_dev = sl.has_host = false;
+  }
+
+  void setup();
+  void fold_constants(std::vector<const Node*>& order);
+  void check_kernels();
+  Plan& plan_for(const std::string& sig);
+  void bind_inputs(Plan& p, const std::map<std::string, Tensor>& inputs);
+  void execute_steps(Plan& p);
+  void run_step(Plan& p, Step& st);
+  void run_if(Plan& p, Step& st);
+  Tensor host_copy(Plan& p, int slot, const Node& reader);
+  std::vector<Tensor> collect_outputs(Plan& p, bool record);
+  Tensor fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared);
+  std::vector<Tensor> replay(Plan& p, const std::map<std::string, Tensor>& inputs);
+  void finish_run();
+  std::string signature(const std::map<std::string, Tensor>& inputs);
+  const RtTensor& device_view(Plan& p, int slot);
+};
+
+}  // namespace fuseopt

@@ -1,0 +1,423 @@
+// Session setup: slots, constant folding, placement, precision rewrites,
+// the kernel check and the static capture decision (session_impl.h).
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "onnx_io/subgraph_load.h"
+#include "runtime/eval_node.h"
+#include "runtime/parameter_inputs.h"
+#include "runtime/session_impl.h"
+#include "util/error.h"
+
+namespace fuseopt {
+
+using namespace session_detail;
+
+namespace {
+
+bool is_metadata_only(const Node& n) { return n.is("Shape") || n.is("Size"); }
+
+// Integer/bool values computed from shapes alone stay on the host only while
+// they are shape-sized: rank <= 1 (shapes, indices, axes), or a known element
+// count of at most 4096. A [1, 1, S, S] causal mask or [B, S] position ids
+// built from Range is data, and a host loop over it cost 5 ms per op at S =
+// 2048 (Llama prefill); on the device it is one elementwise launch. An
+// unknown rank keeps the old rule (host), which is always correct.
+bool shape_sized(const Value& v) {
+  if (!v.shape) return true;
+  if (v.shape->size() <= 1) return true;
+  int64_t numel = 1;
+  for (const Dim& d : *v.shape) {
+    if (!d.known()) return false;
+    numel *= d.value;
+    if (numel > 4096) return false;
+  }
+  return true;
+}
+
+bool is_nondeterministic(const Node& n) {
+  static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                            "RandomUniformLike", "Multinomial", "Bernoulli"};
+  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
+}
+
+// The dtype of output i when the model does not declare it, from the input
+// dtypes (placement and the kernel check need it before anything runs).
+DType infer_output_dtype(const Node& n, size_t i, const std::vector<DType>& in) {
+  const DType first = in.empty() ? DType::Undefined : in[0];
+  if (!n.domain.empty() && n.domain != "ai.onnx") return first;
+  const std::string& op = n.op_type;
+  static const std::set<std::string> to_bool = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And",
+                                                "Or", "Xor", "Not", "IsNaN", "IsInf"};
+  static const std::set<std::string> to_int64 = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"};
+  if (to_bool.count(op)) return DType::Bool;
+  if (to_int64.count(op)) return DType::Int64;
+  if (op == "Cast") return static_cast<DType>(n.attr_int("to", 0));
+  if (op == "CastLike") return in.size() > 1 ? in[1] : DType::Undefined;
+  if (op == "Where") return in.size() > 1 ? in[1] : DType::Undefined;
+  if (op == "ConstantOfShape") {
+    const Attribute* a = n.attr("value");
+    return a && a->t ? a->t->dtype : DType::Float;
+  }
+  if (op == "Constant") {
+    for (const Attribute& a : n.attrs) {
+      if (a.name == "value" && a.t) return a.t->dtype;
+      if (a.name == "value_float" || a.name == "value_floats") return DType::Float;
+      if (a.name == "value_int" || a.name == "value_ints") return DType::Int64;
+    }
+    return DType::Undefined;
+  }
+  if (op == "If" || op == "Loop" || op == "Scan") return DType::Undefined;  // the body decides
+  if ((op == "MaxPool" || op == "TopK") && i == 1) return DType::Int64;
+  if (op == "Dropout" && i == 1) return DType::Bool;
+  if (op == "LayerNormalization" && i > 0) return DType::Float;
+  return first;
+}
+
+DType compute_float_dtype(Precision p) {
+  switch (p) {
+    case Precision::FP16: return DType::Float16;
+    case Precision::BF16: return DType::BFloat16;
+    default: return DType::Float;
+  }
+}
+
+bool any_kernel(const Node& n, Backend b) {
+  for (const KernelInfo* k : all_kernels()) {
+    std::string kd = k->domain == "ai.onnx" ? "" : k->domain, nd = n.domain == "ai.onnx" ? "" : n.domain;
+    if (k->backend == b && k->op == n.op_type && kd == nd) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// --- setup -------------------------------------------------------------------
+
+static std::vector<const Node*> topo_order(const Graph& g) {
+  std::vector<const Node*> order;
+  std::unordered_map<const Node*, int> pending;
+  std::vector<const Node*> ready;
+  for (const auto& n : g.nodes()) {
+    int deps = 0;
+    for (Value* v : n->inputs)
+      if (v && v->producer) ++deps;
+    for (Value* v : n->implicit_inputs)
+      if (v && v->producer) ++deps;
+    pending[n.get()] = deps;
+    if (deps == 0) ready.push_back(n.get());
+  }
+  std::reverse(ready.begin(), ready.end());
+  while (!ready.empty()) {
+    const Node* n = ready.back();
+    ready.pop_back();
+    order.push_back(n);
+    std::vector<const Node*> next;
+    for (Value* o : n->outputs) {
+      if (!o) continue;
+      for (const Use& u : o->uses)
+        if (--pending[u.node] == 0) next.push_back(u.node);
+    }
+    for (auto it = next.rbegin(); it != next.rend(); ++it) ready.push_back(*it);
+  }
+  FUSE_CHECK(order.size() == g.num_nodes(), "the graph has a cycle; cannot run it");
+  return order;
+}
+
+void Session::Impl::fold_constants(std::vector<const Node*>& order) {
+  std::vector<const Node*> kept;
+  for (const Node* n : order) {
+    bool foldable = n->implicit_inputs.empty() && !n->has_subgraph() && !is_nondeterministic(*n);
+    // Constant inputs: initializers, or values folded earlier in this loop
+    // (their data sits behind the slot's host view).
+    std::deque<Tensor> holder;
+    std::vector<const Tensor*> ins;
+    for (Value* v : n->inputs) {
+      if (!foldable) break;
+      if (!v) { ins.push_back(nullptr); continue; }
+      const Slot& sl = slots[slot_of.at(v)];
+      if (!sl.is_const) { foldable = false; break; }
+      if (sl.v->const_data) {
+        ins.push_back(sl.v->const_data.get());
+      } else {
+        Tensor t(sl.host.dtype, sl.host.shape);
+        if (sl.host.nbytes()) std::memcpy(t.bytes.data(), sl.host.data, sl.host.nbytes());
+        holder.push_back(std::move(t));
+        ins.push_back(&holder.back());
+      }
+    }
+    if (foldable && has_cpu_kernel(*n, ins)) {
+      try {
+        std::vector<Tensor> outs = eval_node_cpu(*n, ins);
+        for (size_t i = 0; i < n->outputs.size(); ++i) {
+          Value* o = n->outputs[i];
+          if (!o) continue;
+          owned_consts.push_back(std::move(outs[i]));
+          Slot& sl = slots[slot_of.at(o)];
+          sl.is_const = true;
+          sl.host_produced = true;
+          const Tensor& t = owned_consts.back();
+          sl.host = RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU};
+          sl.has_host = true;
+        }
+        continue;
+      } catch (const std::exception&) {
+        // Leave the node to the run, which reports the error in context.
+      }
+    }
+    kept.push_back(n);
+  }
+  order = std::move(kept);
+}
+
+void Session::Impl::setup() {
+  const Graph& g = s.graph_;
+  device = be.kind() != Backend::CPU;
+  compute_float = compute_float_dtype(s.opts_.precision);
+  if (!device) {
+    FUSE_CHECK(compute_float == DType::Float, "precision " << precision_name(s.opts_.precision)
+                                                           << " is not supported on the cpu backend (use fp32 or tf32)");
+  }
+  auto add_slot = [&](const Value* v) {
+    if (!v || slot_of.count(v)) return;
+    Slot sl;
+    sl.v = v;
+    sl.declared = v->dtype;
+    sl.static_dtype = v->dtype;
+    slot_of[v] = static_cast<int>(slots.size());
+    slots.push_back(std::move(sl));
+  };
+  for (const Value* v : g.initializers) add_slot(v);
+  for (const Value* v : g.inputs) add_slot(v);
+  for (const auto& n : g.nodes()) {
+    for (Value* v : n->inputs) add_slot(v);
+    for (Value* v : n->outputs) add_slot(v);
+  }
+  for (const Value* v : g.outputs) add_slot(v);
+  for (Slot& sl : slots) {
+    if (sl.v->const_data) {
+      sl.is_const = true;
+      sl.host_produced = true;
+      const Tensor& t = *sl.v->const_data;
+      sl.host = RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU};
+      sl.has_host = true;
+    }
+  }
+  for (const Value* v : g.inputs) {
+    int id = slot_of.at(v);
+    if (slots[id].is_const) continue;  // an input with an initializer default: treat as constant
+    slots[id].is_input = true;
+    input_slots.push_back(id);
+  }
+  for (const Value* v : g.outputs) {
+    int id = slot_of.at(v);
+    slots[id].is_output = true;
+    output_slots.push_back(id);
+  }
+
+  std::vector<const Node*> order = topo_order(g);
+  fold_constants(order);
+
+  for (Slot& sl : slots)
+    if (sl.is_const) sl.static_dtype = sl.host.dtype;
+  for (const Node* n : order) {
+    std::vector<DType> in_dtypes;
+    for (Value* v : n->inputs) in_dtypes.push_back(v ? slots[slot_of.at(v)].static_dtype : DType::Undefined);
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      if (!n->outputs[i]) continue;
+      Slot& sl = slots[slot_of.at(n->outputs[i])];
+      if (sl.static_dtype == DType::Undefined) sl.static_dtype = infer_output_dtype(*n, i, in_dtypes);
+    }
+  }
+  for (const Node* n : order) {
+    Step st;
+    st.node = n;
+    for (Value* v : n->inputs) st.ins.push_back(v ? slot_of.at(v) : -1);
+    for (Value* v : n->outputs) st.outs.push_back(v ? slot_of.at(v) : -1);
+    for (Value* v : n->implicit_inputs)
+      if (v) st.implicit.push_back(slot_of.at(v));
+    if (n->is("If")) {
+      // Branches run as nested Sessions on the same backend; the If step
+      // itself reads the condition on the host and picks one.
+      st.is_if = true;
+      const char* names[2] = {"then_branch", "else_branch"};
+      for (int b = 0; b < 2; ++b) {
+        const Attribute* a = n->attr(names[b]);
+        FUSE_CHECK(a, n->label() << ": missing attribute " << names[b]);
+        LoadedSubgraph sub = load_subgraph(*a, g, n->label() + " " + names[b]);
+        st.branch_graph[b] = std::move(sub.graph);
+        SessionOptions bo = s.opts_;
+        bo.profile = false;
+        try {
+          st.branch[b] = std::make_unique<Session>(*st.branch_graph[b], bo);
+        } catch (const Error& e) {
+          throw Error(n->label() + " " + names[b] + ": " + e.what());
+        }
+        FUSE_CHECK(st.branch_graph[b]->outputs.size() == n->outputs.size(),
+                   n->label() << ": " << names[b] << " has " << st.branch_graph[b]->outputs.size()
+                              << " outputs, the node " << n->outputs.size());
+      }
+    }
+    // Placement: in a device session, shape math stays on the host.
+    if (device) {
+      bool all_host = true;
+      for (int id : st.ins)
+        if (id >= 0 && !slots[id].host_produced) all_host = false;
+      bool small_int_outputs = true;
+      for (Value* o : n->outputs) {
+        if (!o) continue;
+        DType d = slots[slot_of.at(o)].static_dtype;
+        bool intish = dtype_is_integer(d) || d == DType::Bool;
+        if (!intish || !shape_sized(*o)) small_int_outputs = false;
+      }
+      bool host_kernel = any_kernel(*n, Backend::CPU);
+      st.on_host = !st.is_if && host_kernel &&
+                   (is_metadata_only(*n) || (all_host && small_int_outputs && !st.ins.empty()));
+      for (int id : st.outs)
+        if (id >= 0 && st.on_host) slots[id].host_produced = true;
+      if (!st.on_host)
+        for (int id : st.ins)
+          if (id >= 0) slots[id].used_on_device = true;
+    }
+    // Softmax before opset 13 flattens to 2-D at `axis` (default 1); the
+    // kernel reads the marker attribute this override adds.
+    if ((n->is("Softmax") || n->is("LogSoftmax")) && s.graph_.opset("") > 0 && s.graph_.opset("") < 13) {
+      st.override_node = std::make_unique<Node>(*n);
+      st.override_node->set_attr(Attribute::make_int("axis", n->attr_int("axis", 1)));
+      st.override_node->set_attr(Attribute::make_int(kLegacySoftmaxAttr, 1));
+    }
+    // Precision: casts to a float type and float constants produced by
+    // nodes become that type's compute dtype (Cast to FLOAT is fp16 under
+    // --precision fp16; Cast to FLOAT16 is fp32 on the CPU backend).
+    if (n->is("Cast")) {
+      const DType to = static_cast<DType>(n->attr_int("to", 0));
+      if (compute_dtype(to) != to) {
+        st.override_node = std::make_unique<Node>(*n);
+        st.override_node->set_attr(Attribute::make_int("to", static_cast<int64_t>(compute_dtype(to))));
+      }
+    } else if (n->is("ConstantOfShape") || n->is("Constant")) {
+      const Attribute* a = n->attr("value");
+      if (a && a->t && compute_dtype(a->t->dtype) != a->t->dtype) {
+        st.override_node = std::make_unique<Node>(*n);
+        st.override_node->set_attr(Attribute::make_tensor("value", convert_float(*a->t, compute_dtype(a->t->dtype))));
+      }
+    }
+    steps.push_back(std::move(st));
+  }
+
+  // Liveness: the last step that reads each slot.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int id : steps[i].ins)
+      if (id >= 0) slots[id].last_use = static_cast<int>(i);
+    for (int id : steps[i].implicit) slots[id].last_use = static_cast<int>(i);
+    for (int id : steps[i].outs)
+      if (id >= 0 && slots[id].last_use < static_cast<int>(i)) slots[id].last_use = static_cast<int>(i);
+  }
+  for (Slot& sl : slots)
+    if (!sl.is_const && !sl.is_output && !sl.is_input && sl.last_use >= 0)
+      steps[sl.last_use].release.push_back(static_cast<int>(&sl - slots.data()));
+
+  check_kernels();
+
+  // Precision: float constants (initializers, folded Constant nodes) are
+  // stored in their compute dtype, converted once here -- except those read
+  // only as shape-setting parameters (runtime/parameter_inputs.h).
+  auto parameter_only = [](const Value* v) {
+    if (!v || v->uses.empty()) return false;
+    for (const Use& u : v->uses) {
+      const std::vector<int>& params = u.node->domain.empty() || u.node->domain == "ai.onnx"
+                                           ? fp32_parameter_inputs(u.node->op_type)
+                                           : std::vector<int>{};
+      if (std::find(params.begin(), params.end(), u.index) == params.end()) return false;
+    }
+    return true;
+  };
+  for (Slot& sl : slots) {
+    if (!sl.is_const || compute_dtype(sl.host.dtype) == sl.host.dtype) continue;
+    if (sl.host.dtype == DType::Float && parameter_only(sl.v)) continue;
+    Tensor t(sl.host.dtype, sl.host.shape);
+    if (t.bytes.size()) std::memcpy(t.bytes.data(), sl.host.data, t.bytes.size());
+    owned_consts.push_back(convert_float(t, compute_dtype(sl.host.dtype)));
+    const Tensor& c = owned_consts.back();
+    sl.host = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
+  }
+  // Constants: on the CPU backend they are used in place; on a device they
+  // are uploaded once if a device step reads them.
+  for (Slot& sl : slots) {
+    if (!sl.is_const) continue;
+    if (!device) {
+      sl.dev = sl.host;
+      sl.has_dev = true;
+      const_bytes += sl.host.nbytes();
+    } else if (sl.used_on_device) {
+      void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
+      const_device_allocs.push_back(p);
+      be.copy_from_host(p, sl.host.data, sl.host.nbytes());
+      sl.dev = RtTensor{sl.host.dtype, sl.host.shape, p, be.kind()};
+      sl.has_dev = true;
+      const_bytes += sl.host.nbytes();
+    }
+  }
+
+  if (device) host_backend = make_backend(Backend::CPU);
+  shared_dev = std::make_unique<BufferPool>(be);
+  shared_host = device ? std::make_unique<BufferPool>(*host_backend) : nullptr;
+
+  // Static capture decision.
+  SessionProfile& prof = s.profile_;
+  prof.nodes.clear();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i].profile_index = static_cast<int>(i);
+    prof.nodes.push_back(NodeProfile{steps[i].node->name, op_label(*steps[i].node), steps[i].on_host, 0, 0});
+  }
+  if (!be.supports_capture()) prof.capture_disabled_reason = std::string("the ") + backend_name(be.kind()) + " backend has no graph capture";
+  else if (!s.opts_.cuda_graphs) prof.capture_disabled_reason = "disabled by the options";
+  else if (s.opts_.profile) prof.capture_disabled_reason = "profiling times every node";
+  prof.capture_possible = prof.capture_disabled_reason.empty();
+}
+
+void Session::Impl::check_kernels() {
+  std::map<std::string, std::vector<std::string>> missing;  // "op (domain 'd', dtype)" -> node names
+  for (Step& st : steps) {
+    if (st.is_if) continue;  // its branches' Sessions checked their own kernels
+    const Node& n = st.n();
+    Backend b = st.on_host ? Backend::CPU : be.kind();
+    auto static_dtype = [&](int i) -> DType {
+      if (i < 0 || static_cast<size_t>(i) >= st.ins.size() || st.ins[i] < 0) return DType::Undefined;
+      const Slot& sl = slots[st.ins[i]];
+      // Declared dtypes only: an inferred one could be wrong for an op this
+      // file does not know, and the run reports a real mismatch anyway.
+      return compute_dtype(sl.is_const ? sl.host.dtype : sl.declared);
+    };
+    bool found = false;
+    if (static_dtype(0) == DType::Undefined && (st.ins.empty() || st.ins[0] < 0)) {
+      found = any_kernel(n, b);
+    } else {
+      const KernelInfo* k = lookup_kernel(n, b, static_dtype);
+      found = k != nullptr || (static_dtype(0) == DType::Undefined && any_kernel(n, b));
+    }
+    if (!found) {
+      std::string key = n.op_type + " (domain '" + (n.domain.empty() ? "ai.onnx" : n.domain) + "'";
+      DType d = static_dtype(0);
+      if (d != DType::Undefined && any_kernel(n, b)) key += std::string(", dtype ") + dtype_name(d);
+      key += ")";
+      missing[key].push_back(n.name);
+    }
+  }
+  if (missing.empty()) return;
+  std::ostringstream os;
+  os << "no " << backend_name(be.kind()) << " kernel for " << missing.size() << " op(s): ";
+  bool first = true;
+  for (auto& [key, names] : missing) {
+    os << (first ? "" : "; ") << key << " at node";
+    os << (names.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < names.size() && i < 5; ++i) os << (i ? ", '" : "'") << names[i] << "'";
+    if (names.size() > 5) os << " and " << names.size() - 5 << " more";
+    first = false;
+  }
+  throw Error(os.str());
+}
+
+}  // namespace fuseopt
