@@ -4,6 +4,7 @@
 #include "kernels/cuda/float_convert.h"
 
 #include "kernels/cuda/cuda_common.cuh"  // grid_for
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda {
 namespace {
@@ -28,6 +29,9 @@ constexpr int kVec = 8;  // kThreads (256) from cuda_common.cuh
 
 template <class D, class S>
 __global__ void convert_kernel(D* __restrict__ y, const S* __restrict__ x, int64_t n, bool vec) {
+  // Programmatic dependent launch (kernels/cuda/pdl.cuh): the output
+  // conversion at the end of a run overlaps the last kernel's tail.
+  cuda_pdl::pdl_begin();
   const int64_t stride = int64_t(blockDim.x) * gridDim.x;
   int64_t i0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (vec) {
@@ -49,8 +53,8 @@ __global__ void convert_kernel(D* __restrict__ y, const S* __restrict__ x, int64
 template <class D, class S> void launch(void* y, const void* x, int64_t n, cudaStream_t stream) {
   const bool vec = reinterpret_cast<uintptr_t>(y) % (sizeof(D) * kVec) == 0 &&
                    reinterpret_cast<uintptr_t>(x) % (sizeof(S) * kVec) == 0;
-  convert_kernel<D, S><<<grid_for((n + kVec - 1) / kVec, kThreads), kThreads, 0, stream>>>(
-      static_cast<D*>(y), static_cast<const S*>(x), n, vec);
+  cuda_pdl::pdl_launch(convert_kernel<D, S>, dim3(grid_for((n + kVec - 1) / kVec, kThreads)), dim3(kThreads), 0,
+                       stream, static_cast<D*>(y), static_cast<const S*>(x), n, vec);
 }
 
 template <class S> bool dispatch_to(void* y, DType to, const void* x, int64_t n, cudaStream_t st) {

@@ -3,10 +3,17 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused {
 
 namespace {
+
+// Every kernel here starts with pdl_begin() and is launched through
+// pdl_launch (kernels/cuda/pdl.cuh): the bias+GELU pass after FFN1's GEMM is
+// the launch PDL overlaps most often.
+using cuda_pdl::pdl_begin;
+using cuda_pdl::pdl_launch;
 
 constexpr int kThreads = 256;
 
@@ -20,6 +27,7 @@ int grid_for(int64_t work, int threads) {
 template <class T, int N>
 __global__ void add_relu_vec_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                                     int64_t nvec) {
+  pdl_begin();
   using V = Vec<T, N>;
   const V* av = reinterpret_cast<const V*>(a);
   const V* bv = reinterpret_cast<const V*>(b);
@@ -35,6 +43,7 @@ __global__ void add_relu_vec_kernel(const T* __restrict__ a, const T* __restrict
 template <class T>
 __global__ void add_relu_scalar_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                                        int64_t begin, int64_t n) {
+  pdl_begin();
   for (int64_t i = begin + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f<T>(fmaxf(to_f(a[i]) + to_f(b[i]), 0.f));
 }
@@ -42,6 +51,7 @@ __global__ void add_relu_scalar_kernel(const T* __restrict__ a, const T* __restr
 template <class T>
 __global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n,
                                       BroadcastShape s) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, ia = 0, ib = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
@@ -56,6 +66,7 @@ __global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restri
 
 template <class T>
 __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t total, int64_t n) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float v = to_f(y[i]);
     if (bias) v += to_f(bias[i % n]);
@@ -69,6 +80,7 @@ __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, 
 // 2.26 TB/s at 4096x3072 fp16, NOTES-perf.md).
 template <class T, int N>
 __global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t nvec, int64_t nv_row) {
+  pdl_begin();
   using V = Vec<T, N>;
   V* yv = reinterpret_cast<V*>(y);
   const V* bv = reinterpret_cast<const V*>(bias);
@@ -101,6 +113,7 @@ __global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bi
 template <class T>
 __global__ void broadcast_2d_kernel(const T* __restrict__ c, int64_t cm, int64_t cn, T* __restrict__ y, int64_t M,
                                     int64_t N) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / N, col = i % N;
     y[i] = c[(cm == 1 ? 0 : r) * cn + (cn == 1 ? 0 : col)];
@@ -119,16 +132,20 @@ void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n,
     const T* pb = static_cast<const T*>(b);
     T* py = static_cast<T*>(y);
     if (bcast) {
-      add_relu_bcast_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(pa, pb, py, n, *bcast);
+      pdl_launch(add_relu_bcast_kernel<T>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream, pa, pb, py, n, *bcast);
     } else {
       constexpr int N = 16 / sizeof(T);
       int64_t head = 0;
       if (aligned16(a) && aligned16(b) && aligned16(y)) {
         int64_t nvec = n / N;
-        if (nvec > 0) add_relu_vec_kernel<T, N><<<grid_for(nvec, kThreads), kThreads, 0, stream>>>(pa, pb, py, nvec);
+        if (nvec > 0)
+          pdl_launch(add_relu_vec_kernel<T, N>, dim3(grid_for(nvec, kThreads)), dim3(kThreads), 0, stream, pa, pb, py,
+                     nvec);
         head = nvec * N;
       }
-      if (head < n) add_relu_scalar_kernel<T><<<grid_for(n - head, kThreads), kThreads, 0, stream>>>(pa, pb, py, head, n);
+      if (head < n)
+        pdl_launch(add_relu_scalar_kernel<T>, dim3(grid_for(n - head, kThreads)), dim3(kThreads), 0, stream, pa, pb, py,
+                   head, n);
     }
   });
   FUSED_LAUNCH_CHECK("AddRelu");
@@ -141,11 +158,11 @@ void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int
     constexpr int N = 16 / sizeof(T);
     if (n % N == 0 && aligned16(y) && (!bias || aligned16(bias))) {
       const int64_t nvec = total / N;
-      bias_gelu_vec_kernel<T, N><<<grid_for((nvec + 1) / 2, kThreads), kThreads, 0, stream>>>(
-          static_cast<T*>(y), static_cast<const T*>(bias), nvec, n / N);
+      pdl_launch(bias_gelu_vec_kernel<T, N>, dim3(grid_for((nvec + 1) / 2, kThreads)), dim3(kThreads), 0, stream,
+                 static_cast<T*>(y), static_cast<const T*>(bias), nvec, n / N);
     } else {
-      bias_gelu_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(static_cast<T*>(y),
-                                                                              static_cast<const T*>(bias), total, n);
+      pdl_launch(bias_gelu_kernel<T>, dim3(grid_for(total, kThreads)), dim3(kThreads), 0, stream, static_cast<T*>(y),
+                 static_cast<const T*>(bias), total, n);
     }
   });
   FUSED_LAUNCH_CHECK("bias+GELU(erf)");
@@ -155,8 +172,8 @@ void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* 
                          cudaStream_t stream) {
   if (M * N == 0) return;
   FUSED_DISPATCH_FLOAT(dt, T, {
-    broadcast_2d_kernel<T><<<grid_for(M * N, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(c), cm, cn,
-                                                                               static_cast<T*>(y), M, N);
+    pdl_launch(broadcast_2d_kernel<T>, dim3(grid_for(M * N, kThreads)), dim3(kThreads), 0, stream,
+               static_cast<const T*>(c), cm, cn, static_cast<T*>(y), M, N);
   });
   FUSED_LAUNCH_CHECK("Gemm C broadcast");
 }

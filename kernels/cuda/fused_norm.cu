@@ -7,6 +7,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 #include <atomic>
 #include <cstdlib>
@@ -24,6 +25,9 @@ std::atomic<bool> g_norm_warp_rows{[] {
 void set_norm_warp_rows(bool on) { g_norm_warp_rows.store(on); }
 
 namespace {
+
+using cuda_pdl::pdl_begin;
+using cuda_pdl::pdl_launch;
 
 constexpr int kWarpRowsPerBlock = 4;
 
@@ -48,6 +52,7 @@ template <class T, int N>
 __global__ void norm_kernel(NormArgs a) {
   extern __shared__ float row_cache[];
   __shared__ float red[32];
+  pdl_begin();  // launched through pdl_launch: nothing global is touched before this
   using V = Vec<T, N>;
   const int64_t row = blockIdx.x;
   const int64_t D = a.D;
@@ -120,6 +125,7 @@ __global__ void norm_kernel(NormArgs a) {
 template <class T, int N, int VPL>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormArgs a) {
   using V = Vec<T, N>;
+  pdl_begin();  // before the early return: see kernels/cuda/pdl.cuh
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (row >= a.rows) return;
@@ -202,7 +208,8 @@ template <class T, int N, int VPL>
 void launch_norm_warp_t(const NormArgs& a, cudaStream_t stream) {
   const int64_t blocks = (a.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   FUSE_CHECK(blocks < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
-  norm_warp_kernel<T, N, VPL><<<static_cast<unsigned>(blocks), 32 * kWarpRowsPerBlock, 0, stream>>>(a);
+  pdl_launch(norm_warp_kernel<T, N, VPL>, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpRowsPerBlock), 0, stream,
+             a);
 }
 
 // Picks the smallest vectors-per-lane count covering the row, keeping at most
@@ -250,7 +257,7 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
                      "LayerNorm");
   }
   FUSE_CHECK(a.rows < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
-  norm_kernel<T, N><<<static_cast<unsigned>(a.rows), threads, smem, stream>>>(a);
+  pdl_launch(norm_kernel<T, N>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
 }
 
 }  // namespace

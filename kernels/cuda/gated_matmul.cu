@@ -4,9 +4,15 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/gated_matmul.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused {
 namespace {
+
+// Launched with programmatic dependent launch (kernels/cuda/pdl.cuh): the
+// gate pass follows its GEMM directly, so its launch overlaps the GEMM's tail.
+using cuda_pdl::pdl_begin;
+using cuda_pdl::pdl_launch;
 
 constexpr int kThreads = 256;
 
@@ -27,6 +33,7 @@ __device__ __forceinline__ float gate_act(float x) {
 
 template <class T, GateActivation A>
 __global__ void gated_kernel(const T* __restrict__ p, T* __restrict__ y, int64_t total, int64_t n) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / n, j = i - r * n;
     const T* row = p + r * 2 * n;
@@ -41,6 +48,7 @@ __global__ void gated_kernel(const T* __restrict__ p, T* __restrict__ y, int64_t
 // the copy ceiling. One row index per vector, 32-bit when it fits.
 template <class T, int V, GateActivation A, class I>
 __global__ void gated_vec_kernel(const T* __restrict__ p, T* __restrict__ y, I nvec, I nv_row) {
+  pdl_begin();
   using Vt = Vec<T, V>;
   const Vt* pv = reinterpret_cast<const Vt*>(p);
   Vt* yv = reinterpret_cast<Vt*>(y);
@@ -62,12 +70,13 @@ void launch_act(const T* p, T* y, int64_t total, int64_t n, cudaStream_t s) {
     const int64_t nvec = total / V, nv_row = n / V;
     // 2·nvec bounds the largest index read (the up half of the last row).
     if (2 * nvec < (int64_t(1) << 31))
-      gated_vec_kernel<T, V, A, int32_t><<<grid_for(nvec), kThreads, 0, s>>>(p, y, int32_t(nvec), int32_t(nv_row));
+      pdl_launch(gated_vec_kernel<T, V, A, int32_t>, dim3(grid_for(nvec)), dim3(kThreads), 0, s, p, y, int32_t(nvec),
+                 int32_t(nv_row));
     else
-      gated_vec_kernel<T, V, A, int64_t><<<grid_for(nvec), kThreads, 0, s>>>(p, y, nvec, nv_row);
+      pdl_launch(gated_vec_kernel<T, V, A, int64_t>, dim3(grid_for(nvec)), dim3(kThreads), 0, s, p, y, nvec, nv_row);
     return;
   }
-  gated_kernel<T, A><<<grid_for(total), kThreads, 0, s>>>(p, y, total, n);
+  pdl_launch(gated_kernel<T, A>, dim3(grid_for(total)), dim3(kThreads), 0, s, p, y, total, n);
 }
 
 template <class T>
