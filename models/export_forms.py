@@ -178,9 +178,16 @@ def export_one(form, opset, exporter, out_root, torch, static=False):
             self.m = m
 
         def forward(self, *a):
-            return self.m(**dict(zip(names, a)))
+            # vision models take the image positionally; the others by name
+            return self.m(*a) if dims.get(names[0]) == {0: "batch"} and len(a) == 1 else self.m(**dict(zip(names, a)))
 
     pm = Positional(model)
+    if exporter == "ts" and hasattr(torch.backends, "mha"):
+        # the modules' eval fast path (aten::_native_multi_head_attention) has no TorchScript
+        # symbolic; users exporting with dynamo=False switch it off, so do we
+        torch.backends.mha.set_fastpath_enabled(False)
+    elif hasattr(torch.backends, "mha"):
+        torch.backends.mha.set_fastpath_enabled(True)  # the default, as dynamo users get it
     with torch.no_grad():
         if exporter == "ts":
             dyn = {k: v for k, v in dims.items()} or None

@@ -173,9 +173,14 @@ def main():
     ap.add_argument("--variants", default="", help="comma-separated like 17ts,18dynamo (default: both)")
     ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
     ap.add_argument("--static", action="store_true", help="also export static-shape variants")
+    ap.add_argument("--tiny", action="store_true",
+                    help="hidden 32, FFN 64, vocab 200 (a quarter of the bytes; what the corpus in the repo uses "
+                         "since session 4, where the tree that travels to the GPU machine is capped)")
     a = ap.parse_args()
-    global ATTN
+    global ATTN, HIDDEN, FFN, VOCAB
     ATTN = a.attn
+    if a.tiny:
+        HIDDEN, FFN, VOCAB = 32, 64, 200
     import torch
     import transformers as tf
     archs = a.only.split(",") if a.only else ARCHS
