@@ -5,6 +5,7 @@
 // usable GPU is present, so machines without a GPU skip it cleanly.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -100,6 +101,20 @@ class DevicePool {
   size_t reserved_ = 0;
 };
 
+// Makes `device` current for a scope (a deleter may run on any thread, with
+// another device current).
+struct DeviceScope {
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (prev_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != prev_) cudaSetDevice(prev_);
+  }
+  int prev_ = -1;
+};
+
 struct CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -146,6 +161,32 @@ class CudaBackend final : public BackendImpl {
     return p;
   }
   void free(void* p) override { pool_.free(p); }
+  int device_ordinal() const override { return device_; }
+
+  // Outside the pool: the caller's consumer may read the block on another
+  // stream after this backend is gone. Freed with cudaFree after a device
+  // synchronize (a consumer's kernels may still read it), on its device.
+  std::shared_ptr<void> alloc_exported(size_t bytes) override {
+    DeviceScope on(device_);
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      pool_.release_cached();  // cached blocks of this session may be what is missing
+      e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error("out of GPU memory allocating an output of " + std::to_string(bytes) + " bytes: " +
+                  cudaGetErrorString(e));
+    }
+    const int dev = device_;
+    return std::shared_ptr<void>(p, [dev](void* q) {
+      DeviceScope on(dev);
+      cudaDeviceSynchronize();
+      cudaFree(q);
+    });
+  }
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;

@@ -24,6 +24,15 @@ class BackendImpl {
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   virtual void* stream() = 0;  // cudaStream_t, or nullptr
   virtual void synchronize() = 0;
+  // The device this backend runs on (CUDA ordinal); -1 for the CPU.
+  virtual int device_ordinal() const { return -1; }
+
+  // Memory handed out of the Session (Session::run_device's outputs, which
+  // the caller owns): it may outlive the Session and this backend, and other
+  // streams may use it, so it does not come from the stream-ordered pool
+  // behind alloc(). The block is freed when the last copy of the pointer
+  // goes; the deleter first waits for the device to finish using it.
+  virtual std::shared_ptr<void> alloc_exported(size_t bytes) = 0;
 
   // Enqueues dst[i] = src[i] converted between Float, Float16 and BFloat16
   // (n elements, both buffers on this device; narrowing keeps finite values

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "runtime/backend.h"
@@ -23,6 +24,9 @@ class CpuBackend final : public BackendImpl {
     return p;
   }
   void free(void* p) override { std::free(p); }
+  std::shared_ptr<void> alloc_exported(size_t bytes) override {
+    return std::shared_ptr<void>(alloc(bytes), [](void* p) { std::free(p); });  // needs no backend
+  }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { if (bytes) std::memcpy(dst, src, bytes); }
   void copy_from_host(void* dst, const void* src, size_t bytes) override { if (bytes) std::memcpy(dst, src, bytes); }
   void copy_within(void* dst, const void* src, size_t bytes) override { if (bytes) std::memmove(dst, src, bytes); }

@@ -31,95 +31,24 @@ Session::~Session() {
   }
 }
 
-static void check_inputs(const Graph& g, const std::vector<int>& input_slots, const std::vector<Slot>& slots,
-                         const std::map<std::string, Tensor>& inputs) {
-  std::set<std::string> known;
-  for (int id : input_slots) known.insert(slots[id].v->name);
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+  Impl::Views views;
   for (const auto& [name, t] : inputs)
-    FUSE_CHECK(known.count(name), "unknown input '" << name << "' (the model's inputs are: " << [&] {
-      std::string s;
-      for (const auto& k : known) s += (s.empty() ? "" : ", ") + k;
-      return s;
-    }() << ")");
-  std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> (size, input)
-  for (int id : input_slots) {
-    const Value* v = slots[id].v;
-    auto it = inputs.find(v->name);
-    FUSE_CHECK(it != inputs.end(), "missing input '" << v->name << "'");
-    const Tensor& t = it->second;
-    FUSE_CHECK(t.dtype != DType::String, "input '" << v->name << "': string tensors are not supported");
-    FUSE_CHECK(v->dtype == DType::Undefined || t.dtype == v->dtype,
-               "input '" << v->name << "' is " << dtype_name(t.dtype) << " but the model declares "
-                         << dtype_name(v->dtype));
-    for (int64_t d : t.dims) FUSE_CHECK(d >= 0, "input '" << v->name << "' has a negative dim " << shape_str(t.dims));
-    FUSE_CHECK(t.bytes.size() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype),
-               "input '" << v->name << "' has " << t.bytes.size() << " bytes for shape " << shape_str(t.dims));
-    if (!v->shape) continue;
-    const Shape& s = *v->shape;
-    FUSE_CHECK(s.size() == t.dims.size(), "input '" << v->name << "' has shape " << shape_str(t.dims)
-                                                    << " but the model declares " << shape_str(s));
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i].known()) {
-        FUSE_CHECK(s[i].value == t.dims[i], "input '" << v->name << "' has shape " << shape_str(t.dims)
-                                                      << " but the model declares " << shape_str(s));
-      } else if (!s[i].symbol.empty()) {
-        auto b = bound.find(s[i].symbol);
-        if (b == bound.end()) {
-          bound[s[i].symbol] = {t.dims[i], v->name};
-        } else {
-          FUSE_CHECK(b->second.first == t.dims[i],
-                     "input '" << v->name << "' has " << s[i].symbol << " = " << t.dims[i] << " but input '"
-                               << b->second.second << "' has " << s[i].symbol << " = " << b->second.first);
-        }
-      }
-    }
-  }
-  (void)g;
+    views.emplace(name, RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU});
+  std::vector<Tensor> outs;
+  impl_->run(views, Impl::Outputs{&outs, nullptr}, &inputs);
+  return outs;
 }
 
-std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
-  Impl& im = *impl_;
-  std::lock_guard<std::mutex> lock(im.run_mutex);
-  check_inputs(graph_, im.input_slots, im.slots, inputs);
-  Plan& p = im.plan_for(im.signature(inputs));
-  im.last_plan = &p;
-  backend_->reset_device_errors();  // enqueued before this run's kernels or replayed graph
-  profile_.runs++;
-  if (p.graph) {
-    profile_.graph_replays++;
-    return im.replay(p, inputs);
-  }
-  p.dev_pool->reset_peak();
-  if (p.host_pool != p.dev_pool) p.host_pool->reset_peak();
-  bool capture = profile_.capture_possible && p.runs >= 1 && !p.reads_device_data;
+std::vector<Tensor> Session::run_views(const std::map<std::string, RtTensor>& inputs) {
   std::vector<Tensor> outs;
-  try {
-    im.bind_inputs(p, inputs);
-    if (capture) {
-      p.graph = backend_->capture([&] { im.execute_steps(p); });
-      if (p.graph) {
-        backend_->replay(p.graph);
-        profile_.graph_replays++;
-      } else {
-        p.no_capture_reason = "the backend refused the capture";
-        p.reads_device_data = true;
-        im.finish_run();
-        im.bind_inputs(p, inputs);
-        im.execute_steps(p);
-      }
-    } else {
-      im.execute_steps(p);
-    }
-    outs = im.collect_outputs(p, capture && p.graph);
-  } catch (...) {
-    im.finish_run();
-    p.runs++;
-    throw;
-  }
-  im.finish_run();
-  p.runs++;
-  if (profile_.capture_possible && p.reads_device_data && profile_.capture_disabled_reason.empty())
-    profile_.capture_disabled_reason = p.no_capture_reason;
+  impl_->run(inputs, Impl::Outputs{&outs, nullptr});
+  return outs;
+}
+
+std::vector<DeviceTensor> Session::run_device(const std::map<std::string, RtTensor>& inputs) {
+  std::vector<DeviceTensor> outs;
+  impl_->run(inputs, Impl::Outputs{nullptr, &outs});
   return outs;
 }
 
@@ -169,6 +98,7 @@ void Session::reset_profile() {
   for (NodeProfile& n : profile_.nodes) n.total_ms = 0, n.calls = 0;
   profile_.runs = profile_.graph_replays = 0;
   profile_.device_to_host_copies = profile_.device_to_host_bytes = 0;
+  profile_.input_upload_bytes = profile_.output_download_bytes = 0;
   profile_.device_to_host_nodes.clear();
 }
 

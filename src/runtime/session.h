@@ -72,12 +72,26 @@ struct SessionProfile {
   int64_t graph_replays = 0;
   int64_t device_to_host_copies = 0;  // CPU nodes/kernels that read device data
   int64_t device_to_host_bytes = 0;
+  // Graph inputs copied from the host to the device and graph outputs copied
+  // back (device sessions). run_device with device inputs does neither.
+  int64_t input_upload_bytes = 0, output_download_bytes = 0;
   std::vector<std::string> device_to_host_nodes;  // node labels, each once
   bool capture_possible = false;
   std::string capture_disabled_reason;  // empty when capture is possible
   // Sorted by total time, largest first.
   std::vector<NodeProfile> nodes_by_time() const;
   std::vector<OpProfile> by_op_type() const;
+};
+
+// A graph output in device memory that the caller owns (Session::run_device):
+// `owner` holds the block, freed when its last copy goes; it may outlive the
+// Session (BackendImpl::alloc_exported).
+struct DeviceTensor {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+  int device = -1;  // CUDA ordinal
 };
 
 class Session {
@@ -90,6 +104,21 @@ class Session {
   // Inputs by graph-input name; every graph input must be given. Returns one
   // host Tensor per graph output, in graph order, with the declared dtypes.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  // Inputs as views: each RtTensor is dense row-major memory either on the
+  // host (where == CPU) or on this session's device (where == the backend,
+  // device backend().device_ordinal()); it must stay valid until the call
+  // returns. Device inputs are read on backend().stream() -- the caller
+  // orders its writes before that (e.g. makes the stream wait on an event of
+  // the producer's stream) -- and copied once on the device into the shape
+  // plan's input buffer (a captured graph replays on fixed addresses).
+  // run_views returns host Tensors as run() does. run_device (device backends
+  // only) returns the outputs in memory the caller owns on the device, in the
+  // declared dtypes, with no copy through the host; the stream is
+  // synchronized before it returns, so the outputs are complete for any
+  // stream of the device.
+  std::vector<Tensor> run_views(const std::map<std::string, RtTensor>& inputs);
+  std::vector<DeviceTensor> run_device(const std::map<std::string, RtTensor>& inputs);
 
   // Device time (ms) of one more execution of the last run's captured graph,
   // with inputs and outputs left where they are on the device: what a

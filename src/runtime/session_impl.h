@@ -35,6 +35,7 @@ inline std::string op_label(const Node& n) { return n.domain.empty() ? n.op_type
 
 // Float <-> Float16/BFloat16 on the host (session_io.cc).
 Tensor convert_float(const Tensor& t, DType to);
+Tensor convert_float(const RtTensor& host_view, DType to);
 
 // The dtype a computed float output goes back to: the one the model declares
 // or implies (fp16/bf16 models computed in fp32 on the CPU, Float computed in
@@ -186,16 +187,32 @@ struct Session::Impl {
   void fold_constants(std::vector<const Node*>& order);
   void check_kernels();
   Plan& plan_for(const std::string& sig);
-  void bind_inputs(Plan& p, const std::map<std::string, Tensor>& inputs);
+  // Inputs are views (Session::run_views): host or device memory.
+  using Views = std::map<std::string, RtTensor>;
+  // Where a run's outputs go: host Tensors or caller-owned device memory.
+  struct Outputs {
+    std::vector<Tensor>* host = nullptr;
+    std::vector<DeviceTensor>* device = nullptr;
+  };
+  // `tensors`: the host Tensors behind `inputs` (Session::run), whose byte
+  // counts are checked too.
+  void check_inputs(const Views& inputs, const std::map<std::string, Tensor>* tensors) const;
+  void run(const Views& inputs, Outputs out, const std::map<std::string, Tensor>* tensors = nullptr);
+  void copy_device_input(void* dst, DType want, const RtTensor& in);
+  void bind_inputs(Plan& p, const Views& inputs);
   void execute_steps(Plan& p);
   void run_step(Plan& p, Step& st);
   void run_if(Plan& p, Step& st);
   Tensor host_copy(Plan& p, int slot, const Node& reader);
-  std::vector<Tensor> collect_outputs(Plan& p, bool record);
+  // The graph outputs after the run's synchronize (recorded in the plan for
+  // replays when `record`), then fetched into `out`.
+  std::vector<RtTensor> output_views(Plan& p, bool record);
+  void deliver_outputs(Plan& p, const std::vector<RtTensor>& views, Outputs out);
   Tensor fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared);
-  std::vector<Tensor> replay(Plan& p, const std::map<std::string, Tensor>& inputs);
+  DeviceTensor export_output(const RtTensor& v, DType declared);
+  void replay(Plan& p, const Views& inputs, Outputs out);
   void finish_run();
-  std::string signature(const std::map<std::string, Tensor>& inputs);
+  std::string signature(const Views& inputs);
   const RtTensor& device_view(Plan& p, int slot);
 };
 

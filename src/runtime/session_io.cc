@@ -1,8 +1,10 @@
-// The Session's input/output side: per-shape plans, binding inputs
-// (uploads, float conversions), fetching outputs in their declared dtypes,
-// and the replay of a captured graph.
+// The Session's input/output side: per-shape plans, input checks, binding
+// inputs (host uploads or device copies, float conversions), fetching outputs
+// in their declared dtypes (to the host, or into caller-owned device memory),
+// the replay of a captured graph, and one run from start to end.
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "runtime/session_impl.h"
 #include "util/error.h"
@@ -13,10 +15,18 @@ using namespace session_detail;
 
 // Float <-> Float16/BFloat16 on the host: one loop per (from, to) pair, no
 // per-element dispatch (fp16 models on the CPU convert every input/output).
-Tensor session_detail::convert_float(const Tensor& t, DType to) {
-  if (t.dtype == to) return t;
-  Tensor r(to, t.dims);
+Tensor session_detail::convert_float(const RtTensor& t, DType to) {
+  Tensor r(to, t.shape);
   const int64_t n = t.numel();
+  const float* f32 = t.dtype == DType::Float ? static_cast<const float*>(t.data) : nullptr;
+  const uint16_t* u16 = static_cast<const uint16_t*>(t.data);
+  // Any other dtype (never an input or output conversion: those are floats)
+  // reads through Tensor::as_double.
+  Tensor other;
+  if (t.dtype != DType::Float && t.dtype != DType::Float16 && t.dtype != DType::BFloat16) {
+    other = Tensor(t.dtype, t.shape);
+    if (t.nbytes()) std::memcpy(other.bytes.data(), t.data, t.nbytes());
+  }
   auto narrow = [&](auto read) {
     uint16_t* y = r.data<uint16_t>();
     // Finite values stay finite (see float_to_half_finite).
@@ -29,23 +39,30 @@ Tensor session_detail::convert_float(const Tensor& t, DType to) {
     case DType::Float: {
       float* y = r.data<float>();
       if (t.dtype == DType::Float16)
-        for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(t.data<uint16_t>()[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(u16[i]);
       else if (t.dtype == DType::BFloat16)
-        for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(t.data<uint16_t>()[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(u16[i]);
+      else if (f32 && n)
+        std::memcpy(y, f32, static_cast<size_t>(n) * sizeof(float));
       else
-        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(t.as_double(i));
+        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(other.as_double(i));
       break;
     }
     case DType::Float16:
     case DType::BFloat16:
-      if (t.dtype == DType::Float) narrow([&](int64_t i) { return t.data<float>()[i]; });
-      else if (t.dtype == DType::Float16) narrow([&](int64_t i) { return half_to_float(t.data<uint16_t>()[i]); });
-      else if (t.dtype == DType::BFloat16) narrow([&](int64_t i) { return bf16_to_float(t.data<uint16_t>()[i]); });
-      else narrow([&](int64_t i) { return static_cast<float>(t.as_double(i)); });
+      if (f32) narrow([&](int64_t i) { return f32[i]; });
+      else if (t.dtype == DType::Float16) narrow([&](int64_t i) { return half_to_float(u16[i]); });
+      else if (t.dtype == DType::BFloat16) narrow([&](int64_t i) { return bf16_to_float(u16[i]); });
+      else narrow([&](int64_t i) { return static_cast<float>(other.as_double(i)); });
       break;
     default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
   }
   return r;
+}
+
+Tensor session_detail::convert_float(const Tensor& t, DType to) {
+  if (t.dtype == to) return t;
+  return convert_float(RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU}, to);
 }
 
 // The dtype a computed float output goes back to: the one the model declares
@@ -60,11 +77,13 @@ DType session_detail::declared_target(DType have, DType declared) {
 
 // --- plans ---------------------------------------------------------------------
 
-std::string Session::Impl::signature(const std::map<std::string, Tensor>& inputs) {
+// Dtypes and shapes only: where an input lives changes how it is copied in,
+// not the plan (the copies are outside any captured graph).
+std::string Session::Impl::signature(const Views& inputs) {
   std::string sig;
   for (int id : input_slots) {
-    const Tensor& t = inputs.at(slots[id].v->name);
-    sig += std::to_string(static_cast<int>(t.dtype)) + shape_str(t.dims) + ";";
+    const RtTensor& t = inputs.at(slots[id].v->name);
+    sig += std::to_string(static_cast<int>(t.dtype)) + shape_str(t.shape) + ";";
   }
   return sig;
 }
@@ -98,48 +117,140 @@ Plan& Session::Impl::plan_for(const std::string& sig) {
   return *it->second;
 }
 
-// --- running -------------------------------------------------------------------
+// --- inputs --------------------------------------------------------------------
 
-void Session::Impl::bind_inputs(Plan& p, const std::map<std::string, Tensor>& inputs) {
+void Session::Impl::check_inputs(const Views& inputs, const std::map<std::string, Tensor>* tensors) const {
+  std::set<std::string> known;
+  for (int id : input_slots) known.insert(slots[id].v->name);
+  for (const auto& [name, t] : inputs)
+    FUSE_CHECK(known.count(name), "unknown input '" << name << "' (the model's inputs are: " << [&] {
+      std::string s;
+      for (const auto& k : known) s += (s.empty() ? "" : ", ") + k;
+      return s;
+    }() << ")");
+  std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> (size, input)
+  for (int id : input_slots) {
+    const Value* v = slots[id].v;
+    auto it = inputs.find(v->name);
+    FUSE_CHECK(it != inputs.end(), "missing input '" << v->name << "'");
+    const RtTensor& t = it->second;
+    FUSE_CHECK(t.dtype != DType::String, "input '" << v->name << "': string tensors are not supported");
+    FUSE_CHECK(v->dtype == DType::Undefined || t.dtype == v->dtype,
+               "input '" << v->name << "' is " << dtype_name(t.dtype) << " but the model declares "
+                         << dtype_name(v->dtype));
+    for (int64_t d : t.shape) FUSE_CHECK(d >= 0, "input '" << v->name << "' has a negative dim " << shape_str(t.shape));
+    if (tensors) {
+      const Tensor& h = tensors->at(v->name);
+      FUSE_CHECK(h.bytes.size() == static_cast<size_t>(h.numel()) * dtype_size(h.dtype),
+                 "input '" << v->name << "' has " << h.bytes.size() << " bytes for shape " << shape_str(h.dims));
+    }
+    FUSE_CHECK(t.where == Backend::CPU || t.where == be.kind(),
+               "input '" << v->name << "' is in " << backend_name(t.where) << " memory but the session runs on the "
+                         << backend_name(be.kind()) << " backend");
+    FUSE_CHECK(t.data || t.numel() == 0, "input '" << v->name << "' has no data");
+    if (!v->shape) continue;
+    const Shape& s = *v->shape;
+    FUSE_CHECK(s.size() == t.shape.size(), "input '" << v->name << "' has shape " << shape_str(t.shape)
+                                                     << " but the model declares " << shape_str(s));
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i].known()) {
+        FUSE_CHECK(s[i].value == t.shape[i], "input '" << v->name << "' has shape " << shape_str(t.shape)
+                                                       << " but the model declares " << shape_str(s));
+      } else if (!s[i].symbol.empty()) {
+        auto b = bound.find(s[i].symbol);
+        if (b == bound.end()) {
+          bound[s[i].symbol] = {t.shape[i], v->name};
+        } else {
+          FUSE_CHECK(b->second.first == t.shape[i],
+                     "input '" << v->name << "' has " << s[i].symbol << " = " << t.shape[i] << " but input '"
+                               << b->second.second << "' has " << s[i].symbol << " = " << b->second.first);
+        }
+      }
+    }
+  }
+}
+
+// A device input into `dst` (the plan's input buffer) in the compute dtype:
+// a copy on the device, or a conversion there.
+void Session::Impl::copy_device_input(void* dst, DType want, const RtTensor& in) {
+  if (want == in.dtype) {
+    be.copy_within(dst, in.data, in.nbytes());
+    return;
+  }
+  if (be.convert_float(dst, want, in.data, in.dtype, in.numel())) return;
+  // A backend that cannot convert: through the host, counted.
+  Tensor t(in.dtype, in.shape);
+  be.copy_to_host(t.bytes.data(), in.data, in.nbytes());
+  Tensor c = convert_float(t, want);
+  be.copy_from_host(dst, c.bytes.data(), c.bytes.size());
+  be.synchronize();  // `c` dies here; the copy must have read it
+  prof().input_upload_bytes += static_cast<int64_t>(c.bytes.size());
+}
+
+void Session::Impl::bind_inputs(Plan& p, const Views& inputs) {
   for (int id : input_slots) {
     Slot& sl = slots[id];
-    const Tensor* t = &inputs.at(sl.v->name);
-    if (compute_dtype(t->dtype) != t->dtype) {
-      run_tensors.push_back(convert_float(*t, compute_dtype(t->dtype)));
-      t = &run_tensors.back();
+    const RtTensor& in = inputs.at(sl.v->name);
+    const DType want = compute_dtype(in.dtype);
+    if (in.where != Backend::CPU) {
+      // Device memory: copied on the device into the plan's buffer, because a
+      // captured graph reads its inputs from fixed addresses. Host code that
+      // reads it (rare: small integer inputs) copies it down and the profile
+      // records that (StepContext::host_input).
+      void* dst = p.ensure(p.input_bufs[id], static_cast<size_t>(in.numel()) * dtype_size(want));
+      copy_device_input(dst, want, in);
+      sl.dev = RtTensor{want, in.shape, dst, be.kind()};
+      sl.has_dev = true;
+      continue;
     }
-    sl.host = RtTensor{t->dtype, t->dims, const_cast<uint8_t*>(t->bytes.data()), Backend::CPU};
+    RtTensor host = in;
+    if (want != in.dtype) {
+      run_tensors.push_back(convert_float(in, want));
+      const Tensor& t = run_tensors.back();
+      host = RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU};
+    }
+    sl.host = host;
     sl.has_host = true;
     if (!device) {
       sl.dev = sl.host;
       sl.has_dev = true;
       continue;
     }
-    auto& buf = p.input_bufs[id];
-    size_t bytes = std::max<size_t>(t->bytes.size(), 1);
-    if (buf.first == nullptr || buf.second < bytes) {
-      if (buf.first) be.free(buf.first);
-      buf = {be.alloc(bytes), bytes};
-    }
-    be.copy_from_host(buf.first, t->bytes.data(), t->bytes.size());
-    sl.dev = RtTensor{t->dtype, t->dims, buf.first, be.kind()};
+    void* dst = p.ensure(p.input_bufs[id], host.nbytes());
+    be.copy_from_host(dst, host.data, host.nbytes());
+    prof().input_upload_bytes += static_cast<int64_t>(host.nbytes());
+    sl.dev = RtTensor{host.dtype, host.shape, dst, be.kind()};
     sl.has_dev = true;
   }
 }
 
-std::vector<Tensor> Session::Impl::collect_outputs(Plan& p, bool record) {
+// --- outputs -------------------------------------------------------------------
+
+std::vector<RtTensor> Session::Impl::output_views(Plan& p, bool record) {
   if (device) be.synchronize();
   if (device) be.raise_device_errors();  // an out-of-range index a kernel met: Error naming the node
-  std::vector<Tensor> outs;
-  if (record) p.out_views.clear();
+  std::vector<RtTensor> views;
   for (int id : output_slots) {
     Slot& sl = slots[id];
     FUSE_CHECK(sl.has_dev || sl.has_host, "graph output '" << sl.v->name << "' was not computed");
-    const RtTensor& v = sl.has_host ? sl.host : sl.dev;
-    if (record) p.out_views.push_back(v);
-    outs.push_back(fetch_output(p, outs.size(), v, sl.model_dtype()));
+    // The device copy when there is one: a graph input returned as an output
+    // then reads the plan's input buffer, which a replay refills.
+    views.push_back(sl.has_dev ? sl.dev : sl.host);
   }
-  return outs;
+  if (record) p.out_views = views;
+  return views;
+}
+
+void Session::Impl::deliver_outputs(Plan& p, const std::vector<RtTensor>& views, Outputs out) {
+  if (out.host) {
+    out.host->clear();
+    for (size_t i = 0; i < views.size(); ++i)
+      out.host->push_back(fetch_output(p, i, views[i], slots[output_slots[i]].model_dtype()));
+  } else {
+    out.device->clear();
+    for (size_t i = 0; i < views.size(); ++i)
+      out.device->push_back(export_output(views[i], slots[output_slots[i]].model_dtype()));
+  }
 }
 
 // One output to the host in its declared dtype. A device value in another
@@ -152,6 +263,7 @@ Tensor Session::Impl::fetch_output(Plan& p, size_t index, const RtTensor& v, DTy
     void* staged = p.ensure(p.output_stage[index], t.bytes.size());
     if (be.convert_float(staged, to, v.data, v.dtype, v.numel())) {
       be.copy_to_host(t.bytes.data(), staged, t.bytes.size());
+      prof().output_download_bytes += static_cast<int64_t>(t.bytes.size());
       return t;
     }
   }
@@ -160,8 +272,45 @@ Tensor Session::Impl::fetch_output(Plan& p, size_t index, const RtTensor& v, DTy
     if (v.nbytes()) std::memcpy(t.bytes.data(), v.data, v.nbytes());
   } else {
     be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
+    prof().output_download_bytes += static_cast<int64_t>(v.nbytes());
   }
   return to == DType::Undefined ? t : convert_float(t, to);
+}
+
+// One output into device memory the caller owns, in its declared dtype; the
+// caller synchronizes the stream before handing it out.
+DeviceTensor Session::Impl::export_output(const RtTensor& v, DType declared) {
+  const DType to = declared_target(v.dtype, declared);
+  DeviceTensor d;
+  d.dtype = to == DType::Undefined ? v.dtype : to;
+  d.shape = v.shape;
+  d.device = be.device_ordinal();
+  const size_t bytes = static_cast<size_t>(v.numel()) * dtype_size(d.dtype);
+  d.owner = be.alloc_exported(bytes);
+  d.data = d.owner.get();
+  if (v.where != Backend::CPU) {
+    if (to == DType::Undefined) {
+      be.copy_within(d.data, v.data, bytes);
+      return d;
+    }
+    if (be.convert_float(d.data, to, v.data, v.dtype, v.numel())) return d;
+    Tensor t(v.dtype, v.shape);  // a backend that cannot convert: through the host, counted
+    be.copy_to_host(t.bytes.data(), v.data, v.nbytes());
+    prof().output_download_bytes += static_cast<int64_t>(v.nbytes());
+    Tensor c = convert_float(t, to);
+    be.copy_from_host(d.data, c.bytes.data(), bytes);
+    be.synchronize();  // `c` dies here
+    return d;
+  }
+  // A value computed on the host (shape math) or a host constant: uploaded.
+  if (to == DType::Undefined) {
+    be.copy_from_host(d.data, v.data, bytes);
+  } else {
+    Tensor c = convert_float(v, to);
+    be.copy_from_host(d.data, c.bytes.data(), bytes);
+    be.synchronize();  // `c` dies here
+  }
+  return d;
 }
 
 void Session::Impl::finish_run() {
@@ -175,30 +324,82 @@ void Session::Impl::finish_run() {
   run_tensors.clear();
 }
 
-std::vector<Tensor> Session::Impl::replay(Plan& p, const std::map<std::string, Tensor>& inputs) {
+// --- runs ----------------------------------------------------------------------
+
+void Session::Impl::replay(Plan& p, const Views& inputs, Outputs out) {
   for (int id : input_slots) {
-    const Tensor* t = &inputs.at(slots[id].v->name);
+    const RtTensor& in = inputs.at(slots[id].v->name);
     void* dst = p.input_bufs.at(id).first;
-    const DType want = compute_dtype(t->dtype);
-    if (want != t->dtype) {
+    const DType want = compute_dtype(in.dtype);
+    if (in.where != Backend::CPU) {
+      copy_device_input(dst, want, in);
+      continue;
+    }
+    prof().input_upload_bytes += static_cast<int64_t>(in.nbytes());
+    if (want != in.dtype) {
       // Upload as given, convert on the device (no host pass over the data).
-      void* staged = p.ensure(p.input_stage[id], t->bytes.size());
-      be.copy_from_host(staged, t->bytes.data(), t->bytes.size());
-      if (be.convert_float(dst, want, staged, t->dtype, t->numel())) continue;
-      Tensor conv = convert_float(*t, want);
+      void* staged = p.ensure(p.input_stage[id], in.nbytes());
+      be.copy_from_host(staged, in.data, in.nbytes());
+      if (be.convert_float(dst, want, staged, in.dtype, in.numel())) continue;
+      Tensor conv = convert_float(in, want);
       be.copy_from_host(dst, conv.bytes.data(), conv.bytes.size());
       be.synchronize();  // `conv` dies here; the copy must have read it
       continue;
     }
-    be.copy_from_host(dst, t->bytes.data(), t->bytes.size());
+    be.copy_from_host(dst, in.data, in.nbytes());
   }
   be.replay(p.graph);
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < output_slots.size(); ++i)
-    outs.push_back(fetch_output(p, i, p.out_views[i], slots[output_slots[i]].model_dtype()));
+  deliver_outputs(p, p.out_views, out);
   be.synchronize();
   be.raise_device_errors();  // an out-of-range index met by the replayed kernels
-  return outs;
+}
+
+void Session::Impl::run(const Views& inputs, Outputs out, const std::map<std::string, Tensor>* tensors) {
+  std::lock_guard<std::mutex> lock(run_mutex);
+  check_inputs(inputs, tensors);
+  FUSE_CHECK(out.host || device, "outputs on the device need a device backend (this session runs on the "
+                                     << backend_name(be.kind()) << " backend)");
+  Plan& p = plan_for(signature(inputs));
+  last_plan = &p;
+  be.reset_device_errors();  // enqueued before this run's kernels or replayed graph
+  SessionProfile& pr = prof();
+  pr.runs++;
+  if (p.graph) {
+    pr.graph_replays++;
+    replay(p, inputs, out);
+    return;
+  }
+  p.dev_pool->reset_peak();
+  if (p.host_pool != p.dev_pool) p.host_pool->reset_peak();
+  bool capture = pr.capture_possible && p.runs >= 1 && !p.reads_device_data;
+  try {
+    bind_inputs(p, inputs);
+    if (capture) {
+      p.graph = be.capture([&] { execute_steps(p); });
+      if (p.graph) {
+        be.replay(p.graph);
+        pr.graph_replays++;
+      } else {
+        p.no_capture_reason = "the backend refused the capture";
+        p.reads_device_data = true;
+        finish_run();
+        bind_inputs(p, inputs);
+        execute_steps(p);
+      }
+    } else {
+      execute_steps(p);
+    }
+    deliver_outputs(p, output_views(p, capture && p.graph), out);
+    if (out.device) be.synchronize();  // the outputs are complete when the run returns
+  } catch (...) {
+    finish_run();
+    p.runs++;
+    throw;
+  }
+  finish_run();
+  p.runs++;
+  if (pr.capture_possible && p.reads_device_data && pr.capture_disabled_reason.empty())
+    pr.capture_disabled_reason = p.no_capture_reason;
 }
 
 }  // namespace fuseopt

@@ -177,3 +177,91 @@ TEST_CASE("cuda Session keeps Resize scales in fp32 under fp16/bf16", "[cuda][se
     CHECK(got[0].dims == want[0].dims);
   }
 }
+
+namespace {
+
+// Host tensors copied into device memory of `be` (the "framework's" tensors).
+struct DeviceFeeds {
+  BackendImpl& be;
+  std::vector<void*> blocks;
+  std::map<std::string, RtTensor> views;
+  DeviceFeeds(BackendImpl& backend, const std::map<std::string, Tensor>& host) : be(backend) {
+    for (const auto& [name, t] : host) {
+      void* p = be.alloc(t.bytes.size());
+      be.copy_from_host(p, t.bytes.data(), t.bytes.size());
+      blocks.push_back(p);
+      views.emplace(name, RtTensor{t.dtype, t.dims, p, Backend::CUDA});
+    }
+    be.synchronize();
+  }
+  ~DeviceFeeds() {
+    for (void* p : blocks) be.free(p);
+  }
+};
+
+Tensor to_host(BackendImpl& be, const DeviceTensor& d) {
+  Tensor t(d.dtype, d.shape);
+  be.copy_to_host(t.bytes.data(), d.data, t.bytes.size());
+  return t;
+}
+
+}  // namespace
+
+// Session::run_device: device inputs in, caller-owned device outputs out, no
+// copy through the host (the profile's upload/download counters stay 0), the
+// same bytes as the host path over first / captured / replayed runs, outputs
+// that outlive the Session; fp16 converts on the device and returns Float.
+TEST_CASE("cuda Session run_device: device views in, owned device outputs out", "[cuda][session]") {
+  if (!gpu_ready()) return;
+  std::unique_ptr<Graph> g = build_graph();
+  std::unique_ptr<BackendImpl> other = make_backend(Backend::CUDA);  // reads outputs after the Session is gone
+  const auto in = feeds(2, 16);
+  std::vector<DeviceTensor> kept;
+  for (Precision prec : {Precision::FP32, Precision::FP16}) {
+    INFO(precision_name(prec));
+    SessionOptions o;
+    o.backend = Backend::CUDA;
+    o.precision = prec;
+    Session s(*g, o);
+    const auto want = s.run(in);
+    CHECK(s.profile().input_upload_bytes > 0);  // the host path does copy: the counters can fail
+    CHECK(s.profile().output_download_bytes > 0);
+    DeviceFeeds dev(s.backend(), in);
+    s.reset_profile();
+    for (int rep = 0; rep < 3; ++rep) {  // plan already ran once: captured at rep 0, replayed after
+      std::vector<DeviceTensor> got = s.run_device(dev.views);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("run " << rep << " output " << i);
+        CHECK(got[i].device == s.backend().device_ordinal());
+        CHECK(got[i].owner.get() == got[i].data);
+        CHECK(bit_identical(to_host(s.backend(), got[i]), want[i]));
+      }
+      kept = std::move(got);
+    }
+    CHECK(s.profile().graph_replays >= 2);
+    CHECK(s.profile().input_upload_bytes == 0);
+    CHECK(s.profile().output_download_bytes == 0);
+    CHECK(s.profile().device_to_host_copies == 0);
+    // Host outputs from device inputs (run_views) also work.
+    const auto mixed = s.run_views(dev.views);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(bit_identical(mixed[i], want[i]));
+  }
+  // The last outputs outlive their Session and its backend.
+  REQUIRE(kept.size() == 2);
+  CHECK(to_host(*other, kept[0]).dims == std::vector<int64_t>{2, 16, 24});
+}
+
+TEST_CASE("cuda Session run_device refuses the CPU backend and host-only misuse", "[session]") {
+  std::unique_ptr<Graph> g = build_graph();
+  Session cpu(*g);
+  const auto in = feeds(1, 3);
+  std::map<std::string, RtTensor> views;
+  for (const auto& [name, t] : in) views.emplace(name, RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU});
+  REQUIRE_THROWS_WITH(cpu.run_device(views), Catch::Contains("outputs on the device need a device backend") &&
+                                                 Catch::Contains("cpu backend"));
+  CHECK(cpu.run_views(views)[1].bytes == cpu.run(in)[1].bytes);
+  views.at("x").where = Backend::CUDA;
+  REQUIRE_THROWS_WITH(cpu.run_views(views),
+                      Catch::Equals("input 'x' is in cuda memory but the session runs on the cpu backend"));
+}
