@@ -3,7 +3,9 @@
 //
 // erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
 // runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
-// epilogue and one fused elementwise kernel applies erf-GELU in place.
+// epilogue and one fused elementwise kernel applies erf-GELU in place; or,
+// for small M with FUSEOPT_GEMM_GELU=1, one kernel does GEMM + bias + erf-GELU
+// (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8).
 // Attribute handling mirrors kernels/cpu/fused_matmul.cc and
 // fused_layer_norm_linear.cc.
 #include <cuda_runtime_api.h>
@@ -16,6 +18,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_gelu.h"
 
 namespace fuseopt {
 namespace {
@@ -113,6 +116,11 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   g.bias = bias ? bias->data : nullptr;
   auto scratch = scratch_of(ctx);
 
+  // Exact erf-GELU fused into a small-M GEMM: one launch instead of two.
+  if (nb == 1 && act == Act::Gelu && !trans_b && alpha == 1.f &&
+      cuda_fused::launch_gemm_bias_gelu(dt, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K,
+                                        stream))
+    return;
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
     g.M = M * na;
@@ -290,6 +298,9 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.rms = n.attr_int("rms", 0) != 0;
   cuda_fused::launch_norm(na, stream);
 
+  if (act == Act::Gelu && !trans_b &&
+      cuda_fused::launch_gemm_bias_gelu(dt, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
+    return;  // the small-M GEMM + bias + erf-GELU kernel (one launch fewer)
   GemmDesc g;
   g.dtype = dt;
   g.tf32 = use_tf32(ctx);

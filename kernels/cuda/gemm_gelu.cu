@@ -1,0 +1,206 @@
+// Small-M GEMM with the bias + erf-GELU epilogue (see gemm_gelu.h).
+//
+// mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulate), block tile 64 x 64,
+// k-tile 32, 4 warps of 32 x 32, a 4-stage cp.async ring (zero-filled past
+// M, N and K, so any M and any K, N multiple of 8 work). At BERT's FFN1 on
+// one sequence (128 x 768 x 3072) that is 96 blocks, each streaming a 768 x 64
+// slice of the weights once: the GEMM is weight-read and latency bound, and
+// the point of the kernel is that the GELU costs no extra launch and no extra
+// pass over Y. Launched with programmatic dependent launch (pdl.cuh).
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/gemm_gelu.h"
+#include "kernels/cuda/pdl.cuh"
+
+namespace fuseopt::cuda_fused {
+
+namespace {
+
+constexpr int kBM = 64, kBN = 64, kBK = 32, kStages = 4, kThreads = 128;
+constexpr int kAStride = kBK + 8;  // +8 halves: ldmatrix rows fall in distinct banks
+constexpr int kBStride = kBN + 8;
+
+// Same PTX wrappers as the attention kernel's (fused_attention_mma.cu keeps
+// its own private copies).
+template <class T> __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b);
+template <> __device__ __forceinline__ void mma16816<__half>(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t* r, const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t* r, const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+// 16 bytes global -> shared; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async16(void* s, const void* g, bool valid) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(g), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __restrict__ A, const T* __restrict__ B,
+                                                                 const T* __restrict__ bias, T* __restrict__ Y, int M,
+                                                                 int N, int K) {
+  __shared__ __align__(16) T a_s[kStages][kBM * kAStride];
+  __shared__ __align__(16) T b_s[kStages][kBK * kBStride];
+  cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;  // the warp's 32 x 32 in the block tile
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  // One k-tile into a stage: A 64 x 32 and B 32 x 64, 256 16-byte chunks
+  // each, two per thread; chunks past M, N or K are zero-filled.
+  auto load = [&](int stage, int kt) {
+    const int k0 = kt * kBK;
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int c = tid + u * kThreads;
+      const int ar = c >> 2, ac = (c & 3) * 8;  // A: 64 rows x 4 chunks
+      const bool av = m0 + ar < M && k0 + ac < K;
+      cp_async16(&a_s[stage][ar * kAStride + ac], av ? A + int64_t(m0 + ar) * K + k0 + ac : A, av);
+      const int br = c >> 3, bc = (c & 7) * 8;  // B: 32 rows x 8 chunks
+      const bool bv = k0 + br < K && n0 + bc < N;
+      cp_async16(&b_s[stage][br * kBStride + bc], bv ? B + int64_t(k0 + br) * N + n0 + bc : B, bv);
+    }
+  };
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load(s, s);
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();  // tile kt has landed (for this thread's copies) ...
+    __syncthreads();               // ... for every thread's; and stage (kt-1) is free again
+    const int next = kt + kStages - 1;
+    if (next < k_tiles) load(next % kStages, next);
+    cp_async_commit();
+    const T* as = a_s[kt % kStages];
+    const T* bs = b_s[kt % kStages];
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      uint32_t af[2][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)  // rows wm + 16i + (lane % 16), k halves by lane / 16
+        ldsm_x4(af[i], as + (wm + 16 * i + (lane & 15)) * kAStride + kk + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // k rows kk + (lane % 16), n halves by lane / 16: two n8 tiles
+        uint32_t r[4];
+        ldsm_x4_trans(r, bs + (kk + (lane & 15)) * kBStride + wn + 16 * j + (lane >> 4) * 8);
+        bf[2 * j][0] = r[0];
+        bf[2 * j][1] = r[1];
+        bf[2 * j + 1][0] = r[2];
+        bf[2 * j + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma16816<T>(acc[i][j], af[i], bf[j]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: accumulator (row g / g + 8, columns 2t, 2t + 1 of each m16n8
+  // tile) + bias, erf-GELU in fp32, one rounding; N % 8 == 0, so a pair is
+  // either inside the row or past its end.
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = n0 + wn + 8 * j + 2 * t;
+    if (n >= N) continue;
+    const float b0 = bias ? to_f(bias[n]) : 0.f, b1 = bias ? to_f(bias[n + 1]) : 0.f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm + 16 * i + g + 8 * h;
+        if (m >= M) continue;
+        const float v0 = gelu_erf_for<T>(acc[i][j][2 * h] + b0), v1 = gelu_erf_for<T>(acc[i][j][2 * h + 1] + b1);
+        *reinterpret_cast<uint32_t*>(Y + int64_t(m) * N + n) = pack2<T>(v0, v1);
+      }
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+bool gemm_gelu_enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool env = [] {
+    const char* e = std::getenv("FUSEOPT_GEMM_GELU");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return env;
+}
+
+void set_gemm_gelu(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* bias, void* Y, int64_t M, int64_t N,
+                           int64_t K, cudaStream_t stream) {
+  if (!gemm_gelu_enabled()) return false;
+  if (dt != DType::Float16 && dt != DType::BFloat16) return false;
+  if (M <= 0 || M > kGemmGeluMaxM || N <= 0 || K <= 0 || N % 8 != 0 || K % 8 != 0) return false;
+  if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30)) return false;
+  if (!aligned16(A) || !aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
+  const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
+  if (dt == DType::Float16)
+    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__half>, grid, dim3(kThreads), 0, stream, static_cast<const __half*>(A),
+                         static_cast<const __half*>(B), static_cast<const __half*>(bias), static_cast<__half*>(Y),
+                         int(M), int(N), int(K));
+  else
+    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, stream,
+                         static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
+                         static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(Y), int(M), int(N),
+                         int(K));
+  FUSED_LAUNCH_CHECK("GEMM + bias + GELU(erf)");
+  return true;
+}
+
+}  // namespace fuseopt::cuda_fused

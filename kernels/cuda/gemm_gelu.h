@@ -1,0 +1,31 @@
+// Y = gelu_erf(A·B + bias) in one kernel for small-M fp16/bf16 GEMMs (BERT's
+// FFN1 at batch 1: 128 x 768 x 3072). cuBLASLt has only the tanh GELU
+// epilogue, so the exact (erf) GELU otherwise runs as a second kernel over Y
+// after the GEMM's bias epilogue (NOTES-perf.md v8 says why this one).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ir/tensor.h"
+
+namespace fuseopt::cuda_fused {
+
+// Row-major A [M, K], B [K, N] (not transposed), bias [N] (may be null),
+// Y [M, N], all of dtype dt. Launches and returns true when the kernel
+// applies: the switch is on (gemm_gelu_enabled), dt is Float16 or BFloat16,
+// 0 < M <= kGemmGeluMaxM, K and N multiples of 8, every pointer 16-byte
+// aligned. Otherwise launches nothing and returns false (the caller runs
+// cuBLASLt + the GELU pass). fp32 accumulation, bias and GELU in fp32, one
+// rounding to the storage type.
+constexpr int64_t kGemmGeluMaxM = 512;
+bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* bias, void* Y, int64_t M, int64_t N,
+                           int64_t K, cudaStream_t stream);
+
+// FUSEOPT_GEMM_GELU=1 turns the fused kernel on; off by default until it has
+// been timed against cuBLASLt + the pass on the GPU (.gpucmd/pdl.sh).
+// set_gemm_gelu(-1) goes back to the environment's choice (tests).
+bool gemm_gelu_enabled();
+void set_gemm_gelu(int mode);
+
+}  // namespace fuseopt::cuda_fused
