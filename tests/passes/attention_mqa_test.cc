@@ -31,7 +31,7 @@ enum class Kv {
   BatchOne,      // K and V taken from batch item 0 only ([1, 1, S, Dh]): broadcast over the batch
   VAllHeads,     // K has one head, V has H heads: not one kv head count
   TwoKeyHeads,   // Q has 3 heads, K and V 2 (not a divisor; the MatMul cannot broadcast it either)
-  SoftCap,       // Falcon layout plus cap * tanh(scores / cap) before the Softmax (Gemma-2)
+  SoftCap,       // Falcon layout plus cap * tanh(scores / cap) before the mask (Gemma-2): softcap = cap
   UnknownKeyHeads,  // K is a graph input [batch, kv_heads, seq, Dh] with a symbolic head count
 };
 
@@ -187,8 +187,10 @@ TEST_CASE("Attention MQA rule 7: two key heads for three query heads are rejecte
   expect_rejected(Kv::TwoKeyHeads, "disagree on num_heads");
 }
 
-TEST_CASE("Attention rule 7: logit soft-capping (Gemma-2 tanh) is rejected with its reason", "[passes][Attention]") {
-  expect_rejected(Kv::SoftCap, "transforms the attention scores non-linearly");
+TEST_CASE("Attention MQA: logit soft-capping (Gemma-2 cap*tanh(s/cap)) fuses with softcap", "[passes][Attention]") {
+  // tests/passes/attention_score_forms_test.cc has the other spellings and the refusals.
+  expect_fused(Kv::SoftCap, false);
+  expect_fused(Kv::SoftCap, true);
 }
 
 TEST_CASE("Attention MQA rule 7: a key head count that is not known is rejected", "[passes][Attention]") {

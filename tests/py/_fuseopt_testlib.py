@@ -165,7 +165,7 @@ def leftover_activations(graph):
     An Erf is left over when its GELU reads a GEMM output (or a GEMM plus bias): FusedMatMul
     should have taken it. A GELU after a Conv or a norm has no GEMM to fold into (Whisper's and
     wav2vec2's convolutional stems). A Tanh is left over unless it soft-caps attention scores on
-    their way to a Softmax (Gemma-2's cap*tanh(s/cap), which the Attention op cannot express)."""
+    their way to a Softmax (Gemma-2's cap*tanh(s/cap) where the Attention fusion was refused)."""
     prod = {o: n for n in graph.node for o in n.output}
     cons = {}
     for n in graph.node:

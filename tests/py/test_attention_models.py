@@ -2,8 +2,7 @@
 transformer in models/real and models/exported through the full default pipeline.
 
 Per model:
-  - acceptance: one fuseopt.Attention per layer (layers = the original's Softmax nodes;
-    Gemma-2's soft-capped attention is a listed exception), at most 4 GEMM nodes per layer
+  - acceptance: one fuseopt.Attention per layer (layers = the original's Softmax nodes), at most 4 GEMM nodes per layer
     (fused QKV, output projection, two FFN GEMMs; DeBERTa v1 and MobileBERT have more by
     design, listed), no Softmax / ReduceMean / standalone LayerNorm primitive left, no GELU
     left after a GEMM (one after a Conv stem or a norm has no GEMM to fold into);
@@ -29,7 +28,8 @@ EXTRA_GEMMS = {"albert": 1, "electra": 1, "swin": 1, "wav2vec2": 1}
 GEMMS_PER_LAYER = {"deberta_": 5, "mobilebert": 9}
 # Attention the catalogue op cannot express; the fusion must reject it with its reason
 # (tests/py/test_attention_mqa_models.py checks the reason). Fails on an unexpected fusion.
-KNOWN_UNFUSED_ATTENTION = {"gemma2": "attention logit soft-capping cap*tanh(s/cap)"}
+# (Gemma-2's logit soft-capping fuses since the softcap attribute.)
+KNOWN_UNFUSED_ATTENTION = {}
 # Known limits, kept visible (printed as KNOWN, not hidden); the test fails on an
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
 # 5 GEMMs per layer before, is now fuseopt.GatedMatMul.)

@@ -18,6 +18,10 @@ struct MaskTerm {
   bool inverted;
   double fill;
   bool flat = false;  // added to the [B·H, S, S_kv] view: lifted to [B, H, ...] by a Reshape
+  // Constant factor the scores are multiplied by after an additive term (the mask added
+  // before the scale, (s + v)·c = s·c + v·c): the op's bias is v·factor. A Where term's
+  // fill is scaled instead (Where(k, s, f)·c = Where(k, s·c, f·c)), so its factor stays 1.
+  double factor = 1.0;
 };
 
 // ---- key-padding mask proofs ---------------------------------------------------
