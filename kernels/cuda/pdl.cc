@@ -60,6 +60,27 @@ bool enabled() {
   return s == 1;
 }
 
+bool capture_allows(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t n = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (status != cudaStreamCaptureStatusActive) return true;
+  if (n == 0) return false;  // the graph's first node: nothing before it
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType t;
+    if (cudaGraphNodeGetType(deps[i], &t) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (t != cudaGraphNodeTypeKernel) return false;
+  }
+  return true;
+}
+
 void set_override(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 
 void disable_for_device(int device, int error_code) {

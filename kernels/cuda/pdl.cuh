@@ -49,12 +49,13 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic
-// stream serialisation attribute when enabled(). Errors are left for
-// cudaGetLastError (FUSED_LAUNCH_CHECK / check_launch), as with <<<>>>.
+// stream serialisation attribute when enabled() and capture_allows(stream).
+// Errors are left for cudaGetLastError (FUSED_LAUNCH_CHECK / check_launch),
+// as with <<<>>>.
 template <class... Params, class... Args>
 void pdl_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                 Args&&... args) {
-  if (enabled()) {
+  if (enabled() && capture_allows(stream)) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;

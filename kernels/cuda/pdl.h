@@ -9,6 +9,7 @@
 // previous kernel has completed and its writes are visible. Captured into a
 // CUDA graph, the attribute becomes a programmatic edge between kernel nodes.
 #pragma once
+#include <cuda_runtime_api.h>
 
 namespace fuseopt::cuda_pdl {
 
@@ -16,6 +17,14 @@ namespace fuseopt::cuda_pdl {
 // (default on), the device has compute capability >= 9.0 and the driver is
 // CUDA 12.3 or newer (programmatic edges in captured graphs). Cached per device.
 bool enabled();
+
+// While `stream` is being captured: true only when every node the next
+// captured node will depend on is a kernel node. A programmatic edge is
+// defined between kernel nodes only; after a memcpy/memset (the graph's input
+// copies, a poison fill) the launch is plain: there is no kernel tail to
+// overlap, and the capture is never asked for an edge it might refuse. True
+// when the stream is not capturing.
+bool capture_allows(cudaStream_t stream);
 
 // Tests and benchmarks: -1 = back to the environment's choice, 0 = off, 1 = on
 // where the device supports it. Takes effect for later launches (and for graphs
