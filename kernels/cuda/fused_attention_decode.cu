@@ -2,24 +2,41 @@
 // fuseopt.Attention with past/present (host side: fused_attention_kernel.cc, opt-in through
 // FUSEOPT_FLASH_DECODE=1 until it has run on a GPU). Reads the present keys/values in their
 // [B, Hkv, S_kv, D] layout directly, so no re-layout copy is needed.
-//   pass 1: grid (splits, H, B); each block takes one query head and a chunk of keys, each warp
-//           one key at a time (lanes over D), an online softmax per warp, then the block's
-//           (max, sum, acc[Dv]) partial to scratch;
-//   pass 2: grid (H, B); the partials are merged and Y[b, 0, h·Dv + d] written.
-// Semantics as kernels/cpu/fused_attention.cc for S_q = 1 (causal keeps every key): a masked key
-// scores mask_filter_value; a row whose every score is -inf gives NaN (0/0), as Softmax does.
+//
+// Decode is a pure stream over K/V (Llama-3.2-1B, 2048 cached: 4 MB per layer, ~1 µs at
+// 4.2 TB/s), so the kernel is built around reading each K/V byte once, 16 bytes at a time,
+// with enough blocks in flight to keep every SM's loads going at batch 1:
+//   pass 1 (decode_split): grid (splits, Hkv · head groups, B). A block takes one kv head, a
+//     group of GB query heads that share it (GQA: the K/V rows are read once for the group,
+//     not once per query head) and a chunk of at most kChunk keys. Scores: TPK threads per
+//     key row, one 16-byte load each, GB dot products, a shuffle reduction; softmax of the
+//     chunk in shared memory; P·V: TPV threads per value row, 16-byte loads, GB·VEC fp32
+//     accumulators per thread, reduced across key groups by shuffles, then across warps.
+//     The block writes (acc[Dv], max, sum) per query head to scratch.
+//   pass 2 (decode_merge): grid (H, B); weights exp(m_s - M) per split computed once into
+//     shared memory, then Y[b, 0, h·Dv + d] = sum_s w_s acc_s[d] / sum_s w_s l_s.
+// Shapes the vector path does not take (D not a multiple of 16 bytes / VEC, D/VEC > 32,
+// unaligned rows) run decode_split_scalar: the same algorithm one element at a time.
+// Semantics as kernels/cpu/fused_attention.cc for S_q = 1 (causal keeps every key): a masked
+// key scores mask_filter_value; a row whose every score is -inf gives NaN (0/0), as Softmax
+// does, or 0 with masked_rows_zero.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/fused_attention_common.cuh"
+#include "kernels/cuda/fused_attention_decode.h"
 #include "util/error.h"
 
 namespace fuseopt::cuda_fused {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kThreads = 128, kWarps = kThreads / 32;
+constexpr int kChunk = 256;     // keys per block at most (scores live in shared memory)
+constexpr int kMinChunk = 32;   // fewer keys per block only cost merge work
+constexpr int kMaxGD = 1024;    // GB · max(Dh, Dv): bounds shared memory and accumulators
 constexpr int kMaxD = 256;
-constexpr int kPer = kMaxD / 32;  // accumulators per lane
 
 struct DecodeArgs {
   const void* q;
@@ -30,102 +47,307 @@ struct DecodeArgs {
   DType mask_dtype;
   float* partial;  // [B, H, splits, Dv + 2]: acc[Dv], max, sum
   void* y;         // [B, 1, H·Dv]
-  int H, Hkv, St, Dh, Dv, splits, chunk;
+  int H, Hkv, St, Dh, Dv, splits, chunk, gb;  // gb: query heads per block
   float scale, fill;
+  bool rows_zero;
 };
 
-template <class T> __device__ __forceinline__ float ld(const T* p, int64_t i) { return cuda::load_c<T>(p[i]); }
+// max that keeps a NaN once seen (fmaxf drops it): a NaN score makes the row NaN, as Softmax does.
+__device__ __forceinline__ float nan_max(float m, float x) { return x > m || isnan(x) ? x : m; }
 
-template <class T>
-__global__ void __launch_bounds__(kWarps * 32) decode_partial(DecodeArgs a) {
-  const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int hk = h / (a.H / a.Hkv);
-  __shared__ float qs[kMaxD];
-  __shared__ float wm[kWarps], wl[kWarps];
-  __shared__ float wacc[kWarps][kMaxD];
-  const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * a.Dh;
-  for (int d = threadIdx.x; d < a.Dh; d += blockDim.x) qs[d] = ld(q, d) * a.scale;
-  __syncthreads();
+__device__ __forceinline__ int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ void load_vec(float (&out)[VEC], const T* p) {
+  const Vec<T, VEC> w = *reinterpret_cast<const Vec<T, VEC>*>(p);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) out[e] = to_f(w.v[e]);
+}
+
+// Block's chunk [j0, j1) of kv head hk for query heads h0 .. h0 + GB - 1.
+template <class T, int GB>
+__global__ void __launch_bounds__(kThreads) decode_split(DecodeArgs a) {
+  constexpr int VEC = 16 / sizeof(T);
+  __shared__ float q_s[GB][kMaxD];
+  __shared__ float p_s[GB][kChunk];
+  __shared__ float m_s[GB], l_s[GB];
+  __shared__ float red[kWarps][kMaxGD];
+  const int split = blockIdx.x, b = blockIdx.z;
+  const int groups = (a.H / a.Hkv) / GB;
+  const int hk = blockIdx.y / groups, h0 = hk * (a.H / a.Hkv) + (blockIdx.y % groups) * GB;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h0) * a.Dh;
+  for (int i = tid; i < GB * a.Dh; i += kThreads) q_s[i / a.Dh][i % a.Dh] = to_f(q[i]) * a.scale;
   const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dh;
   const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dv;
-  const int j0 = split * a.chunk, j1 = min(a.St, j0 + a.chunk);
-  float m = -INFINITY, l = 0.f, acc[kPer];
+  const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
+  __syncthreads();
+
+  // Scores: TPK threads per key (lanes sub < Dh/VEC hold one 16-byte piece each, and the
+  // matching piece of every query head in registers). kU passes are loaded before any is
+  // reduced, so each thread has kU 16-byte loads in flight instead of one.
+  {
+    constexpr int kU = 4;
+    const int tpk = pow2_at_least(a.Dh / VEC), kpp = kThreads / tpk;
+    const int sub = tid % tpk, grp = tid / tpk;
+    const bool has = sub < a.Dh / VEC;
+    float qr[GB][VEC];
 #pragma unroll
-  for (int t = 0; t < kPer; ++t) acc[t] = 0.f;
-  for (int j = j0 + warp; j < j1; j += kWarps) {
-    float dot = 0.f;
-    for (int d = lane; d < a.Dh; d += 32) dot += qs[d] * ld(kb, int64_t(j) * a.Dh + d);
+    for (int g = 0; g < GB; ++g)
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    float s = dot;
-    if (a.mask && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.St + j)) s = a.fill;
-    const float mn = isnan(s) ? s : fmaxf(m, s);  // a NaN score makes the row NaN, as Softmax does
-    if (mn == -INFINITY) continue;  // nothing but -inf so far: the row stays empty (0/0 later)
-    const float corr = __expf(m - mn), p = __expf(s - mn);
-    l = l * corr + p;
+      for (int e = 0; e < VEC; ++e) qr[g][e] = has ? q_s[g][sub * VEC + e] : 0.f;
+    for (int base = 0; base < n; base += kU * kpp) {
+      float kv[kU][VEC];
 #pragma unroll
-    for (int t = 0; t < kPer; ++t) {
-      const int d = lane + 32 * t;
-      if (d < a.Dv) acc[t] = acc[t] * corr + p * ld(vb, int64_t(j) * a.Dv + d);
+      for (int u = 0; u < kU; ++u) {
+        const int jj = base + u * kpp + grp;
+        if (has && jj < n) load_vec<T, VEC>(kv[u], kb + int64_t(j0 + jj) * a.Dh + sub * VEC);
+        else
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) kv[u][e] = 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int jj = base + u * kpp + grp;
+        float dot[GB];
+#pragma unroll
+        for (int g = 0; g < GB; ++g) {
+          dot[g] = 0.f;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) dot[g] = fmaf(qr[g][e], kv[u][e], dot[g]);
+          for (int o = tpk / 2; o > 0; o >>= 1) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+        }
+        if (sub == 0 && jj < n) {
+          const bool masked = a.mask && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.St + j0 + jj);
+#pragma unroll
+          for (int g = 0; g < GB; ++g) p_s[g][jj] = masked ? a.fill : dot[g];
+        }
+      }
     }
-    m = mn;
-  }
-  if (lane == 0) {
-    wm[warp] = m;
-    wl[warp] = l;
-  }
-#pragma unroll
-  for (int t = 0; t < kPer; ++t) {
-    const int d = lane + 32 * t;
-    if (d < a.Dv) wacc[warp][d] = acc[t];
   }
   __syncthreads();
-  float M = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w]);
-  float* out = a.partial + ((int64_t(b) * a.H + h) * a.splits + split) * (a.Dv + 2);
-  for (int d = threadIdx.x; d < a.Dv; d += blockDim.x) {
+  // Softmax of the chunk, one warp per query head: p = exp(s - m), l = sum p.
+  for (int g = warp; g < GB; g += kWarps) {
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = nan_max(m, p_s[g][j]);
+    for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float l = 0.f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = m == -INFINITY ? 0.f : __expf(p_s[g][j] - m);  // all -inf: no mass here
+      p_s[g][j] = e;
+      l += e;
+    }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (lane == 0) {
+      m_s[g] = m;
+      l_s[g] = l;
+    }
+  }
+  __syncthreads();
+  // P·V: TPV threads per value row, GB x VEC accumulators each.
+  const int tpv = pow2_at_least(a.Dv / VEC), kpv = kThreads / tpv;
+  const int sub = tid % tpv, grp = tid / tpv;
+  const bool has = sub < a.Dv / VEC;
+  float acc[GB][VEC];
+#pragma unroll
+  for (int g = 0; g < GB; ++g)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[g][e] = 0.f;
+  if (has)
+#pragma unroll 4
+    for (int jj = grp; jj < n; jj += kpv) {
+      float vv[VEC];
+      load_vec<T, VEC>(vv, vb + int64_t(j0 + jj) * a.Dv + sub * VEC);
+#pragma unroll
+      for (int g = 0; g < GB; ++g) {
+        const float pj = p_s[g][jj];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[g][e] = fmaf(pj, vv[e], acc[g][e]);
+      }
+    }
+  // Key groups of one warp hold the same dims at lanes sub, sub + tpv, ...: shuffle-sum them.
+#pragma unroll
+  for (int g = 0; g < GB; ++g)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      for (int o = tpv; o < 32; o <<= 1) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
+  if (lane < tpv && has)
+#pragma unroll
+    for (int g = 0; g < GB; ++g)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) red[warp][g * a.Dv + sub * VEC + e] = acc[g][e];
+  __syncthreads();
+  // With tpv = 32 every warp covers other keys; with tpv < 32 too (kpv > 1 groups per warp
+  // were summed above): the warps always hold disjoint keys, so sum the kWarps copies.
+  for (int i = tid; i < GB * a.Dv; i += kThreads) {
     float o = 0.f;
-    for (int w = 0; w < kWarps; ++w)
-      if (wm[w] != -INFINITY) o += wacc[w][d] * __expf(wm[w] - M);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += red[w][i];
+    const int g = i / a.Dv, d = i % a.Dv;
+    a.partial[((int64_t(b) * a.H + h0 + g) * a.splits + split) * (a.Dv + 2) + d] = o;
+  }
+  if (tid < GB) {
+    float* out = a.partial + ((int64_t(b) * a.H + h0 + tid) * a.splits + split) * (a.Dv + 2);
+    out[a.Dv] = m_s[tid];
+    out[a.Dv + 1] = l_s[tid];
+  }
+}
+
+// Fallback for any head size (one element per load), one query head per block (gb = 1).
+template <class T>
+__global__ void __launch_bounds__(kThreads) decode_split_scalar(DecodeArgs a) {
+  __shared__ float q_s[kMaxD];
+  __shared__ float p_s[kChunk];
+  __shared__ float ml[2];
+  const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (a.H / a.Hkv), tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * a.Dh;
+  for (int d = tid; d < a.Dh; d += kThreads) q_s[d] = to_f(q[d]) * a.scale;
+  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dh;
+  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dv;
+  const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
+  __syncthreads();
+  for (int jj = warp; jj < n; jj += kWarps) {  // a warp per key, lanes over Dh
+    float dot = 0.f;
+    for (int d = lane; d < a.Dh; d += 32) dot = fmaf(q_s[d], to_f(kb[int64_t(j0 + jj) * a.Dh + d]), dot);
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0)
+      p_s[jj] = a.mask && !mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.St + j0 + jj) ? a.fill : dot;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = nan_max(m, p_s[j]);
+    for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float l = 0.f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = m == -INFINITY ? 0.f : __expf(p_s[j] - m);
+      p_s[j] = e;
+      l += e;
+    }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (lane == 0) {
+      ml[0] = m;
+      ml[1] = l;
+    }
+  }
+  __syncthreads();
+  float* out = a.partial + ((int64_t(b) * a.H + h) * a.splits + split) * (a.Dv + 2);
+  for (int d = tid; d < a.Dv; d += kThreads) {
+    float o = 0.f;
+    for (int jj = 0; jj < n; ++jj) o = fmaf(p_s[jj], to_f(vb[int64_t(j0 + jj) * a.Dv + d]), o);
     out[d] = o;
   }
-  if (threadIdx.x == 0) {
+  if (tid == 0) {
+    out[a.Dv] = ml[0];
+    out[a.Dv + 1] = ml[1];
+  }
+}
+
+// Merge of the splits of one (b, h): the weights once per split into shared memory.
+template <class T>
+__global__ void __launch_bounds__(kThreads) decode_merge(DecodeArgs a) {
+  extern __shared__ float w_s[];  // [splits]
+  __shared__ float stat[2];       // M, L
+  const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  const int64_t row = a.Dv + 2;
+  const float* base = a.partial + (int64_t(b) * a.H + h) * a.splits * row;
+  if (tid < 32) {
+    float M = -INFINITY;
+    for (int s = tid; s < a.splits; s += 32) M = nan_max(M, base[s * row + a.Dv]);
+    for (int o = 16; o > 0; o >>= 1) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, o));
     float L = 0.f;
-    for (int w = 0; w < kWarps; ++w)
-      if (wm[w] != -INFINITY) L += wl[w] * __expf(wm[w] - M);
-    out[a.Dv] = M;
-    out[a.Dv + 1] = L;
-  }
-}
-
-template <class T>
-__global__ void decode_combine(DecodeArgs a) {
-  const int h = blockIdx.x, b = blockIdx.y;
-  const float* base = a.partial + (int64_t(b) * a.H + h) * a.splits * (a.Dv + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < a.splits; ++s) M = fmaxf(M, base[s * (a.Dv + 2) + a.Dv]);
-  float L = 0.f;
-  for (int s = 0; s < a.splits; ++s) {
-    const float ms = base[s * (a.Dv + 2) + a.Dv];
-    if (ms != -INFINITY) L += base[s * (a.Dv + 2) + a.Dv + 1] * __expf(ms - M);
-  }
-  T* y = static_cast<T*>(a.y) + (int64_t(b) * a.H + h) * a.Dv;
-  for (int d = threadIdx.x; d < a.Dv; d += blockDim.x) {
-    float o = 0.f;
-    for (int s = 0; s < a.splits; ++s) {
-      const float ms = base[s * (a.Dv + 2) + a.Dv];
-      if (ms != -INFINITY) o += base[s * (a.Dv + 2) + d] * __expf(ms - M);
+    for (int s = tid; s < a.splits; s += 32) {
+      const float ms = base[s * row + a.Dv];
+      const float w = ms == -INFINITY ? 0.f : __expf(ms - M);  // an empty split adds nothing
+      w_s[s] = w;
+      L += w * base[s * row + a.Dv + 1];
     }
-    y[d] = cuda::store_c<T, float>(o / L);  // L == 0 (every score -inf): NaN, as Softmax gives
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    if (tid == 0) {
+      stat[0] = M;
+      stat[1] = L;
+    }
+  }
+  __syncthreads();
+  // L == 0 (every score -inf): 0/0 = NaN, as Softmax gives, or 0 with masked_rows_zero.
+  const bool zero = a.rows_zero && stat[0] == -INFINITY;
+  const float inv = 1.f / stat[1];
+  T* y = static_cast<T*>(a.y) + (int64_t(b) * a.H + h) * a.Dv;
+  for (int d = tid; d < a.Dv; d += kThreads) {
+    float o = 0.f;
+    for (int s = 0; s < a.splits; ++s) o = fmaf(w_s[s], base[s * row + d], o);
+    y[d] = from_f<T>(zero ? 0.f : o * inv);
   }
 }
 
-template <class T>
-void launch_t(const DecodeArgs& a, int B, cudaStream_t stream) {
-  decode_partial<T><<<dim3(a.splits, a.H, B), kWarps * 32, 0, stream>>>(a);
-  decode_combine<T><<<dim3(a.H, B), 128, 0, stream>>>(a);
+int sm_count() {
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return sms;
 }
+
+// Query heads per block: the largest of 8, 4, 2, 1 that divides the group H / Hkv and keeps
+// GB · D within kMaxGD (1 on the scalar path).
+int heads_per_block(int H, int Hkv, int Dh, int Dv, bool vec) {
+  if (!vec) return 1;
+  const int G = H / Hkv;
+  for (int gb : {8, 4, 2})
+    if (G % gb == 0 && gb * std::max(Dh, Dv) <= kMaxGD) return gb;
+  return 1;
+}
+
+struct Plan {
+  bool vec;
+  int gb, splits, chunk;
+};
+
+// Splits: at least ceil(St / kChunk) (the chunk fits shared memory); more where the grid
+// would not reach ~2 blocks per SM (batch 1: 8 kv heads x 1 would be 8 blocks on 132 SMs),
+// but chunks of no fewer than kMinChunk keys.
+Plan make_plan(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv, bool aligned) {
+  Plan p;
+  const int vec = dt == DType::Float ? 4 : 8;
+  p.vec = aligned && Dh % vec == 0 && Dv % vec == 0 && Dh / vec <= 32 && Dv / vec <= 32;
+  p.gb = heads_per_block(H, Hkv, Dh, Dv, p.vec);
+  const int64_t blocks = int64_t(B) * (H / p.gb);
+  const int64_t want = std::max<int64_t>(1, (2 * int64_t(sm_count()) + blocks - 1) / blocks);
+  const int64_t lo = (St + kChunk - 1) / kChunk, hi = std::max(1, (St + kMinChunk - 1) / kMinChunk);
+  p.splits = static_cast<int>(std::max<int64_t>(lo, std::min<int64_t>(want, hi)));
+  p.chunk = (St + p.splits - 1) / p.splits;
+  p.splits = std::max(1, (St + p.chunk - 1) / p.chunk);  // no empty trailing split
+  return p;
+}
+
+template <class T>
+void launch_t(const DecodeArgs& a, const Plan& p, int B, cudaStream_t stream) {
+  const dim3 grid(a.splits, a.H / p.gb, B);
+  if (!p.vec) {
+    decode_split_scalar<T><<<grid, kThreads, 0, stream>>>(a);
+  } else {
+    switch (p.gb) {
+      case 8: decode_split<T, 8><<<grid, kThreads, 0, stream>>>(a); break;
+      case 4: decode_split<T, 4><<<grid, kThreads, 0, stream>>>(a); break;
+      case 2: decode_split<T, 2><<<grid, kThreads, 0, stream>>>(a); break;
+      default: decode_split<T, 1><<<grid, kThreads, 0, stream>>>(a); break;
+    }
+  }
+  decode_merge<T><<<dim3(a.H, B), kThreads, size_t(a.splits) * sizeof(float), stream>>>(a);
+}
+
+std::atomic<long long> g_launches{0};  // flash_decode_launch_count
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 
@@ -133,15 +355,20 @@ bool flash_decode_supported(int Dh, int Dv, int H, int Hkv) {
   return Dh >= 1 && Dh <= kMaxD && Dv >= 1 && Dv <= kMaxD && H > 0 && Hkv > 0 && H % Hkv == 0;
 }
 
-size_t flash_decode_scratch_bytes(int B, int H, int St, int Dv) {
-  (void)St;
-  return size_t(B) * H * 64 * (Dv + 2) * sizeof(float);
+size_t flash_decode_scratch_bytes(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv) {
+  // The worst case of make_plan over alignment (the scalar path may split differently).
+  const Plan a = make_plan(dt, B, H, Hkv, St, Dh, Dv, true), b = make_plan(dt, B, H, Hkv, St, Dh, Dv, false);
+  return size_t(B) * H * std::max(a.splits, b.splits) * (Dv + 2) * sizeof(float);
 }
 
 // q: [B, 1, H·Dh] rows at q_batch_stride; k/v: the present [B, Hkv, St, D]; y: [B, 1, H·Dv].
 void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
                          const void* mask, DType mask_dtype, void* y, float* scratch, int B, int H, int Hkv, int St,
-                         int Dh, int Dv, float scale, float fill, cudaStream_t stream) {
+                         int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream) {
+  FUSE_CHECK(St > 0 && flash_decode_supported(Dh, Dv, H, Hkv), "flash decode: unsupported sizes");
+  const int vec = dt == DType::Float ? 4 : 8;
+  const bool aligned = aligned16(q) && aligned16(k) && aligned16(v) && q_batch_stride % vec == 0;
+  const Plan p = make_plan(dt, B, H, Hkv, St, Dh, Dv, aligned);
   DecodeArgs a{};
   a.q = q;
   a.q_batch_stride = q_batch_stride;
@@ -156,18 +383,25 @@ void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const 
   a.St = St;
   a.Dh = Dh;
   a.Dv = Dv;
+  a.splits = p.splits;
+  a.chunk = p.chunk;
+  a.gb = p.gb;
   a.scale = scale;
   a.fill = fill;
-  // Enough blocks to fill the chip at batch 1 (about 2 per SM), chunks of at least 64 keys.
-  const int want = std::max(1, (2 * 132 + B * H - 1) / (B * H));
-  a.splits = std::max(1, std::min({64, want, (St + 63) / 64}));
-  a.chunk = (St + a.splits - 1) / a.splits;
+  a.rows_zero = rows_zero;
   switch (dt) {
-    case DType::Float16: launch_t<__half>(a, B, stream); break;
-    case DType::BFloat16: launch_t<__nv_bfloat16>(a, B, stream); break;
-    case DType::Float: launch_t<float>(a, B, stream); break;
+    case DType::Float16: launch_t<__half>(a, p, B, stream); break;
+    case DType::BFloat16: launch_t<__nv_bfloat16>(a, p, B, stream); break;
+    case DType::Float: launch_t<float>(a, p, B, stream); break;
     default: FUSE_CHECK(false, "flash decode: unsupported dtype " << dtype_name(dt));
   }
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+long long flash_decode_launch_count() { return g_launches.load(std::memory_order_relaxed); }
+
+bool flash_decode_vector_path(DType dt, int Dh, int Dv) {
+  return make_plan(dt, 1, 1, 1, 1, Dh, Dv, true).vec;
 }
 
 }  // namespace fuseopt::cuda_fused

@@ -1,18 +1,20 @@
 // KV-cache append for fuseopt.Attention (host side: fused_attention_kernel.cc). One launch per
 // tensor writes present[b, h, t, :] = past[b, h, t, :] for t < S_past, else the new row
-// new[b, t - S_past, h, :] (read through its sequence / batch strides, so packed QKV works),
-// and, when `all` is given, the same row again as all[b, t, h, :]: the [B, S_total, Hkv·D]
-// layout the attention kernels read. Elements are moved as raw 2- or 4-byte words.
+// new[b, t - S_past, h, :] (read through its sequence / batch strides, so packed QKV works).
+// The attention kernels then read the present in place through their K/V head strides
+// (AttentionArgs::k_head_stride = S_total·D), so no second, re-laid-out copy is written.
+// Elements are moved as raw 2- or 4-byte words.
 #include <cstdint>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/fused_attention_decode.h"
 #include "util/error.h"
 
 namespace fuseopt::cuda_fused {
 namespace {
 
 template <class W>
-__global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, int64_t now_batch, W* present, W* all,
+__global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, int64_t now_batch, W* present,
                                  int64_t Hkv, int64_t Sp, int64_t St, int64_t D, int64_t n) {
   CUDA_GRID_STRIDE(i, n) {
     const int64_t d = i % D;
@@ -21,28 +23,25 @@ __global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, i
     r /= St;
     const int64_t h = r % Hkv;
     const int64_t b = r / Hkv;
-    const W v = t < Sp ? past[((b * Hkv + h) * Sp + t) * D + d] : now[b * now_batch + (t - Sp) * now_seq + h * D + d];
-    present[i] = v;
-    if (all) all[((b * St + t) * Hkv + h) * D + d] = v;
+    present[i] = t < Sp ? past[((b * Hkv + h) * Sp + t) * D + d] : now[b * now_batch + (t - Sp) * now_seq + h * D + d];
   }
 }
 
 }  // namespace
 
 void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
-                      void* present, void* all, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D,
-                      cudaStream_t stream) {
+                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream) {
   const int64_t n = B * Hkv * St * D;
   if (n == 0) return;
   const unsigned grid = cuda::grid_for(n);
   if (elem_size == 2) {
     kv_append_kernel<uint16_t><<<grid, cuda::kThreads, 0, stream>>>(
         static_cast<const uint16_t*>(past), static_cast<const uint16_t*>(now), now_seq, now_batch,
-        static_cast<uint16_t*>(present), static_cast<uint16_t*>(all), Hkv, Sp, St, D, n);
+        static_cast<uint16_t*>(present), Hkv, Sp, St, D, n);
   } else if (elem_size == 4) {
     kv_append_kernel<uint32_t><<<grid, cuda::kThreads, 0, stream>>>(
         static_cast<const uint32_t*>(past), static_cast<const uint32_t*>(now), now_seq, now_batch,
-        static_cast<uint32_t*>(present), static_cast<uint32_t*>(all), Hkv, Sp, St, D, n);
+        static_cast<uint32_t*>(present), Hkv, Sp, St, D, n);
   } else {
     FUSE_CHECK(false, "Attention KV append: element size " << elem_size << " not supported");
   }

@@ -131,8 +131,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (a.H / a.Hkv);
   const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * D;
-  const T* kb = static_cast<const T*>(a.k) + b * a.k_batch_stride + int64_t(hk) * D;
-  const T* vb = static_cast<const T*>(a.v) + b * a.v_batch_stride + int64_t(hk) * D;
+  // K/V heads at their own stride: D in a [B, S, Hkv·D] row, S·D in a KV cache's present
+  // [B, Hkv, S, D] (read in place, no re-layout copy).
+  const T* kb = static_cast<const T*>(a.k) + b * a.k_batch_stride + hk * a.k_head_stride;
+  const T* vb = static_cast<const T*>(a.v) + b * a.v_batch_stride + hk * a.v_head_stride;
   const int causal_off = a.Skv - a.Sq;
 
   int kv_end = a.Skv;
@@ -370,7 +372,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
-  // Row sums across the quad, then O / l (l = 0: every score -inf, NaN like Softmax).
+  // Row sums across the quad, then O / l (l = 0: every score -inf, NaN like Softmax, or 0
+  // with masked_rows_zero; m is the row's max, the same in the four threads of the quad).
   T* yb = static_cast<T*>(a.y) + int64_t(b) * a.Sq * a.H * D + int64_t(h) * D;
   const int64_t y_stride = int64_t(a.H) * D;
 #pragma unroll
@@ -381,7 +384,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
       float lr = l[mt][r];
       lr += __shfl_xor_sync(0xffffffffu, lr, 1);
       lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      inv[r] = 1.f / lr;
+      inv[r] = a.masked_rows_zero && m[mt][r] == -INFINITY ? 0.f : 1.f / lr;
     }
     const int row_a = warp_row0 + mt * 16 + g, row_b = row_a + 8;
 #pragma unroll
@@ -434,7 +437,7 @@ bool attention_mma_supported(const AttentionArgs& a) {
   // cp.async moves 16 bytes: every row start must be 16-byte aligned.
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.y)) return false;
   for (int64_t s : {a.q_batch_stride, a.q_seq_stride, a.k_batch_stride, a.k_seq_stride, a.v_batch_stride,
-                    a.v_seq_stride})
+                    a.v_seq_stride, a.k_head_stride, a.v_head_stride})
     if (s % 8 != 0) return false;
   return true;
 }
@@ -444,7 +447,8 @@ void attention_set_m_tiles(int mt_d64, int mt_d128) {
   g_mt_d128 = mt_d128 == 1 ? 1 : 2;
 }
 
-void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
+void launch_attention_mma(const AttentionArgs& args, cudaStream_t stream) {
+  const AttentionArgs a = with_head_strides(args);
   const int mt = a.Dh == 64 ? g_mt_d64 : g_mt_d128;
   if (a.dtype == DType::Float16) {
     if (a.Dh == 64) mt == 2 ? launch_t<__half, 64, 2>(a, stream) : launch_t<__half, 64, 1>(a, stream);

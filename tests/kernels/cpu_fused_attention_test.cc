@@ -26,6 +26,7 @@ struct Case {
   int bias = 0;  // 0 none, 1 float [B,1,1,Skv], 2 float [1,H,S,Skv], 3 bool [B,1,S,Skv], 4 float [S,Skv]
   float fill = -std::numeric_limits<float>::infinity();
   float scale = 0.37f;
+  bool rows_zero = false;  // masked_rows_zero = 1: a row with no score above -inf gives 0
 };
 
 struct Inputs {
@@ -100,6 +101,10 @@ std::vector<double> reference(const Case& c, const Inputs& in) {
         }
         double mx = -INFINITY;
         for (double v : s) mx = std::max(mx, v);
+        if (c.rows_zero && mx == -INFINITY) {
+          for (int64_t d = 0; d < c.Dv; ++d) y[(b * c.S + i) * c.H * c.Dv + h * c.Dv + d] = 0.0;
+          continue;
+        }
         double sum = 0;
         for (double& v : s) sum += (v = std::exp(v - mx));
         for (int64_t d = 0; d < c.Dv; ++d) {
@@ -115,7 +120,7 @@ std::vector<double> reference(const Case& c, const Inputs& in) {
 void run_case(const Case& c) {
   INFO("B" << c.B << " S" << c.S << " Skv" << c.Skv << " H" << c.H << " Hkv" << c.Hkv << " Dh" << c.Dh << " Dv"
            << c.Dv << (c.packed ? " packed" : "") << (c.causal ? " causal" : "") << " mask" << c.mask << " bias"
-           << c.bias << " fill " << c.fill);
+           << c.bias << " fill " << c.fill << (c.rows_zero ? " masked_rows_zero" : ""));
   Inputs in = make_inputs(c);
   OpTest t("Attention", "fuseopt");
   if (c.packed) {
@@ -129,6 +134,7 @@ void run_case(const Case& c) {
   t.attr(Attribute::make_int("num_heads", c.H)).attr(Attribute::make_int("kv_num_heads", c.Hkv));
   t.attr(Attribute::make_float("scale", c.scale)).attr(Attribute::make_int("causal", c.causal));
   t.attr(Attribute::make_float("mask_filter_value", c.fill));
+  if (c.rows_zero) t.attr(Attribute::make_int("masked_rows_zero", 1));
   Tensor got = t.run()[0];
   REQUIRE(shape_str(got.dims) == shape_str({c.B, c.S, c.H * c.Dv}));
   std::vector<double> want = reference(c, in);
@@ -172,6 +178,26 @@ TEST_CASE("Attention kernel: key-padding mask, fully masked rows", "[kernels][At
   run_case(nan_rows);
   Case min_rows = nan_rows;
   min_rows.fill = -std::numeric_limits<float>::max();  // HF finfo.min: a uniform row
+  run_case(min_rows);
+}
+
+TEST_CASE("Attention kernel: masked_rows_zero gives 0 for rows with no visible key", "[kernels][Attention]") {
+  Case pad{3, 4, 4, 2, 2, 4, 4};
+  pad.mask = 1;  // batch 0 fully masked with -inf: 0 instead of NaN; the other rows unchanged
+  pad.rows_zero = true;
+  run_case(pad);
+  pad.packed = true;
+  run_case(pad);
+  Case early{2, 6, 4, 4, 2, 3, 3, false, true};  // causal, S > S_kv: rows 0 and 1 see no key
+  early.rows_zero = true;
+  run_case(early);
+  Case bias_rows{2, 5, 5, 2, 2, 4, 4};  // a bool attn_bias (false at every third element) and the padding mask
+  bias_rows.bias = 3;
+  bias_rows.mask = 1;
+  bias_rows.rows_zero = true;
+  run_case(bias_rows);
+  Case min_rows = pad;  // finfo.min fill: no row is empty (uniform), the attribute changes nothing
+  min_rows.fill = -std::numeric_limits<float>::max();
   run_case(min_rows);
 }
 

@@ -25,11 +25,12 @@ struct Spec {
   bool rotary = false;     // Q and K multiplied by a [S, Dh] table after the head transpose
   bool packed = false;     // one GEMM + Split for Q, K, V
   bool probs_output = false;   // the attention probabilities are also a graph output (rule 1)
-  bool mask_before_scale = false;  // Add(mask) then Mul(scale) (rule 7)
+  bool mask_before_scale = false;  // Add(mask) then Mul(scale): the op's bias is mask·scale
   bool cast_scores = false;    // Cast(scores, fp16) -> Cast back (rule 5)
   bool bad_heads = false;      // K is reshaped into a different head count than Q (rule 7)
   bool k_two_transposes = false;  // Kᵀ as Transpose(0,1,3,2)(Transpose(0,2,1,3)) (GPT-2)
   bool sdpa = false;       // torch SDPA decomposition: Kᵀ through a [B·H, S, Dh] view, Where(IsNaN(P), 0, P)
+  int guard = 0;           // with sdpa: 0 that guard, 1 Where(IsNaN(scores), 0, P), 2 Where(IsNaN(P), 1, P)
 };
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
@@ -150,7 +151,9 @@ void build(GraphBuilder& b, const Spec& s) {
   if (s.mask_before_scale) sc = scale(sc);
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   if (s.probs_output) b.output(p);
-  if (s.sdpa) p = b.op("Where", {b.op("IsNaN", {p}), b.scalar("p_zero", 0.0f), p}, {}, "nan_guard");
+  if (s.sdpa)
+    p = b.op("Where", {b.op("IsNaN", {s.guard == 1 ? sc : p}), b.scalar("p_zero", s.guard == 2 ? 1.0f : 0.0f), p}, {},
+             "nan_guard");
   Value* o = b.op("MatMul", {p, v4}, {}, "pv");
   o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
   o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
@@ -312,10 +315,11 @@ TEST_CASE("Attention rule 7: a scale that is not a constant", "[passes][Attentio
   expect_rejected(s, "rule 7: the scale in");
 }
 
-TEST_CASE("Attention rule 7: the mask added before scaling", "[passes][Attention]") {
+TEST_CASE("Attention: the mask added before scaling is carried scaled (attn_bias = mask * c)", "[passes][Attention]") {
+  // (s + m)·c = s·c + m·c; the refusals (negative factors) are in attention_score_forms_test.cc.
   Spec s;
   s.mask_before_scale = true;
-  expect_rejected(s, "before the scores are scaled");
+  expect_fused(s, true);
 }
 
 TEST_CASE("Attention rule 7: head reshapes that disagree", "[passes][Attention]") {
@@ -417,10 +421,49 @@ TEST_CASE("Attention: torch SDPA decomposition (flattened Kᵀ, NaN rows to zero
   INFO(reasons(r, "Attention"));
   REQUIRE(matched(r, "Attention") == 1);
   CHECK(count_op(b.graph(), "Softmax") == 0);
-  CHECK(count_op(b.graph(), "IsNaN") == 1);  // the guard now acts on the fused output
+  // The guard is folded into the op (masked_rows_zero), not re-emitted after it.
+  CHECK(count_op(b.graph(), "IsNaN") == 0);
+  CHECK(count_op(b.graph(), "Where") == 0);
+  const Node* a = find(b.graph(), "Attention");
+  REQUIRE(a);
+  CHECK(a->attr_int("masked_rows_zero", 0) == 1);
+  CHECK(std::isinf(a->attr_float("mask_filter_value", 0.0f)));
   auto f = feeds(s);
   f["mask"] = Tensor::from_ints({0, 0, 0, 0, 0, 1, 1, 1, 0, 0}, {B, S});  // batch 0 fully masked
   require_same_outputs(*before, b.graph(), f, 1e-4f);
+  // The fused graph really gives 0 there (not NaN compared equal to NaN).
+  const std::vector<Tensor> out = run_cpu(b.graph(), f);
+  for (int64_t i = 0; i < S * D; ++i) REQUIRE(out.at(0).data<float>()[i] == 0.0f);  // batch 0
+}
+
+TEST_CASE("Attention: an SDPA-like Where(IsNaN) that is not the guard on P is not folded", "[passes][Attention]") {
+  for (int guard : {1, 2}) {
+    INFO((guard == 1 ? "IsNaN of the scores, not of P" : "NaN -> 1, not 0"));
+    Spec s;
+    s.sdpa = true;
+    s.scale = 2;
+    s.mask = 2;
+    s.guard = guard;
+    GraphBuilder b(18);
+    build(b, s);
+    FusionReport r = fuse(b.graph());
+    CHECK(matched(r, "Attention") == 0);
+    CHECK(count_op(b.graph(), "IsNaN") == 1);
+    CHECK(count_op(b.graph(), "Softmax") == 1);
+    CHECK(find(b.graph(), "Attention") == nullptr);
+  }
+}
+
+TEST_CASE("Attention: without the SDPA guard a -inf mask leaves masked_rows_zero unset", "[passes][Attention]") {
+  Spec s;
+  s.mask = 2;  // Where(mask, s, -inf), no guard: a fully masked row stays NaN, as in the original
+  GraphBuilder b(17);
+  build(b, s);
+  FusionReport r = fuse(b.graph());
+  REQUIRE(matched(r, "Attention") == 1);
+  const Node* a = find(b.graph(), "Attention");
+  REQUIRE(a);
+  CHECK_FALSE(a->has_attr("masked_rows_zero"));
 }
 
 TEST_CASE("Attention: bmm-style [B*H, S, D] attention with an ALiBi term (BLOOM)", "[passes][Attention]") {

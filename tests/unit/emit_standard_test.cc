@@ -232,6 +232,34 @@ TEST_CASE("emit: Attention stays fuseopt where the standard op is not exact - an
   }
 }
 
+TEST_CASE("emit: masked_rows_zero with a -inf fill -> Attention-23 followed by the NaN guard it has no attribute for") {
+  GraphBuilder b(17);
+  Value* qkv = b.input("qkv", DType::Float, {2, 4, 24});
+  Value* mask = b.input("mask", DType::Int64, {2, 4});
+  Value* y = b.op("Attention", {qkv, nullptr, nullptr, mask},
+                  {Attribute::make_int("num_heads", 2), Attribute::make_int("masked_rows_zero", 1),
+                   Attribute::make_float("mask_filter_value", -std::numeric_limits<float>::infinity())},
+                  "a", "fuseopt");
+  b.output(b.op("RMSNorm", {y, b.constant("g", rand_tensor({8}, 61))}, {}, "n", "fuseopt"));
+  auto before = clone_graph(b.graph());
+  FusionReport r = emit(b.graph());
+  Graph& g = b.graph();
+  CHECK(count_domain_op(g, "fuseopt", "Attention") == 0);
+  CHECK(r.emit_op("Attention")->standard == 1);
+  Node* a = only(g, "Attention");
+  CHECK_FALSE(a->has_attr("masked_rows_zero"));
+  Node* nan = only(g, "IsNaN");
+  CHECK(nan->input(0) == a->output(0));
+  const Node* guard = nullptr;  // Where(IsNaN(Y), 0, Y) (the attn_mask is a Where too)
+  for (const auto& n : g.nodes())
+    if (n->op_type == "Where" && n->input(0) == nan->output(0)) guard = n.get();
+  REQUIRE(guard);
+  CHECK(guard->input(2) == a->output(0));
+  // Batch 0 fully masked: 0 in both (the fused op by its attribute, the standard op + guard).
+  require_same_outputs(*before, g,
+                       {{"qkv", rand_tensor({2, 4, 24}, 62)}, {"mask", mask_tensor({0, 0, 0, 0, 1, 1, 1, 0}, {2, 4})}});
+}
+
 TEST_CASE("emit: a model whose fused ops have no standard form is refused - untouched") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 8});

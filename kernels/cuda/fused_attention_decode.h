@@ -1,0 +1,36 @@
+// Host entry points of fuseopt.Attention's KV-cache paths (host side:
+// fused_attention_kernel.cc; tests call the counters):
+//   fused_attention_kv_cache.cu: present = past ++ new rows, one launch per tensor;
+//   fused_attention_decode.cu:   split-KV (flash-decoding) attention for S_q = 1 that reads
+//                                the present [B, Hkv, S_kv, D] in place.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ir/tensor.h"
+
+namespace fuseopt::cuda_fused {
+
+void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
+                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream);
+
+// Whether the split-KV decode kernel is taken for S_q = 1 over a cache (no attn_bias, no
+// softcap): FUSEOPT_FLASH_DECODE "1" on, "0" off; unset: this default (off until the
+// kernel has passed its [cuda] tests on a GPU; .gpucmd/attn.sh runs them).
+constexpr bool kFlashDecodeDefault = false;
+
+bool flash_decode_supported(int Dh, int Dv, int H, int Hkv);
+// Scratch for the per-split partials (acc[Dv], max, sum per query head and split).
+size_t flash_decode_scratch_bytes(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv);
+// q: [B, 1, H·Dh] rows at q_batch_stride; k/v: the present [B, Hkv, St, D]; y: [B, 1, H·Dv].
+void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
+                         const void* mask, DType mask_dtype, void* y, float* scratch, int B, int H, int Hkv, int St,
+                         int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream);
+// For tests: launches so far in this process, and whether (dt, Dh, Dv) takes the 16-byte
+// vector path (given aligned rows) rather than the scalar fallback.
+long long flash_decode_launch_count();
+bool flash_decode_vector_path(DType dt, int Dh, int Dv);
+
+}  // namespace fuseopt::cuda_fused

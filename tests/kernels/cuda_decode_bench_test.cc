@@ -1,0 +1,114 @@
+// Micro-benchmark of attention's decode step (hidden: `bin/test_kernels "[.bench]"` or
+// "[decode_bench]"; never decides pass/fail): Llama-3.2-1B shapes (32 query heads, 8 kv heads,
+// head dim 64), 128 and 2048 cached tokens, batch 1 and 8, fp16. Each row: the split-KV
+// kernel (kernels/cuda/fused_attention_decode.cu) and the prefill dispatcher on the same
+// S_q = 1 step (both read the present [B, Hkv, S_kv, D] in place), timed as a CUDA graph of
+// 20 steps (how fuserun replays a model; per-launch CPU overhead excluded), K/V rotated over
+// 4 sets where they exceed L2. Floor: the K/V bytes read once / 4.2 TB/s (no weights: the
+// attention alone), i.e. what the kernel should approach at 2048 cached tokens.
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "kernels/cuda/fused_attention_decode.h"
+#include "kernels/cuda/fused_launch.cuh"
+#include "support/cuda_bench.h"
+#include "support/cuda_kernel_check.h"
+
+using namespace fuseopt;
+
+namespace {
+
+using cuda_bench::DeviceBuffers;
+using cuda_bench::kSets;
+
+constexpr int kSteps = 20;  // launches per graph
+
+// Median µs per step of `step(i)` captured kSteps times into one CUDA graph.
+double graph_us(cudaStream_t s, const std::function<void(int)>& step) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  cuda_check::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < kSteps; ++i) step(i);
+  cuda_check::ck(cudaStreamEndCapture(s, &g), "end capture");
+  cuda_check::ck(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+  const double us = cuda_bench::time_us(s, [&](int) { cudaGraphLaunch(ge, s); }) / kSteps;
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return us;
+}
+
+}  // namespace
+
+TEST_CASE("cuda attention decode benchmark (Llama-3.2-1B shapes)", "[.bench][decode_bench]") {
+  if (!cuda_check::gpu_ready()) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  DeviceBuffers mem;
+  constexpr int H = 32, Hkv = 8, D = 64;
+  std::printf("\nBENCH %-28s %-16s %9s %9s %9s %8s\n", "decode fp16 (32/8 heads, D 64)", "B x past", "split us",
+              "prefill us", "floor us", "of floor");
+  for (int past : {128, 2048})
+    for (int B : {1, 8}) {
+      const int St = past + 1;  // the cache after this step's token is appended
+      const int64_t kv_elems = int64_t(B) * Hkv * St * D;
+      std::vector<void*> q, k, v, y;
+      for (int i = 0; i < kSets; ++i) {
+        q.push_back(mem.random_half(int64_t(B) * H * D));
+        k.push_back(mem.random_half(kv_elems));
+        v.push_back(mem.random_half(kv_elems));
+        y.push_back(mem.alloc(int64_t(B) * H * D * 2));
+      }
+      auto* scratch = static_cast<float*>(
+          mem.alloc(int64_t(cuda_fused::flash_decode_scratch_bytes(DType::Float16, B, H, Hkv, St, D, D))));
+      const float scale = 0.125f;
+      const double split = graph_us(s, [&](int i) {
+        const int j = i % kSets;
+        cuda_fused::launch_flash_decode(DType::Float16, q[j], int64_t(H) * D, k[j], v[j], nullptr, DType::Int64, y[j],
+                                        scratch, B, H, Hkv, St, D, D, scale, -INFINITY, false, s);
+      });
+      cuda_fused::AttentionArgs a;
+      a.dtype = DType::Float16;
+      a.B = B;
+      a.H = H;
+      a.Hkv = Hkv;
+      a.Sq = 1;
+      a.Skv = St;
+      a.Dh = a.Dv = D;
+      a.q_seq_stride = int64_t(H) * D;
+      a.q_batch_stride = int64_t(H) * D;
+      a.k_seq_stride = a.v_seq_stride = D;  // the present, in place
+      a.k_head_stride = a.v_head_stride = int64_t(St) * D;
+      a.k_batch_stride = a.v_batch_stride = int64_t(Hkv) * St * D;
+      a.scale = scale;
+      a.causal = true;
+      // One launch outside capture first: the Hopper kernel's device probe cannot run in one.
+      a.q = q[0];
+      a.k = k[0];
+      a.v = v[0];
+      a.y = y[0];
+      cuda_fused::launch_attention(a, s);
+      cuda_check::ck(cudaStreamSynchronize(s), "probe");
+      const char* kname = cuda_fused::attention_kernel_name(a);
+      const double prefill = graph_us(s, [&](int i) {
+        const int j = i % kSets;
+        a.q = q[j];
+        a.k = k[j];
+        a.v = v[j];
+        a.y = y[j];
+        cuda_fused::launch_attention(a, s);
+      });
+      const double floor_us = 2.0 * kv_elems * 2 / 4.2e12 * 1e6;
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%d x %d", B, past);
+      char what[48];
+      std::snprintf(what, sizeof what, "decode fp16 (prefill: %s)", kname);
+      std::printf("BENCH %-28s %-16s %9.2f %9.2f %9.2f %7.0f%%\n", what, shape, split, prefill, floor_us,
+                  100.0 * floor_us / split);
+    }
+  cudaStreamDestroy(s);
+}
