@@ -1,12 +1,13 @@
 // Small-M GEMM with the bias + erf-GELU epilogue (see gemm_gelu.h).
 //
 // mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulate), block tile 64 x 64,
-// k-tile 32, 4 warps of 32 x 32, a 4-stage cp.async ring (zero-filled past
+// k-tile 64, 4 warps of 32 x 32, a 4-stage cp.async ring (zero-filled past
 // M, N and K, so any M and any K, N multiple of 8 work). At BERT's FFN1 on
-// one sequence (128 x 768 x 3072) that is 96 blocks, each streaming a 768 x 64
-// slice of the weights once: the GEMM is weight-read and latency bound, and
-// the point of the kernel is that the GELU costs no extra launch and no extra
-// pass over Y. Launched with programmatic dependent launch (pdl.cuh).
+// one sequence (128 x 768 x 3072) that is 96 blocks, one per SM, each
+// streaming a 768 x 64 slice of the weights once: the GEMM is bound by the
+// bytes each SM keeps in flight (3 stages x 16 KB here; k-tile 32 would halve
+// that), and the point of the kernel is that the GELU costs no extra launch
+// and no extra pass over Y. Launched with programmatic dependent launch (pdl.cuh).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -20,9 +21,13 @@ namespace fuseopt::cuda_fused {
 
 namespace {
 
-constexpr int kBM = 64, kBN = 64, kBK = 32, kStages = 4, kThreads = 128;
+constexpr int kBM = 64, kBN = 64, kBK = 64, kStages = 4, kThreads = 128;
 constexpr int kAStride = kBK + 8;  // +8 halves: ldmatrix rows fall in distinct banks
 constexpr int kBStride = kBN + 8;
+constexpr int kAStage = kBM * kAStride, kBStage = kBK * kBStride;  // elements per stage
+constexpr size_t kSmem = size_t(kStages) * (kAStage + kBStage) * 2;   // 73.7 KB: dynamic shared memory
+constexpr int kChunksPerThread = kBM * kBK / 8 / kThreads;             // 16-byte chunks of A (and of B)
+static_assert(kBM * kBK == kBK * kBN, "A and B tiles have the same chunk count");
 
 // Same PTX wrappers as the attention kernel's (fused_attention_mma.cu keeps
 // its own private copies).
@@ -75,27 +80,30 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __restrict__ A, const T* __restrict__ B,
                                                                  const T* __restrict__ bias, T* __restrict__ Y, int M,
                                                                  int N, int K) {
-  __shared__ __align__(16) T a_s[kStages][kBM * kAStride];
-  __shared__ __align__(16) T b_s[kStages][kBK * kBStride];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* a_s = reinterpret_cast<T*>(smem_raw);  // kStages x [kBM][kAStride]
+  T* b_s = a_s + kStages * kAStage;         // kStages x [kBK][kBStride]
   cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
   const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;  // the warp's 32 x 32 in the block tile
   const int k_tiles = (K + kBK - 1) / kBK;
 
-  // One k-tile into a stage: A 64 x 32 and B 32 x 64, 256 16-byte chunks
-  // each, two per thread; chunks past M, N or K are zero-filled.
+  // One k-tile into a stage: A 64 x 64 and B 64 x 64, 512 16-byte chunks
+  // each, four per thread; chunks past M, N or K are zero-filled.
   auto load = [&](int stage, int kt) {
     const int k0 = kt * kBK;
+    T* as = a_s + stage * kAStage;
+    T* bs = b_s + stage * kBStage;
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < kChunksPerThread; ++u) {
       const int c = tid + u * kThreads;
-      const int ar = c >> 2, ac = (c & 3) * 8;  // A: 64 rows x 4 chunks
+      const int ar = c / (kBK / 8), ac = (c % (kBK / 8)) * 8;  // A: kBM rows x kBK / 8 chunks
       const bool av = m0 + ar < M && k0 + ac < K;
-      cp_async16(&a_s[stage][ar * kAStride + ac], av ? A + int64_t(m0 + ar) * K + k0 + ac : A, av);
-      const int br = c >> 3, bc = (c & 7) * 8;  // B: 32 rows x 8 chunks
+      cp_async16(as + ar * kAStride + ac, av ? A + int64_t(m0 + ar) * K + k0 + ac : A, av);
+      const int br = c / (kBN / 8), bc = (c % (kBN / 8)) * 8;  // B: kBK rows x kBN / 8 chunks
       const bool bv = k0 + br < K && n0 + bc < N;
-      cp_async16(&b_s[stage][br * kBStride + bc], bv ? B + int64_t(k0 + br) * N + n0 + bc : B, bv);
+      cp_async16(bs + br * kBStride + bc, bv ? B + int64_t(k0 + br) * N + n0 + bc : B, bv);
     }
   };
 
@@ -118,8 +126,8 @@ __global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __res
     const int next = kt + kStages - 1;
     if (next < k_tiles) load(next % kStages, next);
     cp_async_commit();
-    const T* as = a_s[kt % kStages];
-    const T* bs = b_s[kt % kStages];
+    const T* as = a_s + (kt % kStages) * kAStage;
+    const T* bs = b_s + (kt % kStages) * kBStage;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t af[2][4], bf[4][2];
@@ -166,6 +174,17 @@ __global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __res
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// More than 48 KB of shared memory needs the opt-in attribute, per function
+// and device: set on every (uncaptured or captured) call, not cached, so a
+// second GPU gets it too; replays of a graph do not come here.
+template <class T> bool configure() {
+  if (cudaFuncSetAttribute(gemm_bias_gelu_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmem)) == cudaSuccess)
+    return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
 std::atomic<int> g_override{-1};
 
 }  // namespace
@@ -189,13 +208,14 @@ bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* b
   if (M <= 0 || M > kGemmGeluMaxM || N <= 0 || K <= 0 || N % 8 != 0 || K % 8 != 0) return false;
   if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30)) return false;
   if (!aligned16(A) || !aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
+  if (!(dt == DType::Float16 ? configure<__half>() : configure<__nv_bfloat16>())) return false;
   const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
   if (dt == DType::Float16)
-    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__half>, grid, dim3(kThreads), 0, stream, static_cast<const __half*>(A),
-                         static_cast<const __half*>(B), static_cast<const __half*>(bias), static_cast<__half*>(Y),
-                         int(M), int(N), int(K));
+    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__half>, grid, dim3(kThreads), kSmem, stream,
+                         static_cast<const __half*>(A), static_cast<const __half*>(B),
+                         static_cast<const __half*>(bias), static_cast<__half*>(Y), int(M), int(N), int(K));
   else
-    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, stream,
+    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__nv_bfloat16>, grid, dim3(kThreads), kSmem, stream,
                          static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
                          static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(Y), int(M), int(N),
                          int(K));
