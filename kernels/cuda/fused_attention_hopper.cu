@@ -166,7 +166,9 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
     if (g_max_blocks > 0 && g_max_blocks < fit) fit = g_max_blocks;
     if (fit > 0 && fit < grid) grid = fit;
   }
-  hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV><<<grid, L::kThreads, L::kAlloc, stream>>>(tq, tk, tv, p);
+  // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>, dim3(grid), dim3(L::kThreads),
+                       L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

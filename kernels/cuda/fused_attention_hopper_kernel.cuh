@@ -10,6 +10,7 @@
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_attention_hopper_wgmma.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused::hopper {
 
@@ -56,6 +57,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
+  // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
+  // no TMA copy, key-flag read or output write before the previous kernel has completed.
+  cuda_pdl::pdl_begin();
   using L = Layout<D, STAGES, NC, QB>;
   constexpr int kPanels = L::kPanels;
   constexpr int kBM = L::kBM;

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused {
 
@@ -114,6 +115,7 @@ __device__ __forceinline__ float ex2(float x) {
 // out-of-line bias_call.
 template <class T, int D, int MT, bool BIAS_T>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a) {
+  cuda_pdl::pdl_begin();  // launched with programmatic dependent launch (kernels/cuda/pdl.cuh)
   constexpr int kRowsBlk = kWarps * 16 * MT;
   constexpr int kStride = D + 8;  // padded: ldmatrix rows fall in distinct banks
   constexpr int kKSteps = D / 16;  // k-steps of Q·Kᵀ
@@ -412,7 +414,7 @@ void launch_bias(const AttentionArgs& a, cudaStream_t stream) {
     configured = true;
   }
   dim3 grid((a.Sq + kRowsBlk - 1) / kRowsBlk, a.H, a.B);
-  attention_mma_kernel<T, D, MT, BIAS_T><<<grid, kThreads, smem, stream>>>(a);
+  cuda_pdl::pdl_launch(attention_mma_kernel<T, D, MT, BIAS_T>, grid, dim3(kThreads), smem, stream, a);
 }
 
 template <class T, int D, int MT>
