@@ -29,7 +29,7 @@ Error.__doc__ = "A fuseopt failure; the message is the one line the CLI prints a
 Report.__module__ = "fuseopt"
 NodeArg.__module__ = "fuseopt"
 
-__all__ = ["Error", "InferenceSession", "NodeArg", "Report", "cuda_available", "list_passes", "optimize"]
+__all__ = ["DeviceArray", "Error", "InferenceSession", "NodeArg", "Report", "cuda_available", "list_passes", "optimize"]
 __version__ = "0.1.0"
 
 # One protobuf message cannot be serialized past 2 GiB.
@@ -174,29 +174,97 @@ def _dlpack_device(x: Any) -> tuple[int, int] | None:
     return int(kind), int(index)
 
 
-_DL_CPU, _DL_CUDA_HOST = 1, 3  # DLDeviceType values numpy can read
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3  # DLDeviceType values
+
+
+def _is_cuda_dlpack(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return False
+    dev = _dlpack_device(value)
+    return dev is not None and dev[0] == _DL_CUDA
 
 
 def _as_array(name: str, value: Any) -> np.ndarray:
-    """A feed as a C-contiguous, native-order numpy array.
+    """A host feed as a C-contiguous, native-order numpy array.
 
     numpy arrays are used as they are (a copy only when not contiguous); any
-    other object with __dlpack__ on the CPU is viewed through np.from_dlpack
-    without a copy; a device DLPack tensor is refused with the reason.
+    other object with __dlpack__ in host memory (CPU, CUDA-pinned) is viewed
+    through np.from_dlpack without a copy. CUDA tensors take the device path
+    (InferenceSession.run); other devices are refused with the reason.
     """
     if not isinstance(value, np.ndarray):
         dev = _dlpack_device(value)
         if dev is not None:
             if dev[0] not in (_DL_CPU, _DL_CUDA_HOST):
-                raise Error(
-                    f"input '{name}': a DLPack tensor on device type {dev[0]} (2 = CUDA) cannot be fed yet: the "
-                    "runtime's Session takes host tensors only; pass a CPU tensor (e.g. tensor.cpu())")
+                raise Error(f"input '{name}': a DLPack tensor on device type {dev[0]} cannot be fed (fuseopt reads "
+                            "CPU (1), CUDA (2) and CUDA-pinned (3) memory)")
             value = np.from_dlpack(value)
         else:
             value = np.asarray(value)
     if not value.dtype.isnative:
         value = value.astype(value.dtype.newbyteorder("="))
     return np.ascontiguousarray(value)
+
+
+def _capsule(name: str, value: Any, stream: int | None):
+    """The DLPack capsule of a CUDA feed. `stream` (the session's CUDA stream) asks the
+    producer to order its pending writes before that stream, as the DLPack protocol
+    says; a producer without the stream keyword is asked plainly (then ordering is its own)."""
+    try:
+        return value.__dlpack__(stream=stream)
+    except TypeError:
+        return value.__dlpack__()
+
+
+class DeviceArray:
+    """An output in CUDA memory that run(..., output_device="cuda") returns when no feed
+    was a torch tensor: a DLPack producer for torch.from_dlpack, cupy.from_dlpack,
+    jax.dlpack.from_dlpack ... (read once: the consumer takes the memory over, and frees
+    it when its own tensor goes; unread, it is freed with this object).
+
+    The data are complete when run() returns (the session's stream is synchronized), so
+    a consumer on any stream may read them: the `stream` argument needs no wait.
+    """
+
+    __slots__ = ("_capsule", "device_id", "dtype", "shape")
+
+    def __init__(self, capsule, device_id: int, dtype: str, shape: tuple):
+        self._capsule, self.device_id, self.dtype, self.shape = capsule, device_id, dtype, shape
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None):
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"fuseopt.DeviceArray lives on cuda:{self.device_id}; it cannot be exported to "
+                              f"device {tuple(dl_device)}")
+        if copy:
+            raise BufferError("fuseopt.DeviceArray is exported without a copy (copy=True is not supported)")
+        if self._capsule is None:
+            raise BufferError("this fuseopt.DeviceArray was already read through DLPack (a capsule is read once)")
+        capsule, self._capsule = self._capsule, None
+        return capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DL_CUDA, self.device_id)
+
+    def __repr__(self) -> str:
+        state = "" if self._capsule is not None else ", exported"
+        return f"<fuseopt.DeviceArray {self.dtype}{list(self.shape)} on cuda:{self.device_id}{state}>"
+
+
+def _output_device(arg: Any, session_backend: str, device_ordinal: int) -> str | None:
+    if arg is None:
+        return None
+    if not isinstance(arg, str):
+        raise TypeError("output_device must be 'cpu', 'cuda' or None")
+    if arg == "cpu":
+        return "cpu"
+    if arg == "cuda" or (arg.startswith("cuda:") and arg[5:].isdigit()):
+        if session_backend != "cuda":
+            raise Error(f"output_device {arg}: the session runs on the {session_backend} backend")
+        if arg != "cuda" and int(arg[5:]) != device_ordinal:
+            raise Error(f"output_device {arg}: the session runs on cuda:{device_ordinal}")
+        return "cuda"
+    raise Error(f"output_device {arg}: expected cpu, cuda or None")
 
 
 class InferenceSession:
@@ -239,21 +307,46 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None):
-        """Runs once; returns a list of numpy arrays, one per output name (None: all outputs).
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None, *,
+            output_device: str | None = None):
+        """Runs once; returns one output per output name (None: all outputs).
 
-        input_feed maps input names to numpy arrays or DLPack tensors on the CPU.
+        input_feed maps input names to numpy arrays or DLPack tensors: host ones (CPU,
+        CUDA-pinned) are copied in once; CUDA ones (a CUDA session, same GPU, contiguous)
+        are read in place on the device, ordered after their producer's stream.
+        output_device: None follows the feeds ("cuda" when any feed is a CUDA tensor, else
+        "cpu"); "cpu" returns numpy arrays; "cuda" returns outputs in CUDA memory without a
+        host copy: torch tensors when a feed was a torch tensor, else fuseopt.DeviceArray
+        (DLPack). Device outputs are complete when run returns.
         """
         if not isinstance(input_feed, Mapping):
             raise TypeError(f"input_feed must be a dict of input name -> array, not {type(input_feed).__name__}")
         if isinstance(output_names, str):
             output_names = [output_names]
-        feeds = {}
+        where = _output_device(output_device, self.backend, self._s.device_ordinal)
+        feeds, device_feeds, torch_fed = {}, {}, False
         for name, value in input_feed.items():
             if not isinstance(name, str):
                 raise TypeError(f"input names must be str, got {type(name).__name__}")
-            feeds[name] = _as_array(name, value)
-        outs = self._s.run(None if output_names is None else list(output_names), feeds)
+            if _is_cuda_dlpack(value):
+                if self.backend != "cuda":
+                    raise Error(f"input '{name}': a CUDA tensor cannot feed a session on the {self.backend} backend; "
+                                "pass tensor.cpu() or create the session with backend='cuda'")
+                index, ours = _dlpack_device(value)[1], self._s.device_ordinal
+                if index != ours:  # before __dlpack__: its stream argument names a stream of our device
+                    raise Error(f"input '{name}' is on cuda:{index} but the session runs on cuda:{ours}; move it "
+                                f"there (torch: x.to('cuda:{ours}'))")
+                device_feeds[name] = value
+                torch_fed = torch_fed or type(value).__module__.split(".")[0] == "torch"
+            else:
+                feeds[name] = _as_array(name, value)
+        if where is None:
+            where = "cuda" if device_feeds else "cpu"
+        stream = self._s.stream
+        capsules = {name: _capsule(name, value, stream) for name, value in device_feeds.items()}
+        outs = self._s.run(None if output_names is None else list(output_names), feeds, capsules, where == "cuda")
+        if where == "cuda":
+            return self._device_outputs(outs, torch_fed)
         types = {o.name: o.type for o in self._outputs}
         names = [o.name for o in self._outputs] if output_names is None else list(output_names)
         bf16 = None
@@ -262,6 +355,14 @@ class InferenceSession:
                 bf16 = bf16 or _bfloat16()
                 outs[i] = outs[i].view(bf16) if bf16 is not None else _bf16_bits_to_float(outs[i])
         return outs
+
+    @staticmethod
+    def _device_outputs(outs: list, as_torch: bool) -> list:
+        arrays = [DeviceArray(capsule, dev, dtype, shape) for capsule, dev, dtype, shape in outs]
+        if as_torch:
+            import torch  # a torch tensor was fed, so torch is imported already
+            return [torch.from_dlpack(a) for a in arrays]
+        return arrays
 
     def profile(self, reset: bool = False) -> dict:
         """The runtime's profile: per op type and per node (ms, calls), runs, graph replays,

@@ -199,3 +199,38 @@ def leftover_activations(graph):
         elif n.op_type == "Tanh" and not reaches_softmax(n):
             left.append((n.op_type, n.name))
     return left
+
+
+def run_pytest_file(path, extra=()):
+    """ctest entry of a pytest file of the Python API: `python3 FILE --bin BUILD/bin --src REPO`
+    imports fuseopt from BUILD/python and runs FILE's tests (-rs prints every skip's reason).
+    Exit 77 (Skipped) when pytest, onnx or the module is missing; 1 when a built module does
+    not import."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--src", required=True)
+    a = ap.parse_args()
+    try:
+        import pytest
+    except ImportError:
+        print("SKIP: python package 'pytest' is not installed (pip install pytest)")
+        return SKIP
+    os.environ["FUSEOPT_BIN_DIR"] = a.bin
+    os.environ["FUSEOPT_SOURCE_DIR"] = a.src
+    build_pkg = os.path.join(os.path.dirname(os.path.abspath(a.bin)), "python", "fuseopt")
+    if not os.path.isdir(build_pkg) or not any(f.startswith("_fuseopt") for f in os.listdir(build_pkg)):
+        print(f"SKIP: the Python module is not built ({build_pkg}; configure with -DFUSEOPT_PYTHON=ON, "
+              "which needs pybind11-dev)")
+        return SKIP
+    sys.path.insert(0, os.path.dirname(build_pkg))
+    try:
+        import fuseopt  # noqa: F401  a module that is built but does not import is a failure
+    except ImportError as e:
+        print(f"FAIL: {build_pkg} does not import: {e}")
+        return 1
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print("SKIP: python package 'onnx' is not installed")
+        return SKIP
+    return int(pytest.main([os.path.abspath(path), "-rs", "-v", "-p", "no:cacheprovider", *extra]))

@@ -1,9 +1,8 @@
 """The Python API (import fuseopt): optimize, Report, InferenceSession.
 
-pytest tests. ctest runs this file twice (tests/CMakeLists.txt), as
-`python3 test_python_api.py --bin BUILD/bin --src REPO [--cuda]` with
-PYTHONPATH=BUILD/python: without --cuda the CPU tests, with --cuda the CUDA
-tests, which exit 77 (ctest: Skipped) with the reason when no GPU is usable.
+pytest tests (CPU). ctest runs this file as
+`python3 test_python_api.py --bin BUILD/bin --src REPO` with PYTHONPATH=BUILD/python.
+The CUDA and DLPack tests are in test_python_api_cuda.py.
 Run directly: PYTHONPATH=build/python python3 -m pytest -rs tests/py/test_python_api.py
 """
 import json
@@ -15,48 +14,10 @@ import threading
 import time
 
 
-def main():
-    import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--cuda", action="store_true", help="run the CUDA tests (exit 77 without a GPU)")
-    a = ap.parse_args()
-    try:
-        import pytest
-    except ImportError:
-        print("SKIP: python package 'pytest' is not installed (pip install pytest)")
-        return 77
-    os.environ["FUSEOPT_BIN_DIR"] = a.bin
-    os.environ["FUSEOPT_SOURCE_DIR"] = a.src
-    build_pkg = os.path.join(os.path.dirname(os.path.abspath(a.bin)), "python", "fuseopt")
-    if not os.path.isdir(build_pkg) or not any(f.startswith("_fuseopt") for f in os.listdir(build_pkg)):
-        print(f"SKIP: the Python module is not built ({build_pkg}; configure with -DFUSEOPT_PYTHON=ON, "
-              "which needs pybind11-dev)")
-        return 77
-    sys.path.insert(0, os.path.dirname(build_pkg))
-    try:
-        import fuseopt as fo  # noqa: F401  a module that is built but does not import is a failure
-    except ImportError as e:
-        print(f"FAIL: {build_pkg} does not import: {e}")
-        return 1
-    for m in ("onnx",):
-        try:
-            __import__(m)
-        except ImportError:
-            print(f"SKIP: python package '{m}' is not installed")
-            return 77
-    if a.cuda:
-        ok, why = fo.cuda_available()
-        if not ok:
-            print(f"SKIP: CUDA tests of the Python API: no usable GPU ({why})")
-            return 77
-    args = [os.path.abspath(__file__), "-rs", "-v", "-p", "no:cacheprovider", "-k", "cuda" if a.cuda else "not cuda"]
-    return int(pytest.main(args))
-
-
 if __name__ == "__main__":  # ctest; pytest imports this file again as a module
-    sys.exit(main())
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _fuseopt_testlib
+    sys.exit(_fuseopt_testlib.run_pytest_file(__file__))
 
 import numpy as np  # noqa: E402  (after the ctest entry point, which needs neither)
 import pytest  # noqa: E402
@@ -71,7 +32,6 @@ fuseopt = pytest.importorskip("fuseopt")
 onnx = pytest.importorskip("onnx")
 
 CUDA_OK, CUDA_WHY = fuseopt.cuda_available()
-needs_cuda = pytest.mark.skipif(not CUDA_OK, reason=f"no usable GPU: {CUDA_WHY}")
 
 
 def reference():
@@ -387,8 +347,8 @@ def test_session_feeds_dlpack_and_non_contiguous(optimized):
         def __dlpack_device__(self):
             return (2, 0)
 
-    with pytest.raises(fuseopt.Error,
-                       match="^input 'input_ids': a DLPack tensor on device type 2 .* cannot be fed yet"):
+    with pytest.raises(fuseopt.Error, match="^input 'input_ids': a CUDA tensor cannot feed a session on the cpu "
+                                            "backend; pass tensor.cpu"):
         sess.run(None, dict(feeds, input_ids=OnCuda(feeds["input_ids"])))
     # Fortran-ordered and strided views are made contiguous.
     strided = {k: np.repeat(v, 2, axis=1)[:, ::2] for k, v in feeds.items()}
@@ -508,44 +468,3 @@ def test_gil_released_while_running():
     # The best of three runs (a loaded machine may deschedule the ticking thread now and then).
     gap, span = min(gaps, key=lambda g: g[0] / g[1])
     assert gap < 0.5 * span, f"no Python ran for {gap * 1e3:.1f} of {span * 1e3:.1f} ms"
-
-
-# ---------------------------------------------------------------------- CUDA
-
-@needs_cuda
-def test_cuda_session_matches_reference(optimized):
-    feeds, want = reference()
-    for precision, tol in (("fp32", 1e-4), ("tf32", 1e-2), ("fp16", 1e-2), ("bf16", 1e-2)):
-        sess = fuseopt.InferenceSession(optimized[0], backend="cuda", precision=precision)
-        assert sess.backend == "cuda"
-        for _ in range(3):  # first run, captured run, replayed graph
-            (got,) = sess.run(None, feeds)
-            assert rel_err(got, want[0]) < tol, precision
-    assert fuseopt.InferenceSession(MODEL).backend == "cuda"  # the default with a GPU
-
-
-@needs_cuda
-def test_cuda_profile(optimized):
-    feeds, _ = reference()
-    sess = fuseopt.InferenceSession(optimized[0], backend="cuda", profile=True)
-    sess.run(None, feeds)
-    p = sess.profile()
-    assert p["backend"] == "cuda" and p["runs"] == 1 and p["by_op_type"]
-
-
-@needs_cuda
-def test_cuda_device_dlpack_feed_is_refused_with_the_reason():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA here")
-    feeds, _ = reference()
-    sess = fuseopt.InferenceSession(MODEL, backend="cuda")
-    dev = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
-    with pytest.raises(fuseopt.Error, match="cannot be fed yet: the runtime's Session takes host tensors"):
-        sess.run(None, dev)
-
-
-@needs_cuda
-def test_cuda_torch_tensor_round_trip_without_host_copy():
-    pytest.skip("not implemented: Session::run binds host tensors only; NOTES-python.md says what the "
-                "device path needs")
