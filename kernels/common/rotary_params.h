@@ -10,6 +10,9 @@
 // fuseopt.RotaryEmbedding (docs/fused_ops.md) is the same op, except that
 // without position_ids its caches may also be [1, S, R/2], broadcast over the
 // batch (the exporters' position ids are [1, S]); `cache_batch` is then 1.
+// It also takes `rotated_heads` (3-D X only): only the first N heads of each
+// token rotate and the others pass through unchanged, so one node rotates Q and
+// K inside a packed [Q | K | V] projection (passes/fusion/packed_rotary.cc).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,6 +24,7 @@ namespace fuseopt::dm {
 struct RotaryParams {
   int64_t B = 0, S = 0, H = 0, D = 0, R = 0, max_pos = 0;
   int64_t cache_batch = 0;  // without position_ids: the caches' batch dim (B, or 1 for fuseopt's broadcast)
+  int64_t rotated_heads = 0;  // heads (of H, per token) that rotate; the rest pass through; H unless fuseopt's attribute
   bool four_d = false, interleaved = false, has_pos = false;
 };
 
@@ -45,6 +49,12 @@ inline RotaryParams resolve_rotary(KernelContext& ctx, const RtTensor& x, const 
   DM_CHECK(ctx, p.R > 0 && p.R <= p.D && p.R % 2 == 0,
            "rotary_embedding_dim " << p.R << " must be even and at most the head size " << p.D);
   p.interleaved = ctx.node().attr_int("interleaved", 0) != 0;
+  p.rotated_heads = p.H;
+  if (ctx.node().domain == "fuseopt" && ctx.node().attr_int("rotated_heads", 0) != 0) {
+    p.rotated_heads = ctx.node().attr_int("rotated_heads", 0);
+    DM_CHECK(ctx, !p.four_d && p.rotated_heads > 0 && p.rotated_heads <= p.H,
+             "rotated_heads " << p.rotated_heads << " needs a 3-D input and must be in [1, num_heads = " << p.H << "]");
+  }
   DM_CHECK(ctx, cos_c.shape == sin_c.shape, "cos_cache " << shape_str(cos_c.shape) << " and sin_cache "
                                                          << shape_str(sin_c.shape) << " differ");
   DM_CHECK(ctx, !cos_c.shape.empty() && cos_c.shape.back() == p.R / 2,

@@ -34,6 +34,10 @@ FUSEOPT_KERNEL(cpu_RotaryEmbedding, "", "RotaryEmbedding", Backend::CPU, {DType:
         const int64_t base = p.four_d ? ((b * p.H + h) * p.S + s) * p.D : ((b * p.S + s) * p.H + h) * p.D;
         const float* xv = px + base;
         float* yv = py + base;
+        if (h >= p.rotated_heads) {  // fuseopt's packed form: V (and any head past rotated_heads) passes
+          for (int64_t d = 0; d < p.D; ++d) yv[d] = xv[d];
+          continue;
+        }
         for (int64_t d = p.R; d < p.D; ++d) yv[d] = xv[d];
         for (int64_t i = 0; i < half; ++i) {
           const int64_t i1 = p.interleaved ? 2 * i : i, i2 = p.interleaved ? 2 * i + 1 : i + half;

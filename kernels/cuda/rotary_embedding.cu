@@ -20,8 +20,8 @@ constexpr int kRowsPerBlock = 8;
 template <class T, class C>
 __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
                                    const int64_t* __restrict__ pos, T* __restrict__ y, int64_t rows, int S, int H,
-                                   int D, int R, int64_t max_pos, bool four_d, bool interleaved, bool cache_bcast,
-                                   IndexErrorSink errors) {
+                                   int D, int R, int rotated_heads, int64_t max_pos, bool four_d, bool interleaved,
+                                   bool cache_bcast, IndexErrorSink errors) {
   const int half = R / 2;
   const int lane = threadIdx.x;
   for (int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.y; r < rows; r += (int64_t)gridDim.x * kRowsPerBlock) {
@@ -35,6 +35,10 @@ __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict_
     }
     const T* xv = x + r * D;
     T* yv = y + r * D;
+    if (!four_d && static_cast<int>(r % H) >= rotated_heads) {  // packed form: this head passes through
+      for (int d = lane; d < D; d += 32) yv[d] = xv[d];
+      continue;
+    }
     for (int d = R + lane; d < D; d += 32) yv[d] = xv[d];
     int64_t row = (cache_bcast ? 0 : b) * S + s;
     if (pos) {
@@ -75,7 +79,8 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
       const int64_t rows = total / p.D;
       rotary_rows_kernel<T, C><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream_of(ctx)>>>(
           x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), rows,
-          static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.D), static_cast<int>(p.R), p.max_pos,
+          static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.D), static_cast<int>(p.R),
+          static_cast<int>(p.rotated_heads), p.max_pos,
           p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors);
     });
   });

@@ -213,6 +213,8 @@ std::string rotary_check(const Graph&, const Node& n) {
   if (n.input(3)) return "position_ids input: the fusion never writes it; not mapped";
   if (!x->shape || (x->shape->size() != 3 && x->shape->size() != 4)) return "X rank is not known to be 3 or 4";
   if (x->shape->size() == 3 && n.attr_int("num_heads", 0) <= 0) return "3-D X without num_heads";
+  if (n.attr_int("rotated_heads", 0) > 0 && (x->shape->size() != 3 || !(*x->shape)[2].known()))
+    return "rotated_heads needs a 3-D X of known width";
   if (!cs->shape || cs->shape->size() != 3 || !sn->shape || sn->shape->size() != 3)
     return "cos/sin caches are not known to be [B or 1, S, R/2]";
   if (cs->dtype != x->dtype || sn->dtype != x->dtype) return "cos/sin dtype differs from X's (the standard op has one T)";
@@ -250,9 +252,33 @@ void rotary_rewrite(EmitContext& c, Node* n) {
   if (n->attr_int("interleaved", 0)) attrs.push_back(Attribute::make_int("interleaved", 1));
   if (int64_t r = n->attr_int("rotary_embedding_dim", 0); r > 0)
     attrs.push_back(Attribute::make_int("rotary_embedding_dim", r));
-  if (x->shape->size() == 3) attrs.push_back(Attribute::make_int("num_heads", n->attr_int("num_heads", 0)));
-  Node* r = c.node("RotaryEmbedding", {x, cs, sn}, std::move(attrs), 1, n->name);
-  c.take_over(n->output(0), r->output(0));
+  const int64_t heads = n->attr_int("num_heads", 0);
+  const int64_t rot = n->attr_int("rotated_heads", 0);
+  if (x->shape->size() != 3 || rot <= 0 || rot >= heads) {
+    if (x->shape->size() == 3) attrs.push_back(Attribute::make_int("num_heads", heads));
+    Node* r = c.node("RotaryEmbedding", {x, cs, sn}, std::move(attrs), 1, n->name);
+    c.take_over(n->output(0), r->output(0));
+    c.rw.erase_node(n);
+    return;
+  }
+  // Packed [Q | K | V] with rotated_heads: the standard op rotates the first rot·D
+  // columns (num_heads = rot), the rest is concatenated back unchanged.
+  const int64_t d = (*x->shape)[2].value / heads;
+  const int64_t cut = rot * d;
+  auto slice = [&](int64_t from, int64_t to, const std::string& hint, int64_t width) {
+    Node* sl = c.node("Slice", {x, c.int64s({from}), c.int64s({to}), c.int64s({2})}, {}, 1, hint);
+    Shape sh = *x->shape;
+    sh[2] = Dim::of(width);
+    c.rw.set_type(sl->output(0), x->dtype, sh);
+    return sl->output(0);
+  };
+  Value* head = slice(0, cut, n->name + "_rotated", cut);
+  Value* rest = slice(cut, (*x->shape)[2].value, n->name + "_passed", (*x->shape)[2].value - cut);
+  attrs.push_back(Attribute::make_int("num_heads", rot));
+  Node* r = c.node("RotaryEmbedding", {head, cs, sn}, std::move(attrs), 1, n->name);
+  c.rw.set_type(r->output(0), x->dtype, *head->shape);
+  Node* cat = c.node("Concat", {r->output(0), rest}, {Attribute::make_int("axis", 2)}, 1, n->name + "_packed");
+  c.take_over(n->output(0), cat->output(0));
   c.rw.erase_node(n);
 }
 const EmitterRegistrar kRotary({"RotaryEmbedding", "RotaryEmbedding",

@@ -7,7 +7,9 @@
 //   y1 = x1·c − x2·s,  y2 = x1·s + x2·c
 //   Y4 = Concat(y1, y2)  (interleaved: y1, y2 stacked on a new last axis, flattened)
 //        ++ X4[..., R:] when R < D;  Y = Y4 (3-D X: Reshape back to [B, S, H·D])
-// One overload per (R, interleaved, 3-D heads): the split points are constants
+//   rotated_heads = N < H (3-D X only): the rotation above runs on X4[:, :, :N] and
+//        Y4 = Concat(that, X4[:, :, N:]) on the head axis (packed Q | K | V, V passes).
+// One overload per (R, interleaved, 3-D heads, rotated heads): the split points are constants
 // of the body. position_ids is not part of the fused op the pass emits.
 #include <cstdint>
 #include <limits>
@@ -42,10 +44,17 @@ bool three_d(const Node& n) {
   return x && x->shape && x->shape->size() == 3;
 }
 
+// fuseopt's packed form: the heads that rotate when fewer than num_heads (0 = all of them).
+int64_t rotated_heads(const Node& n) {
+  const int64_t r = n.attr_int("rotated_heads", 0);
+  return three_d(n) && r > 0 && r < n.attr_int("num_heads", 0) ? r : 0;
+}
+
 std::string overload_of(const Graph&, const Node& n) {
   std::string ov = "r" + std::to_string(rotary_dim(n)) + (n.attr_int("interleaved", 0) ? "_interleaved" : "_half");
   if (three_d(n)) ov += "_h" + std::to_string(n.attr_int("num_heads", 0));
   if (n.attr_int("rotary_embedding_dim", 0) != 0) ov += "_pass";  // X[..., R:] concatenated back
+  if (rotated_heads(n) != 0) ov += "_rot" + std::to_string(rotated_heads(n));
   return ov;
 }
 
@@ -71,9 +80,12 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   const bool flat = three_d(n);
   const int64_t heads = n.attr_int("num_heads", 0);
   FnBuilder f("RotaryEmbedding", ov, {"X", "cos_cache", "sin_cache"}, {"Y"},
-              {"interleaved", "rotary_embedding_dim", "num_heads"}, g.opset(""), fnbody::elem_type(n));
+              {"interleaved", "rotary_embedding_dim", "num_heads", "rotated_heads"}, g.opset(""), fnbody::elem_type(n));
   constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
   std::string x4 = flat ? f.node("Reshape", {"X", f.ints({0, 0, heads, -1})}) : "X";
+  const int64_t rot_heads = rotated_heads(n);
+  std::string whole = x4;  // [B, S, H, D]; with rotated_heads the rotation sees its first heads only
+  if (rot_heads) x4 = f.node("Slice", {whole, f.ints({0}), f.ints({rot_heads}), f.ints({2})});
   const int64_t head_axis = flat ? 2 : 1;  // [B, S, H, D] or [B, H, S, D]
   std::string c = unsqueeze(f, "cos_cache", head_axis);
   std::string s = unsqueeze(f, "sin_cache", head_axis);
@@ -96,6 +108,10 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   const bool partial = n.attr_int("rotary_embedding_dim", 0) != 0;
   std::string y4 = rot;
   if (partial) y4 = f.node("Concat", {rot, slice_last(f, x4, r, kEnd)}, "", {FnBuilder::attr_int("axis", -1)});
+  if (rot_heads) {
+    std::string rest = f.node("Slice", {whole, f.ints({rot_heads}), f.ints({kEnd}), f.ints({2})});
+    y4 = f.node("Concat", {y4, rest}, "", {FnBuilder::attr_int("axis", 2)});
+  }
   if (flat) {
     f.node("Reshape", {y4, f.ints({0, 0, -1})}, "Y");
   } else {
