@@ -2,7 +2,7 @@
 // fuseopt domain) against the CPU reference on fresh random inputs (outputs
 // NaN-poisoned by the harness): caches [1, S, R/2] broadcast over the batch
 // and per-batch [B, S, R/2]; 4-D and 3-D inputs, interleaved, partial rotary;
-// fp32 and fp16/bf16 storage. Skipped (with a warning) without a GPU.
+// packed QKV with rotated_heads (V heads pass through); fp32 and fp16/bf16 storage. Skipped (with a warning) without a GPU.
 #include <catch2/catch.hpp>
 
 #include "support/cuda_generic_check.h"
@@ -27,5 +27,11 @@ TEST_CASE("cuda fuseopt.RotaryEmbedding", "[cuda][rotary]") {
       flat.attr(Attribute::make_int("rotary_embedding_dim", 10));
       flat.in(0, randn({2, 5, 3 * 16})).in(1, randn({1, 5, 5})).in(2, randn({1, 5, 5}));
       flat.check(dt);
+      // Packed [Q | K | V] (PackedRotary): 4 + 2 heads rotate, the 2 V heads pass through.
+      Case packed("RotaryEmbedding", 3, 1, "fuseopt");
+      packed.attr(Attribute::make_int("interleaved", interleaved)).attr(Attribute::make_int("num_heads", 8));
+      packed.attr(Attribute::make_int("rotated_heads", 6)).attr(Attribute::make_int("rotary_embedding_dim", 10));
+      packed.in(0, randn({3, 5, 8 * 16})).in(1, randn({1, 5, 5})).in(2, randn({1, 5, 5}));
+      packed.check(dt);
     }
 }
