@@ -1,4 +1,5 @@
-// Small-M GEMM with the bias + erf-GELU epilogue (see gemm_gelu.h).
+// Small-M GEMM with a bias + activation epilogue (see gemm_gelu.h); written
+// for the bias + erf-GELU that cuBLASLt cannot do, usable for the others.
 //
 // mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulate), block tile 64 x 64,
 // k-tile 64, 4 warps of 32 x 32, a 4-stage cp.async ring (zero-filled past
@@ -76,8 +77,18 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __restrict__ A, const T* __restrict__ B,
+// The epilogue's activation, in fp32; the CPU reference's formulas
+// (kernels/cpu/fused_activation.h), the fast erf for 16-bit storage.
+template <class T, SmallGemmAct ACT> __device__ __forceinline__ float activation(float v) {
+  if constexpr (ACT == SmallGemmAct::Relu) return v > 0.f ? v : 0.f;
+  if constexpr (ACT == SmallGemmAct::GeluErf) return gelu_erf_for<T>(v);
+  if constexpr (ACT == SmallGemmAct::GeluTanh)
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  return v;
+}
+
+template <class T, SmallGemmAct ACT>
+__global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B,
                                                                  const T* __restrict__ bias, T* __restrict__ Y, int M,
                                                                  int N, int K) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -152,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __res
   cp_async_wait<0>();
 
   // Epilogue: accumulator (row g / g + 8, columns 2t, 2t + 1 of each m16n8
-  // tile) + bias, erf-GELU in fp32, one rounding; N % 8 == 0, so a pair is
+  // tile) + bias, the activation in fp32, one rounding; N % 8 == 0, so a pair is
   // either inside the row or past its end.
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -166,7 +177,8 @@ __global__ void __launch_bounds__(kThreads) gemm_bias_gelu_kernel(const T* __res
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + wm + 16 * i + g + 8 * h;
         if (m >= M) continue;
-        const float v0 = gelu_erf_for<T>(acc[i][j][2 * h] + b0), v1 = gelu_erf_for<T>(acc[i][j][2 * h + 1] + b1);
+        const float v0 = activation<T, ACT>(acc[i][j][2 * h] + b0);
+        const float v1 = activation<T, ACT>(acc[i][j][2 * h + 1] + b1);
         *reinterpret_cast<uint32_t*>(Y + int64_t(m) * N + n) = pack2<T>(v0, v1);
       }
   }
@@ -177,50 +189,78 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 // More than 48 KB of shared memory needs the opt-in attribute, per function
 // and device: set on every (uncaptured or captured) call, not cached, so a
 // second GPU gets it too; replays of a graph do not come here.
-template <class T> bool configure() {
-  if (cudaFuncSetAttribute(gemm_bias_gelu_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmem)) == cudaSuccess)
-    return true;
-  (void)cudaGetLastError();
+template <class T, SmallGemmAct ACT>
+bool launch_t(const void* A, const void* B, const void* bias, void* Y, int M, int N, int K, cudaStream_t stream) {
+  if (cudaFuncSetAttribute(small_gemm_kernel<T, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
+  cuda_pdl::pdl_launch(small_gemm_kernel<T, ACT>, grid, dim3(kThreads), kSmem, stream, static_cast<const T*>(A),
+                       static_cast<const T*>(B), static_cast<const T*>(bias), static_cast<T*>(Y), M, N, K);
+  FUSED_LAUNCH_CHECK("small-M GEMM + bias + activation");
+  return true;
+}
+
+template <class T>
+bool launch_act(SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
+                cudaStream_t s) {
+  switch (act) {
+    case SmallGemmAct::None: return launch_t<T, SmallGemmAct::None>(A, B, bias, Y, M, N, K, s);
+    case SmallGemmAct::Relu: return launch_t<T, SmallGemmAct::Relu>(A, B, bias, Y, M, N, K, s);
+    case SmallGemmAct::GeluErf: return launch_t<T, SmallGemmAct::GeluErf>(A, B, bias, Y, M, N, K, s);
+    case SmallGemmAct::GeluTanh: return launch_t<T, SmallGemmAct::GeluTanh>(A, B, bias, Y, M, N, K, s);
+  }
   return false;
 }
 
-std::atomic<int> g_override{-1};
-
-}  // namespace
-
-bool gemm_gelu_enabled() {
-  const int o = g_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o == 1;
-  static const bool env = [] {
-    const char* e = std::getenv("FUSEOPT_GEMM_GELU");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return env;
-}
-
-void set_gemm_gelu(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
-
-bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* bias, void* Y, int64_t M, int64_t N,
-                           int64_t K, cudaStream_t stream) {
-  if (!gemm_gelu_enabled()) return false;
+// Shape, type and alignment conditions shared by both entry points.
+bool launch_checked(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
+                    int64_t N, int64_t K, cudaStream_t stream) {
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M <= 0 || M > kGemmGeluMaxM || N <= 0 || K <= 0 || N % 8 != 0 || K % 8 != 0) return false;
   if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30)) return false;
   if (!aligned16(A) || !aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
-  if (!(dt == DType::Float16 ? configure<__half>() : configure<__nv_bfloat16>())) return false;
-  const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
-  if (dt == DType::Float16)
-    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__half>, grid, dim3(kThreads), kSmem, stream,
-                         static_cast<const __half*>(A), static_cast<const __half*>(B),
-                         static_cast<const __half*>(bias), static_cast<__half*>(Y), int(M), int(N), int(K));
-  else
-    cuda_pdl::pdl_launch(gemm_bias_gelu_kernel<__nv_bfloat16>, grid, dim3(kThreads), kSmem, stream,
-                         static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
-                         static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(Y), int(M), int(N),
-                         int(K));
-  FUSED_LAUNCH_CHECK("GEMM + bias + GELU(erf)");
-  return true;
+  if (dt == DType::Float16) return launch_act<__half>(act, A, B, bias, Y, int(M), int(N), int(K), stream);
+  return launch_act<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), stream);
+}
+
+std::atomic<int> g_gelu_override{-1}, g_small_override{-1};
+
+bool env_is_1(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, "1") == 0;
+}
+
+}  // namespace
+
+bool gemm_gelu_enabled() {
+  const int o = g_gelu_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool env = env_is_1("FUSEOPT_GEMM_GELU");
+  return env;
+}
+void set_gemm_gelu(int mode) { g_gelu_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+bool small_gemm_enabled() {
+  const int o = g_small_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool env = env_is_1("FUSEOPT_SMALL_GEMM");
+  return env;
+}
+void set_small_gemm(int mode) { g_small_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* bias, void* Y, int64_t M, int64_t N,
+                           int64_t K, cudaStream_t stream) {
+  if (!gemm_gelu_enabled()) return false;
+  return launch_checked(dt, SmallGemmAct::GeluErf, A, B, bias, Y, M, N, K, stream);
+}
+
+bool launch_small_gemm(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y,
+                       int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (!small_gemm_enabled() || K > kSmallGemmMaxK) return false;
+  return launch_checked(dt, act, A, B, bias, Y, M, N, K, stream);
 }
 
 }  // namespace fuseopt::cuda_fused

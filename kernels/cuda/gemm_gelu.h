@@ -28,4 +28,17 @@ bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* b
 bool gemm_gelu_enabled();
 void set_gemm_gelu(int mode);
 
+// The same kernel with the other epilogues, for the small-M GEMMs cuBLASLt
+// runs latency-bound (BERT/GPT-2 QKV and attention-output projections at
+// batch 1): FUSEOPT_SMALL_GEMM=1 (off by default, unmeasured), any activation,
+// K <= kSmallGemmMaxK (a block streams (64 + 64) x K elements; FFN2's K = 3072
+// would need split-K), otherwise the conditions above. Launches and returns
+// true, or returns false having launched nothing.
+enum class SmallGemmAct { None, Relu, GeluErf, GeluTanh };
+constexpr int64_t kSmallGemmMaxK = 1024;
+bool launch_small_gemm(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y,
+                       int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+bool small_gemm_enabled();
+void set_small_gemm(int mode);
+
 }  // namespace fuseopt::cuda_fused

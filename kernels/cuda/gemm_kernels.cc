@@ -5,7 +5,8 @@
 // runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
 // epilogue and one fused elementwise kernel applies erf-GELU in place; or,
 // for small M with FUSEOPT_GEMM_GELU=1, one kernel does GEMM + bias + erf-GELU
-// (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8).
+// (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8). With
+// FUSEOPT_SMALL_GEMM=1 that kernel takes every small-M GEMM it handles.
 // Attribute handling mirrors kernels/cpu/fused_matmul.cc and
 // fused_layer_norm_linear.cc.
 #include <cuda_runtime_api.h>
@@ -35,6 +36,23 @@ Act parse_act(const Node& n) {
   if (a == "gelu") return Act::Gelu;
   if (a == "gelu_tanh") return Act::GeluTanh;
   throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh)");
+}
+
+cuda_fused::SmallGemmAct small_act(Act a) {
+  switch (a) {
+    case Act::Relu: return cuda_fused::SmallGemmAct::Relu;
+    case Act::Gelu: return cuda_fused::SmallGemmAct::GeluErf;
+    case Act::GeluTanh: return cuda_fused::SmallGemmAct::GeluTanh;
+    default: return cuda_fused::SmallGemmAct::None;
+  }
+}
+
+// The small-M kernel of gemm_gelu.cu where it is switched on and applies
+// (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.
+bool try_small_gemm(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
+                    int64_t K, cudaStream_t stream) {
+  if (act == Act::Gelu && cuda_fused::launch_gemm_bias_gelu(dt, a, b, bias, y, M, N, K, stream)) return true;
+  return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream);
 }
 
 // The epilogue doing bias + activation; erf-GELU needs a pass afterwards.
@@ -116,10 +134,9 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   g.bias = bias ? bias->data : nullptr;
   auto scratch = scratch_of(ctx);
 
-  // Exact erf-GELU fused into a small-M GEMM: one launch instead of two.
-  if (nb == 1 && act == Act::Gelu && !trans_b && alpha == 1.f &&
-      cuda_fused::launch_gemm_bias_gelu(dt, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K,
-                                        stream))
+  // Small M: one kernel of ours (for erf-GELU one launch instead of two).
+  if (nb == 1 && !trans_b && alpha == 1.f &&
+      try_small_gemm(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
@@ -298,9 +315,8 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.rms = n.attr_int("rms", 0) != 0;
   cuda_fused::launch_norm(na, stream);
 
-  if (act == Act::Gelu && !trans_b &&
-      cuda_fused::launch_gemm_bias_gelu(dt, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
-    return;  // the small-M GEMM + bias + erf-GELU kernel (one launch fewer)
+  if (!trans_b && try_small_gemm(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
+    return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
   GemmDesc g;
   g.dtype = dt;
   g.tf32 = use_tf32(ctx);

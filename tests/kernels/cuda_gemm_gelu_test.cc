@@ -1,9 +1,9 @@
-// The small-M GEMM + bias + erf-GELU kernel (kernels/cuda/gemm_gelu.cu):
+// The small-M GEMM + bias + activation kernel (kernels/cuda/gemm_gelu.cu):
 // against a host fp64 reference on fresh random inputs with Y NaN-poisoned
-// first, at sizes that divide none of its tiles (64 x 64 x 32), fp16 and bf16,
-// with and without bias; the cases it must refuse (leaving Y untouched);
-// and fuseopt.FusedMatMul / LayerNormLinear with activation = gelu through the
-// kernel registry against the CPU kernels with the fused kernel switched on.
+// first, at sizes that divide none of its tiles (64 x 64 x 64), fp16 and bf16,
+// with and without bias, every activation; the cases it must refuse (leaving
+// Y untouched); and MatMul / fuseopt.FusedMatMul / LayerNormLinear through the
+// kernel registry against the CPU kernels with the kernel switched on.
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -61,7 +61,8 @@ struct Problem {
     upload16(dt, dbias.p, bias);
   }
   void poison() { ck(cudaMemset(dY.p, 0xFF, M * N * 2), "poison"); }
-  std::vector<double> reference(bool with_bias) const {
+  std::vector<double> reference(bool with_bias,
+                                cuda_fused::SmallGemmAct act = cuda_fused::SmallGemmAct::GeluErf) const {
     std::vector<double> y(M * N, 0.0);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
@@ -70,7 +71,14 @@ struct Problem {
       }
     for (int64_t i = 0; i < M * N; ++i) {
       const double v = y[i] + (with_bias ? bias[i % N] : 0.0);
-      y[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      switch (act) {
+        case cuda_fused::SmallGemmAct::None: y[i] = v; break;
+        case cuda_fused::SmallGemmAct::Relu: y[i] = v > 0 ? v : 0; break;
+        case cuda_fused::SmallGemmAct::GeluErf: y[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
+        case cuda_fused::SmallGemmAct::GeluTanh:
+          y[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          break;
+      }
     }
     return y;
   }
@@ -115,6 +123,31 @@ TEST_CASE("cuda GEMM + bias + erf-GELU kernel matches the reference", "[cuda][ge
   cuda_fused::set_gemm_gelu(-1);
 }
 
+TEST_CASE("cuda small-M GEMM kernel: every activation matches the reference", "[cuda][gemm][gemm_gelu]") {
+  if (!cuda_check::gpu_ready()) return;
+  using cuda_fused::SmallGemmAct;
+  cuda_fused::set_small_gemm(1);
+  struct Shape { int64_t M, K, N; };
+  // BERT's QKV at 1x128, the K cap, and sizes off every tile edge.
+  const Shape shapes[] = {{128, 768, 2304}, {1, 8, 8}, {77, 200, 136}, {130, 1024, 72}};
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (SmallGemmAct act : {SmallGemmAct::None, SmallGemmAct::Relu, SmallGemmAct::GeluErf, SmallGemmAct::GeluTanh})
+      for (const Shape& s : shapes)
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          INFO(cuda_check::short_name(dt) << " act " << int(act) << " M " << s.M << " K " << s.K << " N " << s.N
+                                          << " bias " << with_bias);
+          Problem p(dt, s.M, s.K, s.N);
+          p.poison();
+          REQUIRE(cuda_fused::launch_small_gemm(dt, act, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, p.dY.p,
+                                                p.M, p.N, p.K, nullptr));
+          ck(cudaDeviceSynchronize(), "kernel");
+          const double err = cuda_check::rel_err(download16(dt, p.dY.p, p.M * p.N), p.reference(with_bias, act));
+          INFO("relative error " << err);
+          CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
+        }
+  cuda_fused::set_small_gemm(-1);
+}
+
 TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda][gemm][gemm_gelu]") {
   if (!cuda_check::gpu_ready()) return;
   const DType dt = DType::Float16;
@@ -135,6 +168,19 @@ TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda]
   CHECK(refused(static_cast<char*>(p.dA.p) + 2, p.dB.p, p.dY.p, 8, 64, 64, dt));       // misaligned A
   CHECK(refused(p.dA.p, p.dB.p, p.dY.p, 0, 64, 64, dt));                               // empty
   cuda_fused::set_gemm_gelu(-1);
+  // The general entry point: its own switch, and K capped.
+  auto small_refused = [&](int64_t K) {
+    p.poison();
+    const bool launched = cuda_fused::launch_small_gemm(dt, cuda_fused::SmallGemmAct::None, p.dA.p, p.dB.p,
+                                                        nullptr, p.dY.p, 8, 64, K, nullptr);
+    ck(cudaDeviceSynchronize(), "kernel");
+    return !launched && all_nan(download16(dt, p.dY.p, 64 * 64));
+  };
+  cuda_fused::set_small_gemm(0);
+  CHECK(small_refused(64));
+  cuda_fused::set_small_gemm(1);
+  CHECK(small_refused(cuda_fused::kSmallGemmMaxK + 8));
+  cuda_fused::set_small_gemm(-1);
 }
 
 TEST_CASE("cuda FusedMatMul / LayerNormLinear gelu through the fused GEMM kernel", "[cuda][gemm][gemm_gelu]") {
@@ -168,4 +214,45 @@ TEST_CASE("cuda FusedMatMul / LayerNormLinear gelu through the fused GEMM kernel
       }
     }
   cuda_fused::set_gemm_gelu(-1);
+}
+
+TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear through the small-M GEMM kernel", "[cuda][gemm][gemm_gelu]") {
+  if (!cuda_check::gpu_ready()) return;
+  cuda_fused::set_small_gemm(1);
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    {
+      OpCase c("", "MatMul", 2, 1);
+      Tensor a = cuda_check::random_tensor({3, 41, 96}), b = cuda_check::random_tensor({96, 72});
+      c.inputs = {&a, &b};
+      auto got = c.run_cuda(dt);
+      auto want = c.run_cpu(dt);
+      INFO("MatMul " << cuda_check::short_name(dt));
+      CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+    }
+    for (const char* act : {"none", "relu", "gelu", "gelu_tanh"}) {
+      OpCase c("fuseopt", "FusedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", act));
+      Tensor a = cuda_check::random_tensor({1, 77, 96}, -2.f, 2.f), b = cuda_check::random_tensor({96, 136});
+      Tensor bias = cuda_check::random_tensor({136});
+      c.inputs = {&a, &b, &bias};
+      auto got = c.run_cuda(dt);
+      auto want = c.run_cpu(dt);
+      INFO("FusedMatMul " << act << " " << cuda_check::short_name(dt));
+      CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+    }
+    {
+      OpCase c("fuseopt", "LayerNormLinear", 6, 2);
+      c.attr(Attribute::make_string("activation", "gelu_tanh"));
+      c.attr(Attribute::make_float("epsilon", 1e-5f));
+      Tensor x = cuda_check::random_tensor({2, 17, 96}, -2.f, 3.f), sk = cuda_check::random_tensor({2, 17, 96});
+      Tensor gamma = cuda_check::random_tensor({96}, 0.5f, 1.5f), beta = cuda_check::random_tensor({96});
+      Tensor w = cuda_check::random_tensor({96, 264}), bias = cuda_check::random_tensor({264});
+      c.inputs = {&x, &gamma, &beta, &w, &bias, &sk};
+      auto got = c.run_cuda(dt);
+      auto want = c.run_cpu(dt);
+      INFO("LayerNormLinear gelu_tanh " << cuda_check::short_name(dt));
+      for (int o = 0; o < 2; ++o) CHECK(cuda_check::rel_error(got[o], want[o]) < cuda_check::tolerance(dt));
+    }
+  }
+  cuda_fused::set_small_gemm(-1);
 }
