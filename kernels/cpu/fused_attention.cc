@@ -11,7 +11,11 @@
 //              (optional, both or neither: a KV cache in ONNX opset-23 Attention's layout)
 //   attrs  : num_heads, kv_num_heads (default num_heads), scale (default 1/sqrt(Dh)),
 //            causal (0/1: key j visible to query i iff j <= i + S_kv - S),
-//            mask_filter_value (default -inf: what a masked score becomes)
+//            mask_filter_value (default -inf: what a masked score becomes),
+//            masked_rows_zero (default 0; 1: a query row none of whose scores is above
+//            -inf, i.e. no visible key, outputs 0 instead of NaN: torch SDPA's NaN guard),
+//            softcap (default 0 = none; > 0: s = softcap·tanh(scale·q·k / softcap) before
+//            attn_bias and mask, as ONNX opset-23 Attention's softcap; Gemma-2)
 //   output : Y [B, S, H·Dv]; query head h reads kv head h / (H / Hkv) (GQA).
 //            With a past: present_key [B, Hkv, S_past + S_new, Dh] = past_key then the
 //            new keys, present_value likewise (outputs 1, 2, optional), and attention
@@ -144,6 +148,10 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
                                              : 1.0f / std::sqrt(static_cast<float>(Dh));
   const bool causal = node.attr_int("causal", 0) != 0;
   const float fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+  // masked_rows_zero (torch SDPA's NaN guard folded in): a row with no score above -inf gives 0.
+  const bool rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
+  const float softcap = node.attr_float("softcap", 0.0f);
+  ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
 
   if (mask) {
     ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
@@ -191,6 +199,7 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
             float dot = 0.0f;
             for (int64_t d = 0; d < Dh; ++d) dot += qi[d] * kj[d];
             s = dot * scale;
+            if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
             if (bv.t) {
               int64_t off = b * bv.stride[0] + h * bv.stride[1] + i * bv.stride[2] + j * bv.stride[3];
               if (bv.is_bool) {
@@ -203,6 +212,11 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
           }
           p[j] = s;
           if (s > mx) mx = s;  // a NaN score makes the whole row NaN below, as Softmax does
+        }
+        float* yi = yp + (b * S + i) * (H * Dv) + h * Dv;
+        if (rows_zero && mx == neg_inf) {  // no visible key (or only NaN scores): 0, not NaN
+          std::fill(yi, yi + Dv, 0.0f);
+          continue;
         }
         float sum = 0.0f;
         for (int64_t j = 0; j < Skv; ++j) {
@@ -217,7 +231,6 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
           const float* vj = vb + j * v_row;
           for (int64_t d = 0; d < Dv; ++d) acc[d] += w * vj[d];
         }
-        float* yi = yp + (b * S + i) * (H * Dv) + h * Dv;
         for (int64_t d = 0; d < Dv; ++d) yi[d] = acc[d];
       }
     }

@@ -14,7 +14,9 @@
 //                                             standard op aligns top-left without past keys);
 //                                             otherwise Where(j <= i + S_kv - S_q, mask, -inf)
 //                                             folded into attn_mask
-//   softcap, qk_matmul_output             ->  not used (0 / absent)
+//   softcap (> 0: cap·tanh(s / cap) after   ->  softcap (same place in the standard op: after the
+//     the scale, before bias and masks)            scale, before attn_mask)
+//   qk_matmul_output                      ->  not used (absent)
 //
 // Exactness of the replaced scores: fuseopt replaces a masked score by the fill; the
 // standard op adds attn_mask. score + fill == fill for every finite score when the fill is
@@ -32,7 +34,9 @@
 // the NaN guard Where(IsNaN(Y), 0, Y), after which both are 0; the mapping is made only
 // when every reader of Y is that guard. The same holds for a float attn_bias computed from
 // a -inf constant; a bias fed by the caller (a graph input) is taken to be finite (a
-// caller's row of -inf throughout would give 0 instead of NaN).
+// caller's row of -inf throughout would give 0 instead of NaN). A fuseopt.Attention with
+// masked_rows_zero = 1 (the pass folded that guard into the op) gives 0 itself; Attention-23
+// has no such attribute, so the guard is written back after it.
 //
 // KV cache: fuseopt.Attention's past_key/past_value (inputs 5, 6, [B, Hkv, S_past, D], ONNX's
 // layout) and present_key/present_value (outputs 1, 2, past ++ new keys) are Attention-23's
@@ -56,6 +60,9 @@ constexpr size_t kPastKey = 5, kPastValue = 6;
 const std::vector<std::pair<size_t, size_t>> kPastInputs = {{kPastKey, 4}, {kPastValue, 5}};
 // fuseopt output slot -> Attention-23 output slot (present_key, present_value).
 const std::vector<std::pair<size_t, size_t>> kPresentOutputs = {{1, 1}, {2, 2}};
+
+// masked_rows_zero = 1: a row with no visible key gives 0 (the folded SDPA guard).
+bool rows_zero(const Node& n) { return n.attr_int("masked_rows_zero", 0) != 0; }
 
 float fill_of(const Node& n) { return n.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity()); }
 
@@ -177,13 +184,14 @@ std::string attention_check(const Graph&, const Node& n) {
     }
     if (t != DType::Float && !neg_inf)
       return "a finite mask fill in float16/bfloat16: it would round to -inf in the mask's type";
-    if (neg_inf && !nan_guarded(n.output(0)))
+    if (neg_inf && !rows_zero(n) && !nan_guarded(n.output(0)))
       return "-inf mask fill: a fully masked row is NaN here and 0 in Attention-23, and Y is not followed by "
              "the NaN guard Where(IsNaN(Y), 0, Y) that makes them agree";
   }
   if (bias && bias->dtype != DType::Bool) {
     std::map<const Value*, bool> memo;
-    if (may_hold(bias, -std::numeric_limits<float>::infinity(), memo, false) && !nan_guarded(n.output(0)))
+    if (may_hold(bias, -std::numeric_limits<float>::infinity(), memo, false) && !rows_zero(n) &&
+        !nan_guarded(n.output(0)))
       return "attn_bias is computed from a -inf constant: a row that is -inf throughout is NaN here and 0 in "
              "Attention-23, and Y is not followed by the NaN guard Where(IsNaN(Y), 0, Y)";
   }
@@ -297,6 +305,7 @@ void attention_rewrite(EmitContext& c, Node* n) {
   std::vector<Attribute> attrs{Attribute::make_int("q_num_heads", H), Attribute::make_int("kv_num_heads", Hkv)};
   if (n->has_attr("scale")) attrs.push_back(Attribute::make_float("scale", n->attr_float("scale", 1.0f)));
   if (causal && !fold_causal) attrs.push_back(Attribute::make_int("is_causal", 1));
+  if (float cap = n->attr_float("softcap", 0.0f); cap > 0.0f) attrs.push_back(Attribute::make_float("softcap", cap));
   std::vector<Value*> in{q, k, v, m};
   for (auto [from, to] : kPastInputs) {
     if (in.size() <= to) in.resize(to + 1, nullptr);
@@ -307,7 +316,15 @@ void attention_rewrite(EmitContext& c, Node* n) {
   for (auto [from, to] : kPresentOutputs)
     if (n->output(from)) outs = std::max<int>(outs, static_cast<int>(to) + 1);
   Node* a = c.node("Attention", in, std::move(attrs), outs, n->name);
-  c.take_over(n->output(0), a->output(0));
+  Value* y = a->output(0);
+  if (rows_zero(*n)) {
+    // Attention-23 has no such attribute: the guard goes back after it, Where(IsNaN(Y), 0, Y).
+    const DType t = n->output(0)->dtype;
+    c.rw.set_type(y, t, n->output(0)->shape);
+    Value* nan = c.node("IsNaN", {y}, {}, 1, n->name + "_isnan")->output(0);
+    y = c.node("Where", {nan, c.scalar(t, 0.0, "zero"), y}, {}, 1, n->name + "_rows0")->output(0);
+  }
+  c.take_over(n->output(0), y);
   for (auto [from, to] : kPresentOutputs)
     if (n->output(from)) c.take_over(n->output(from), a->output(to));
   c.rw.erase_node(n);

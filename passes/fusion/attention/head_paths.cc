@@ -126,6 +126,21 @@ std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   return "";
 }
 
+// torch's multi_head_attention_forward on a seq-first [S, B, E] projection:
+// Reshape [S, B, E] -> [S, B·H, D] (q.view(S, B·H, D)). Element (s, b·H + h, d) is x[s, b, h·D + d],
+// so it is the 4-D head split [S, B, H, D] seen flat. Proven from the inferred shapes: the
+// input is rank 3 with E known, the output [S, ·, D] keeps dim 0 and has D known, E % D == 0;
+// the element count then fixes dim 1 to B·E/D = B·H. Returns (H, D).
+std::optional<std::pair<int64_t, int64_t>> seq_first_split(const Node* r) {
+  if (!r || !r->is("Reshape") || !r->input(0) || !r->output(0)) return std::nullopt;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 3 || c->size() != 3 || !(*a)[2].known() || !(*c)[2].known()) return std::nullopt;
+  const int64_t e = (*a)[2].value, d = (*c)[2].value;
+  if (d <= 0 || e % d != 0 || !attn::dims_same((*a)[0], (*c)[0])) return std::nullopt;
+  return std::make_pair(e / d, d);
+}
+
 // Reshape [B, H, x, y] -> [B·H, x, y] (the batched-head 3-D view bmm-style exports use),
 
 // proven from inferred shapes.
@@ -202,6 +217,48 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       // v is the [B·H, x, y] view of a [B, H, x, y] value (bloom's baddbmm / bmm).
       if (n->is("Transpose")) {
         Perm q = n->attr_ints("perm");
+        Node* r = n->input(0)->producer;
+        auto sf = (q == Perm{1, 0, 2} || q == Perm{1, 2, 0}) ? seq_first_split(r) : std::nullopt;
+        if (sf) {
+          // torch MHA: q.view(S, B·H, D).transpose(0, 1) ([B·H, S, D]) or k's .permute(1, 2, 0)
+          // ([B·H, D, S]): in 4-D terms Transpose([S, B, H, D], 1,2,0,3 / 1,2,3,0). The source is
+          // the seq-first [S, B, H·D] tensor: the operand must be Transpose(x_sbhd, p), i.e.
+          // Transpose(x_bshd, compose(1,0,2,3 ; p)) = want.
+          p = compose(q == Perm{1, 0, 2} ? Perm{1, 2, 0, 3} : Perm{1, 2, 3, 0}, p);
+          if (compose({1, 0, 2, 3}, p) != want) {
+            hp.fail = "rule 4: the transposes after " + r->label() + " do not give the attention head layout";
+            return hp;
+          }
+          hp.nodes.insert(hp.nodes.end(), {n, r});
+          Value* x = r->input(0);
+          for (int k = 0; k < 4 && x->producer; ++k) {  // q * scaling on the [S, B, E] projection
+            if (auto f = scalar_factor(x->producer)) {
+              hp.scale *= f->first;
+              hp.nodes.push_back(x->producer);
+              x = f->second;
+            } else if (is_passthrough(x->producer)) {
+              hp.nodes.push_back(x->producer);
+              x = x->producer->input(0);
+            } else {
+              break;
+            }
+          }
+          hp.src = x;
+          hp.seq_first = hp.materialize = true;
+          hp.heads = sf->first;
+          hp.dim = sf->second;
+          return hp;
+        }
+        if ((q == Perm{1, 0, 2} || q == Perm{1, 2, 0}) && r && r->is("Reshape") && r->input(0) && r->output(0) &&
+            r->input(0)->shape && r->output(0)->shape && r->input(0)->shape->size() == 3 &&
+            r->output(0)->shape->size() == 3) {
+          // The torch MHA head split, but its dims do not prove it (TorchScript bakes the traced
+          // key length into k.view(S, B·H, D): a constant where the source has a symbol).
+          hp.fail = "rule 7: cannot prove that " + r->label() + " (" + shape_str(*r->input(0)->shape) + " -> " +
+                    shape_str(*r->output(0)->shape) + ") splits a seq-first [S, B, H*D] tensor into [S, B*H, D] " +
+                    "(dim 0 must be the source's sequence dim, D known)";
+          return hp;
+        }
         if (q.size() != 3 || q[0] != 0) break;
         p = compose({0, 1, q[1] + 1, q[2] + 1}, p);
       } else if (merges_bh(n)) {
@@ -244,6 +301,15 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       p = compose({0, 1, 3, 2}, p);
       hp.nodes.insert(hp.nodes.end(), {n, n->input(0)->producer, n->input(0)->producer->input(0)->producer});
       v = y;
+      continue;
+    }
+    if (splits_bh(n) && n->input(0)->producer && n->input(0)->producer->is("Transpose") &&
+        attn::rank_of(n->input(0)) == 3) {
+      // [B·H, S, D] -> [B, H, S, D] of a transposed 3-D view (torch MHA through SDPA:
+      // q.view(S, B·H, D).transpose(0, 1).view(B, H, S, D)): continue on the flat view.
+      flat = true;
+      hp.nodes.push_back(n);
+      v = n->input(0);
       continue;
     }
     if (n->is("Concat") && n->inputs.size() == 2 && n->input(1) && !hp.present) {
@@ -294,7 +360,9 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
         hp.fail = "rule 7: the head reshape " + n->label() + " does not give known num_heads x head_dim";
         return hp;
       }
-      if (compose({0, 1, 2, 3}, p) != want) {
+      // A seq-first [S, B, W] source split into [S, B, h, d] (torch MHA layouts).
+      const bool seq_first = compose({0, 1, 2, 3}, p) != want && compose({1, 0, 2, 3}, p) == want;
+      if (compose({0, 1, 2, 3}, p) != want && !seq_first) {
         hp.fail = "rule 4: the transposes after " + n->label() + " do not give the attention head layout";
         return hp;
       }
@@ -316,6 +384,14 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       hp.src = x;
       hp.heads = heads->first;
       hp.dim = heads->second;
+      if (seq_first) {
+        if (attn::rank_of(x) != 3) {
+          hp.fail = "rule 7: the seq-first head split " + n->label() + " does not reshape a [S, B, hidden] tensor";
+          return hp;
+        }
+        hp.seq_first = hp.materialize = true;
+        return hp;
+      }
       if (attn::rank_of(x) == 4) {  // [B, S, W] with a size-1 axis: squeezed outside the op
         hp.unit_axis = unit_axis_view(n);
         hp.materialize = true;
@@ -356,7 +432,8 @@ std::optional<Dim> src_dim(const HeadPath& hp, int k) {
   if (!hp.src || !hp.src->shape) return std::nullopt;
   const Shape& s = *hp.src->shape;
   int64_t axis = k;
-  if (hp.unit_axis >= 0) axis = k >= hp.unit_axis ? k + 1 : k;
+  if (hp.seq_first) axis = 1 - k;
+  else if (hp.unit_axis >= 0) axis = k >= hp.unit_axis ? k + 1 : k;
   else if (hp.materialize) axis = hp.to_bshd[k];
   if (axis >= static_cast<int64_t>(s.size())) return std::nullopt;
   return s[axis];
@@ -364,6 +441,7 @@ std::optional<Dim> src_dim(const HeadPath& hp, int k) {
 
 // Index of that axis in hp.src (for proofs on shape tensors built from Shape(src)).
 int src_axis(const HeadPath& hp, int k) {
+  if (hp.seq_first) return 1 - k;
   if (hp.unit_axis >= 0) return k >= hp.unit_axis ? k + 1 : k;
   return hp.materialize ? static_cast<int>(hp.to_bshd[k]) : k;
 }

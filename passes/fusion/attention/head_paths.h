@@ -25,6 +25,7 @@ struct HeadPath {
   bool bshd = false;        // materialize from [B, S, heads, D] (a Reshape only) instead of [B, heads, S, D]
   std::vector<int64_t> to_bshd = {0, 1, 2, 3};  // materialize: Transpose(src, to_bshd) is [B, S, heads, D]
   int64_t unit_axis = -1;   // src is [B, S, W] with a size-1 axis inserted here (Squeeze it to materialize)
+  bool seq_first = false;   // src is [S, B, heads·D] (torch nn.MultiheadAttention): materialize = Transpose(1,0,2)
   int64_t heads = -1;       // heads of src (kv heads for K/V)
   int64_t dim = -1;         // head dim
   int64_t repeat = 1;       // GQA: each src head used `repeat` times

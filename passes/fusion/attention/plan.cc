@@ -35,15 +35,22 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl.root = root;
   if (!root->is("Reshape") || root->inputs.size() < 2 || !root->input(0) || !root->input(1)) return "not a Reshape";
   Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
-  if (!tr || !tr->is("Transpose") || tr->attr_ints("perm") != Perm{0, 2, 1, 3}) return "not Transpose(0,2,1,3)";
+  if (!tr || !tr->is("Transpose")) return "not Transpose(0,2,1,3)";
+  // Seq-first output (torch nn.MultiheadAttention): [B, H, S, Dv] -> Transpose(2,0,1,3) [S, B, H, Dv],
+  // or the flat [B·H, S, Dv] -> Transpose(1,0,2) [S, B·H, Dv]; then a 2-D Reshape [S·B, H·Dv].
+  const Perm out_perm = tr->attr_ints("perm");
+  const bool flat_seq_first = out_perm == Perm{1, 0, 2} && attn::rank_of(tr->input(0)) == 3;
+  pl.seq_first_output = out_perm == Perm{2, 0, 1, 3} || flat_seq_first;
+  if (out_perm != Perm{0, 2, 1, 3} && !pl.seq_first_output) return "not Transpose(0,2,1,3)";
   Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  if (flat_seq_first) pl.flat = true;
   std::vector<Node*> out_views;  // no-op re-views of P·V before the transpose (Falcon TorchScript)
-  while (pv && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
+  while (pv && !flat_seq_first && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
     out_views.push_back(pv);
     pv = pv->input(0)->producer;
   }
   Node* pv_split = nullptr;
-  if (pv && splits_bh(pv) && pv->input(0)->producer) {  // bmm-style: [B·H, S, D] -> [B, H, S, D]
+  if (pv && !flat_seq_first && splits_bh(pv) && pv->input(0)->producer) {  // bmm-style: [B·H, S, D] -> [B, H, S, D]
     pv_split = pv;
     pv = pv->input(0)->producer;
     pl.flat = true;
@@ -69,7 +76,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
         n->input(0)->producer->is("IsNaN") && n->input(0)->producer->input(0) == n->input(2) &&
         const_scalar(n->input(1)) == 0.0) {
       // torch SDPA: Where(IsNaN(P), 0, P) turns fully masked (NaN) rows into zeros; the
-      // fused output gets the same Where(IsNaN(Y), 0, Y) (a NaN row of P is a zero row of Y).
+      // fused op does the same through masked_rows_zero = 1 (a NaN row of P is a zero row of Y).
       pl.nan_to_zero = true;
       pl.core.push_back(n);
       pl.core.push_back(n->input(0)->producer);
@@ -99,6 +106,11 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   Value* s = sm->input(0);
   bool scores_flat = false;
   bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
+  // Logit soft-capping a·tanh(b·QKᵀ) (Gemma-2: cap·tanh(scale·QKᵀ / cap)): walking backwards, the
+  // factors seen before the Tanh are the outer a, those after it the inner b. It is exactly
+  // softcap = |a| with scale = a·b (tanh is odd: a·tanh(b·x) = |a|·tanh(a·b·x / |a|)).
+  Node* tanh_node = nullptr;
+  double softcap_outer = 1.0;
   for (int d = 0; d < 12 && s && s->producer; ++d) {
     Node* n = s->producer;
     if (n->is("MatMul")) {
@@ -148,12 +160,28 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       for (int i = 0; i < 2 && side < 0; ++i)
         if (reaches_qk(n->input(i), 0)) side = i;
       if (side < 0) return "Add without a scores side";
-      if (seen_scale && pl.fail.empty())
-        pl.fail = "rule 7: " + n->label() + " adds a mask term before the scores are scaled; the fused op scales only Q·Kᵀ";
+      if (tanh_node && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " adds a mask term inside the soft-capping " + tanh_node->label() +
+                  "; the fused op caps only scale·Q·Kᵀ";
+      // A mask added before (some of) the scale: (s + m)·c = s·c + m·c, carried as the
+      // term m·c (the rewrite multiplies it; a proven padding fill becomes fill·c). Only
+      // positive factors: a negative one would turn the fill into a large positive score.
+      if (seen_scale && !(pl.scale > 0.0) && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " adds a mask term that is then multiplied by the non-positive factor " +
+                  std::to_string(pl.scale);
       pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
       pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0, scores_flat});
+      pl.terms.front().factor = pl.scale;
       pl.core.push_back(n);
       s = n->input(side);
+      continue;
+    }
+    if (n->is("Tanh") && !tanh_node) {
+      tanh_node = n;
+      softcap_outer = pl.scale;  // the factors between the Tanh and the mask terms / Softmax
+      pl.scale = 1.0;
+      pl.core.push_back(n);
+      s = n->input(0);
       continue;
     }
     if (n->is("Tanh") || n->is("Sigmoid") || n->is("Erf") || n->is("Relu") || n->is("Abs") || n->is("Neg")) {
@@ -174,9 +202,18 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pl.keep = n->input(0);
       pl.keep_inverted = scores_slot == 2;
       pl.fill = scores_slot == 1 ? *f2 : *f1;
+      // Masked before (some of) the scale (GPT-J: Where(causal, s, min) / sqrt(d)): exactly
+      // Where(keep, s·c, fill·c), so the fill is scaled (finfo.min·c is finite, not -inf).
+      if (seen_scale) {
+        if (!(pl.scale > 0.0) && pl.fail.empty())
+          pl.fail = "rule 7: " + n->label() + " masks the scores, which are then multiplied by the non-positive factor " +
+                    std::to_string(pl.scale);
+        pl.fill = static_cast<double>(static_cast<float>(pl.fill) * static_cast<float>(pl.scale));
+      }
       pl.terms.insert(pl.terms.begin(), MaskTerm{pl.keep, true, pl.keep_inverted, pl.fill, scores_flat});
-      if (seen_scale && pl.fail.empty())
-        pl.fail = "rule 7: " + n->label() + " masks the scores before they are scaled; the fused op scales only Q·Kᵀ";
+      if (tanh_node && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " masks the scores inside the soft-capping " + tanh_node->label() +
+                  "; the fused op caps only scale·Q·Kᵀ";
       pl.core.push_back(n);
       s = n->input(scores_slot);
       continue;
@@ -184,6 +221,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     break;
   }
   if (!pl.qk) return "scores do not come from a MatMul";
+  if (pl.flat && !scores_flat && attn::rank_of(pl.qk->output(0)) == 3) {
+    // The whole scores chain is on [B·H, S, S_kv] views (torch MHA's bmm path, never viewed
+    // as 4-D): every mask term is lifted to [B, H, ...] by the rewrite.
+    scores_flat = true;
+    for (MaskTerm& t : pl.terms) t.flat = true;
+  }
   if (pl.down_cast && !pl.up_cast && pl.fail.empty())
     pl.fail = "rule 5: " + pl.down_cast->label() + " changes the precision of the attention probabilities";
   pl.core.push_back(pl.qk);
@@ -203,6 +246,14 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: only one of key and value is concatenated with a cache";
   if (!pl.fail.empty()) return "";
   pl.scale *= pl.q.scale * pl.k.scale;
+  if (tanh_node) {
+    if (!(std::isfinite(softcap_outer) && softcap_outer != 0.0) || !std::isfinite(pl.scale) || pl.scale == 0.0) {
+      pl.fail = "rule 7: " + tanh_node->label() + " is not a logit soft-capping a*tanh(b*scores) with finite nonzero a, b";
+      return "";
+    }
+    pl.softcap = std::fabs(softcap_outer);
+    pl.scale *= softcap_outer;
+  }
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
     if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k))) {
@@ -235,7 +286,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.causal = pl.causal || kp->causal;
     if (kp->padding) {
       pl.mask = kp->padding;
-      mask_fill = kp->fill;
+      mask_fill = it->where ? kp->fill : static_cast<double>(static_cast<float>(kp->fill) * static_cast<float>(it->factor));
       proven_mask = true;
     }
     removed = true;
@@ -337,7 +388,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       auto kp = additive_key_padding(pl.add_bias[0]);
       if (kp && mask_dims_match(kp->first, pl.k)) {
         pl.mask = kp->first;
-        pl.fill = kp->second;
+        pl.fill = static_cast<double>(static_cast<float>(kp->second) * static_cast<float>(pl.terms[0].factor));
         pl.add_bias.clear();
       }
     }
@@ -363,11 +414,25 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       for (const Value* i : n->inputs) todo.push_back(i);
     }
   }
+  // Seq-first output (torch MHA): [S, B, H, Dv] to [X, H·Dv] for the output GEMM. A rank-2
+  // result whose last dim is H·Dv has X = S·B by the element count, rows in (s, b) order,
+  // i.e. Transpose(Y, 1,0,2) viewed 2-D: the rewrite writes that.
+  if (pl.seq_first_output) {
+    auto t = symbolic_value(root->input(1));
+    std::optional<Shape> out = t ? t : root->output(0)->shape;
+    const bool zero_first = t && t->size() == 2 && (*t)[0].known() && (*t)[0].value == 0;
+    const bool ok = out && out->size() == 2 && out->back().known() && pl.v.dim > 0 &&
+                    out->back().value == H * pl.v.dim && !zero_first;
+    if (!ok && pl.fail.empty())
+      pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + (out ? shape_str(*out) : std::string("unknown")) +
+                ") merges the seq-first [S, B, H, Dv] output into [S*B, H*Dv]";
+    pl.flat_output = ok;
+  }
   // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
   // [B·S, H·Dv] view some exporters feed their output GEMM). The target's
   // entries must copy B and S (0, the same symbols, Shape(y)[i] of a value
   // with the query's leading dims, or the one -1), the last be -1 or H·Dv.
-  {
+  if (!pl.seq_first_output) {
     auto t = symbolic_value(root->input(1));
     // The transposed input itself: a target entry naming its own dim i keeps dim i.
     std::vector<const Value*> refs = {root->input(0)};

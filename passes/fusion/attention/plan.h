@@ -23,11 +23,12 @@ struct Plan {
   std::vector<Node*> core;   // private chain, root first
   HeadPath q, k, v;
   double scale = 1.0;
+  double softcap = 0.0;      // Gemma-2 logit soft-capping: scores = softcap·tanh(scale·QKᵀ / softcap); 0 = none
   std::vector<Value*> add_bias;  // additive terms, forward order
   std::vector<MaskTerm> terms;   // every mask term, forward order
   bool combined = false;         // several terms incl. a Where: one float bias built outside
   bool causal = false;           // a causal mask term was proven (and removed from `terms`)
-  bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax
+  bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax -> masked_rows_zero = 1
   bool flat = false;             // bmm-style: P·V (and maybe Q·Kᵀ) on [B·H, S, D] views
   Value* keep = nullptr;         // bool Where condition (true = keep)
   bool keep_inverted = false;    // Where(cond, fill, scores): keep = Not(cond)
@@ -38,6 +39,7 @@ struct Plan {
   Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
+  bool seq_first_output = false; // the root reshapes [S, B, H, Dv] to [S·B, H·Dv] (torch MHA)
   std::vector<std::string> mask_notes;  // why a mask term stayed attn_bias (not a proven mask)
   std::string fail;              // legality failure (rule text)
 };

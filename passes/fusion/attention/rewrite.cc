@@ -19,6 +19,8 @@ namespace {
 // [B, heads, S, D] (or [B, S, heads, D]) -> [B, S, heads·D] outside the fused op.
 Value* materialize(Rewriter& rw, const HeadPath& hp) {
   Value* v = hp.src;
+  if (hp.seq_first)  // [S, B, heads·D] (torch MHA) -> [B, S, heads·D]
+    return rw.create_node("", "Transpose", {v}, {Attribute::make_ints("perm", {1, 0, 2})}, 1, "attn_batch_first")->output(0);
   if (hp.unit_axis >= 0)  // [B, S, W] with a size-1 axis: drop it (opset >= 13: axes as input)
     return rw.create_node("", "Squeeze", {v, rw.add_int64s("attn_unit_axis", {hp.unit_axis})}, {}, 1, "attn_unit_squeeze")
         ->output(0);
@@ -110,6 +112,17 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     if (pl.keep == t.v) pl.keep = lifted;
     t.v = lifted;
   }
+  // Additive terms added before (part of) the scale are carried scaled: (s + m)·c = s·c + m·c.
+  const DType bias_dt = dtype_of(in[0]) == DType::Undefined ? DType::Float : dtype_of(in[0]);
+  for (MaskTerm& t : pl.terms) {
+    if (t.where || t.factor == 1.0) continue;
+    Value* sv = rw.create_node("", "Mul", {t.v, rw.add_scalar("attn_mask_scale", bias_dt, t.factor)}, {}, 1,
+                               "attn_bias_scaled")->output(0);
+    for (Value*& b : pl.add_bias)
+      if (b == t.v) b = sv;
+    t.v = sv;
+    t.factor = 1.0;
+  }
   // Mask terms: a constant all-zero bias is no bias (ViT exports carry one).
   std::vector<Value*> bias;
   for (Value* b : pl.add_bias) {
@@ -145,6 +158,10 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
       Attribute::make_int("num_heads", pl.num_heads), Attribute::make_int("kv_num_heads", pl.kv_heads),
       Attribute::make_float("scale", static_cast<float>(pl.scale)), Attribute::make_int("causal", pl.causal ? 1 : 0),
       Attribute::make_float("mask_filter_value", fill)};
+  // torch SDPA's guard Where(IsNaN(P), 0, P) is folded into the op: a row with no visible
+  // key gives 0 (docs/fused_ops.md), which the kernels do in their 1/l step for free.
+  if (pl.nan_to_zero) attrs.push_back(Attribute::make_int("masked_rows_zero", 1));
+  if (pl.softcap > 0) attrs.push_back(Attribute::make_float("softcap", static_cast<float>(pl.softcap)));
   const bool cache = pl.k.present != nullptr;
   // Shape(present) readers (e.g. a causal mask sized from the cache) read the same shape
   // built from the inputs instead: [B, Hkv, S_past + S_new, D] = past's with S_new added.
@@ -184,11 +201,8 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     rw.set_type(f->output(2), pl.v.present->dtype, pl.v.present->shape);
   }
   Value* out = f->output(0);
-  if (pl.nan_to_zero) {
-    Value* nan = rw.create_node("", "IsNaN", {out}, {}, 1, "attn_isnan")->output(0);
-    Value* zero = rw.add_scalar("attn_zero", dtype_of(in[0]) == DType::Undefined ? DType::Float : dtype_of(in[0]), 0.0);
-    out = rw.create_node("", "Where", {nan, zero, out}, {}, 1, "attn_nan_to_zero")->output(0);
-  }
+  if (pl.seq_first_output)  // [B, S, H·Dv] -> [S, B, H·Dv]: the rows of the seq-first 2-D view
+    out = rw.create_node("", "Transpose", {out}, {Attribute::make_ints("perm", {1, 0, 2})}, 1, "attn_seq_first")->output(0);
   if (pl.flat_output)
     out = rw.create_node("", "Reshape", {out, m.root->input(1)}, {}, 1, "attn_flat")->output(0);
   // Shape-only readers of output-side values (TorchScript computes reshape targets from

@@ -2,7 +2,7 @@
 // for the semantics). The body follows the node's variant, chosen as an IR-10
 // overload: packed QKV or separate Q/K/V, grouped K/V heads, attn_bias float
 // (added) or bool (keep where true), key-padding mask, causal, KV cache (past ->
-// present). Head counts,
+// present), logit soft-capping (softcap > 0). Head counts,
 // scale and mask_filter_value are read through attribute references, so one
 // body serves every layer of a variant. Needs a default-domain opset >= 13
 // (the Attention fusion does not fire below that).
@@ -26,7 +26,9 @@ std::string attention_overload(const Graph& g, const Node& n) {
   if (Value* b = n.input(4)) ov += b->dtype == DType::Bool ? "_boolbias" : "_bias";
   if (has_in(n, 3)) ov += "_mask";
   if (n.attr_int("causal", 0)) ov += "_causal";
+  if (n.attr_float("softcap", 0.0f) > 0.0f) ov += "_softcap";
   if (has_in(n, 5)) ov += "_past";
+  if (n.attr_int("masked_rows_zero", 0)) ov += "_rows0";
   return ov;
 }
 
@@ -115,6 +117,11 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
   std::string kt = f.node("Transpose", {k4}, "", {perm({0, 2, 3, 1})});  // [B, H, Dh, Skv]
   std::string vt = f.node("Transpose", {v4}, "", {perm({0, 2, 1, 3})});  // [B, H, Skv, Dv]
   std::string s = f.node("Mul", {f.node("MatMul", {q4, kt}), f.scalar_attr("scale", "query")});
+  if (ov.find("_softcap") != std::string::npos) {
+    // Soft-capping after the scale, before bias and masks (ONNX Attention-23's order).
+    std::string cap = f.scalar_attr("softcap", "query");
+    s = f.node("Mul", {f.node("Tanh", {f.node("Div", {s, cap})}), cap});
+  }
   if (ov.find("_boolbias") != std::string::npos) {
     s = f.node("Where", {"attn_bias", s, f.scalar_attr("mask_filter_value", "query")});
   } else if (ov.find("_bias") != std::string::npos) {
@@ -136,6 +143,10 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
     s = f.node("Where", {visible, s, f.scalar(-std::numeric_limits<float>::infinity(), "query")});
   }
   std::string p = f.node("Softmax", {s}, "", {FnBuilder::attr_int("axis", -1)});
+  // masked_rows_zero: the exporter's own guard Where(IsNaN(P), 0, P) (a row of -inf scores is
+  // NaN after Softmax), kept as is so ONNX Runtime running the body gives what the export gave.
+  if (ov.find("_rows0") != std::string::npos)
+    p = f.node("Where", {f.node("IsNaN", {p}), f.scalar(0.0f, "query"), p});
   std::string o = f.node("Transpose", {f.node("MatMul", {p, vt})}, "", {perm({0, 2, 1, 3})});
   f.node("Reshape", {o, f.ints({0, 0, -1})}, "Y");
   return f.take();
