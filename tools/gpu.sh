@@ -3,6 +3,7 @@
 # machine, run the CUDA tests and a command there. See docs/gpu.md.
 #
 #   tools/gpu.sh pack                 # here: build, gather .gpu/{bin,lib} (+ non-system shared libs)
+#                                     # and .gpu/python (the module for the GPU's python3)
 #   tools/gpu.sh run [-t FILTER] [-- CMD ...]
 #                                     # on the GPU machine: CUDA tests (Catch2 filter, default "[cuda]"),
 #                                     # then CMD with .gpu/bin on PATH; "-t none" skips the tests
@@ -44,9 +45,11 @@ pack() {
     [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$GPU_DIR/bin/"
   done
   cp "$BUILD/lib/libfuseopt.so" "$GPU_DIR/lib/"
+  pack_python
   # Non-system libraries every binary resolves here.
   local lib
-  for f in "$GPU_DIR"/bin/* "$GPU_DIR"/lib/libfuseopt.so; do
+  for f in "$GPU_DIR"/bin/* "$GPU_DIR"/lib/libfuseopt.so "$GPU_DIR"/python/fuseopt/_fuseopt*.so; do
+    [ -e "$f" ] || continue
     ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
       is_system_lib "$lib" && continue
       [ "$(basename "$lib")" = libfuseopt.so ] && continue
@@ -54,13 +57,33 @@ pack() {
     done
   done
   # Debug sections are not needed there; the device code (.nv_fatbin) stays.
-  strip --strip-debug "$GPU_DIR"/bin/* "$GPU_DIR"/lib/*.so* 2>/dev/null || true
+  strip --strip-debug "$GPU_DIR"/bin/* "$GPU_DIR"/lib/*.so* "$GPU_DIR"/python/fuseopt/*.so 2>/dev/null || true
   # The carried tree is capped (64 MiB with the repo): ship one xz tar (a quarter smaller than gzip).
-  XZ_OPT=-6T2 tar -C "$GPU_DIR" -cJf "$ROOT/.gpu-pack.tar.xz" bin lib
+  XZ_OPT=-6T2 tar -C "$GPU_DIR" -cJf "$ROOT/.gpu-pack.tar.xz" bin lib $([ -d "$GPU_DIR/python" ] && echo python)
   rm -rf "$GPU_DIR"
   mkdir -p "$GPU_DIR"
   mv "$ROOT/.gpu-pack.tar.xz" "$GPU_DIR/pack.tar.xz"
   echo "== packed $(du -sh "$GPU_DIR/pack.tar.xz" | cut -f1) into $GPU_DIR/pack.tar.xz (carry \".gpu\")"
+}
+
+# The Python module for the GPU machine's python3 (3.12 there: docs/gpu.md), built here
+# against that version's headers (python/CMakeLists.txt, target _fuseopt_extra) into
+# .gpu/python/fuseopt; `run` puts .gpu/python on PYTHONPATH. Without those headers here the
+# pack carries no module (one line says so).
+GPU_PYTHON="${GPU_PYTHON:-3.12}"
+pack_python() {
+  local inc="${FUSEOPT_GPU_PYTHON_INCLUDE:-}"
+  [ -n "$inc" ] || inc="$(ls -d /usr/include/python"$GPU_PYTHON" /root/.pyenv/versions/"$GPU_PYTHON".*/include/python"$GPU_PYTHON" \
+    2>/dev/null | head -n 1 || true)"
+  if [ -z "$inc" ] || [ ! -f "$inc/Python.h" ]; then
+    echo "== no Python $GPU_PYTHON headers here (set FUSEOPT_GPU_PYTHON_INCLUDE): the pack carries no Python module"
+    return 0
+  fi
+  echo "== Python module for python$GPU_PYTHON ($inc)"
+  flock /tmp/fuseopt-build.lock cmake -DFUSEOPT_PYTHON_EXTRA_INCLUDE="$inc" "$BUILD" >/dev/null
+  flock /tmp/fuseopt-build.lock cmake --build "$BUILD" --target _fuseopt_extra -j2 2>&1 | tail -3
+  mkdir -p "$GPU_DIR/python/fuseopt"
+  cp "$BUILD/python-cp${GPU_PYTHON/./}/fuseopt/"_fuseopt*.so "$ROOT"/python/fuseopt/*.py "$GPU_DIR/python/fuseopt/"
 }
 
 setup_env() {
@@ -70,6 +93,7 @@ setup_env() {
   [ -d "$GPU_DIR/bin" ] || { echo "gpu.sh: $GPU_DIR is missing: run 'tools/gpu.sh pack' here and carry .gpu" >&2; exit 2; }
   export LD_LIBRARY_PATH="$GPU_DIR/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$GPU_DIR/bin:$PATH"
+  [ -d "$GPU_DIR/python" ] && export PYTHONPATH="$GPU_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
   export FUSEOPT_SOURCE_DIR="$ROOT"
   cd "$ROOT"
 }
