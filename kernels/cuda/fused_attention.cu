@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_generic_kernel(Attentio
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (a.H / a.Hkv);
   const T* qb = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * Dh;
-  const T* kb = static_cast<const T*>(a.k) + b * a.k_batch_stride + int64_t(hk) * Dh;
-  const T* vb = static_cast<const T*>(a.v) + b * a.v_batch_stride + int64_t(hk) * Dv;
+  const T* kb = static_cast<const T*>(a.k) + b * a.k_batch_stride + hk * a.k_head_stride;
+  const T* vb = static_cast<const T*>(a.v) + b * a.v_batch_stride + hk * a.v_head_stride;
   const int causal_off = a.Skv - a.Sq;
 
   for (int idx = threadIdx.x; idx < kRows * Dh; idx += blockDim.x) {
@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_generic_kernel(Attentio
         const float* kr = k_s + lane * ks;
         for (int d = 0; d < Dh; ++d) acc += qr[d] * kr[d];
         s = acc * a.scale;
+        if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
         if (a.bias) s = apply_bias(a, s, b, h, i, j);
         if (key_masked) s = a.mask_filter_value;
       }
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_generic_kernel(Attentio
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int i = q0 + warp * kRowsPerWarp + r;
     if (i >= a.Sq) continue;
-    const float inv = 1.f / l[r];  // l = 0 only when every score is -inf: NaN, as Softmax gives
+    // l = 0 only when every score is -inf: NaN (0·inf), as Softmax gives, or 0 when asked.
+    const float inv = a.masked_rows_zero && m[r] == -INFINITY ? 0.f : 1.f / l[r];
 #pragma unroll
     for (int c = 0; c < DC; ++c) {
       const int d = lane + 32 * c;
@@ -161,18 +163,23 @@ void launch_generic(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 const char* attention_kernel_name(const AttentionArgs& a) {
+  if (a.softcap > 0.f) return "generic";  // only the generic kernel soft-caps
   if (hopper_attention_applies(a)) return "hopper";
   return attention_mma_supported(a) ? "mma" : "generic";
 }
 
-void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
+  const AttentionArgs a = with_head_strides(args);
   FUSE_CHECK(a.B >= 0 && a.H > 0 && a.Hkv > 0 && a.H % a.Hkv == 0,
              "Attention CUDA kernel: num_heads " << a.H << " is not a multiple of kv_num_heads " << a.Hkv);
   FUSE_CHECK(a.Dh > 0 && a.Dh <= 256 && a.Dv > 0 && a.Dv <= 256,
              "Attention CUDA kernel: head sizes " << a.Dh << "/" << a.Dv << " not supported (1..256)");
   if (a.B == 0 || a.Sq == 0) return;
   if (a.Skv == 0) FUSE_CHECK(false, "Attention CUDA kernel: empty key sequence");
-  if (launch_hopper_attention(a, stream)) {
+  if (a.softcap > 0.f) {
+    // Soft-capping (Gemma-2) is implemented in the generic kernel only: correctness first.
+    FUSED_DISPATCH_FLOAT(a.dtype, T, launch_generic<T>(a, stream));
+  } else if (launch_hopper_attention(a, stream)) {
     // sm_90a kernel (fused_attention_hopper.cu): launched where it applies
   } else if (attention_mma_supported(a)) {
     launch_attention_mma(a, stream);

@@ -52,9 +52,6 @@ struct DecodeArgs {
   bool rows_zero;
 };
 
-// max that keeps a NaN once seen (fmaxf drops it): a NaN score makes the row NaN, as Softmax does.
-__device__ __forceinline__ float nan_max(float m, float x) { return x > m || isnan(x) ? x : m; }
-
 __device__ __forceinline__ int pow2_at_least(int x) {
   int p = 1;
   while (p < x) p <<= 1;
@@ -133,11 +130,15 @@ __global__ void __launch_bounds__(kThreads) decode_split(DecodeArgs a) {
   // Softmax of the chunk, one warp per query head: p = exp(s - m), l = sum p.
   for (int g = warp; g < GB; g += kWarps) {
     float m = -INFINITY;
-    for (int j = lane; j < n; j += 32) m = nan_max(m, p_s[g][j]);
-    for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    // NaN handling as the prefill kernels and the CPU kernel: the max skips NaN (fmaxf); a NaN
+    // score's exp is NaN and poisons l (and, through the merge, the row); a chunk with no score
+    // above -inf keeps m = -inf and takes no mass (base 0 avoids -inf - -inf).
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, p_s[g][j]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float base = m == -INFINITY ? 0.f : m;
     float l = 0.f;
     for (int j = lane; j < n; j += 32) {
-      const float e = m == -INFINITY ? 0.f : __expf(p_s[g][j] - m);  // all -inf: no mass here
+      const float e = __expf(p_s[g][j] - base);
       p_s[g][j] = e;
       l += e;
     }
@@ -221,11 +222,12 @@ __global__ void __launch_bounds__(kThreads) decode_split_scalar(DecodeArgs a) {
   __syncthreads();
   if (warp == 0) {
     float m = -INFINITY;
-    for (int j = lane; j < n; j += 32) m = nan_max(m, p_s[j]);
-    for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, p_s[j]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float base = m == -INFINITY ? 0.f : m;  // as in decode_split
     float l = 0.f;
     for (int j = lane; j < n; j += 32) {
-      const float e = m == -INFINITY ? 0.f : __expf(p_s[j] - m);
+      const float e = __expf(p_s[j] - base);
       p_s[j] = e;
       l += e;
     }
@@ -258,12 +260,14 @@ __global__ void __launch_bounds__(kThreads) decode_merge(DecodeArgs a) {
   const float* base = a.partial + (int64_t(b) * a.H + h) * a.splits * row;
   if (tid < 32) {
     float M = -INFINITY;
-    for (int s = tid; s < a.splits; s += 32) M = nan_max(M, base[s * row + a.Dv]);
-    for (int o = 16; o > 0; o >>= 1) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, o));
+    for (int s = tid; s < a.splits; s += 32) M = fmaxf(M, base[s * row + a.Dv]);
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     float L = 0.f;
     for (int s = tid; s < a.splits; s += 32) {
       const float ms = base[s * row + a.Dv];
-      const float w = ms == -INFINITY ? 0.f : __expf(ms - M);  // an empty split adds nothing
+      // A split with no score above -inf adds nothing (w = 0), except a NaN in its l / acc
+      // (0 · NaN), which must poison the row as it does on the CPU.
+      const float w = ms == -INFINITY ? 0.f : __expf(ms - M);
       w_s[s] = w;
       L += w * base[s * row + a.Dv + 1];
     }

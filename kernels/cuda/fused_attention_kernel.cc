@@ -5,33 +5,22 @@
 //            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?,
 //            5 past_key [B,Hkv,Sp,Dh]?, 6 past_value [B,Hkv,Sp,Dv]? (both or neither)
 //   outputs: Y [B,S,H·Dv], with a past also present_key/present_value
-//            [B,Hkv,Sp+Skv,D] = past ++ new keys (one copy kernel per tensor, which also
-//            writes the [B,Skv_total,Hkv·D] layout the attention kernels read). A split-KV
-//            (flash-decoding) kernel reading the present directly is the next step for S = 1.
+//            [B,Hkv,Sp+Skv,D] = past ++ new keys (one copy kernel per tensor; the present is
+//            what the kernels read in place through their head strides). S = 1 over a cache: the
+//            split-KV (flash-decoding) kernel, fused_attention_decode.cu (kFlashDecodeDefault).
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
-//            causal, mask_filter_value (= -inf)
+//            causal, mask_filter_value (= -inf), masked_rows_zero (= 0), softcap (= 0: none; > 0 runs the generic kernel)
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/fused_attention_decode.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 
 namespace fuseopt {
 
-namespace cuda_fused {
-// kernels/cuda/fused_attention_kv_cache.cu
-void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
-                      void* present, void* all, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D,
-                      cudaStream_t stream);
-// kernels/cuda/fused_attention_decode.cu (opt-in: FUSEOPT_FLASH_DECODE=1)
-bool flash_decode_supported(int Dh, int Dv, int H, int Hkv);
-size_t flash_decode_scratch_bytes(int B, int H, int St, int Dv);
-void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
-                         const void* mask, DType mask_dtype, void* y, float* scratch, int B, int H, int Hkv, int St,
-                         int Dh, int Dv, float scale, float fill, cudaStream_t stream);
-}  // namespace cuda_fused
 
 #define ATT_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
 
@@ -98,7 +87,11 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // One new token over a cache: the split-KV decode kernel reads the present directly
   // (opt-in until it has run on a GPU: FUSEOPT_FLASH_DECODE=1).
   const char* fd_env = std::getenv("FUSEOPT_FLASH_DECODE");
-  const bool flash_decode = past_k && S == 1 && !bias && fd_env && std::string(fd_env) == "1" &&
+  const bool fd_on = fd_env && *fd_env ? std::string(fd_env) == "1" : cuda_fused::kFlashDecodeDefault;
+  const float softcap = node.attr_float("softcap", 0.0f);
+  ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
+  // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
+  const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
   if (past_k) {
     ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
@@ -111,21 +104,23 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     const int64_t St = Sp + Skv;
     cudaStream_t st = cuda_fused::stream_of(ctx);
     // One launch per tensor (fused_attention_kv_cache.cu): present[b, h, t] = past, then the new
-    // rows; the attention kernels read the same rows as all[b, t, h] ([B, St, Hkv·D]), or the
-    // present itself with one kv head.
+    // rows. Every attention kernel reads the present in place ([B, Hkv, St, D]: seq stride D,
+    // head stride St·D), so there is no second, re-laid-out copy.
     auto append = [&](const RtTensor* past, const void* now, int64_t now_seq, int64_t now_batch, int64_t d, size_t out,
-                      int64_t& seq_stride, int64_t& batch_stride) -> const void* {
+                      int64_t& seq_stride, int64_t& head_stride, int64_t& batch_stride) -> const void* {
       RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
       void* pp = pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
-      void* all = Hkv == 1 || flash_decode ? nullptr : ctx.scratch(size_t(B * St * Hkv * d) * esz);
-      cuda_fused::launch_kv_append(esz, past->data, now, now_seq, now_batch, pp, all, B, Hkv, Sp, St, d, st);
+      cuda_fused::launch_kv_append(esz, past->data, now, now_seq, now_batch, pp, B, Hkv, Sp, St, d, st);
       FUSED_LAUNCH_CHECK(node.label());
-      seq_stride = Hkv * d;
-      batch_stride = St * Hkv * d;
-      return all ? all : pp;  // one kv head: [B, 1, St, d] already is [B, St, 1·d]; decode reads pp
+      seq_stride = d;
+      head_stride = St * d;
+      batch_stride = Hkv * St * d;
+      return pp;
     };
-    a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_batch_stride);
-    a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_batch_stride);
+    a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_head_stride,
+                 a.k_batch_stride);
+    a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_head_stride,
+                 a.v_batch_stride);
     Skv = St;
   }
   a.B = static_cast<int>(B);
@@ -139,6 +134,8 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   a.scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
   a.causal = node.attr_int("causal", 0) != 0;
   a.mask_filter_value = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+  a.masked_rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
+  a.softcap = softcap;
 
   if (mask) {
     ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
@@ -175,9 +172,11 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   }
   a.y = y->data;
   if (flash_decode) {
-    auto* scratch = static_cast<float*>(ctx.scratch(cuda_fused::flash_decode_scratch_bytes(a.B, a.H, a.Skv, a.Dv)));
+    auto* scratch =
+        static_cast<float*>(ctx.scratch(cuda_fused::flash_decode_scratch_bytes(dt, a.B, a.H, a.Hkv, a.Skv, a.Dh, a.Dv)));
     cuda_fused::launch_flash_decode(dt, a.q, a.q_batch_stride, a.k, a.v, a.mask, a.mask_dtype, a.y, scratch, a.B, a.H,
-                                    a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value, cuda_fused::stream_of(ctx));
+                                    a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value, a.masked_rows_zero,
+                                    cuda_fused::stream_of(ctx));
     FUSED_LAUNCH_CHECK(node.label());
     return;
   }

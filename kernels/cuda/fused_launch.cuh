@@ -59,13 +59,15 @@ void launch_norm(const NormArgs& a, cudaStream_t stream);
 
 // Attention, flash style: per (batch, head, query tile) the key axis is swept
 // in tiles with an online softmax; scores never reach device memory.
-// Q/K/V are addressed as base + b*batch_stride + s*seq_stride + head*D, which
-// covers packed QKV [B,S,(H+2Hkv)·Dh] (three offsets into one buffer) and
-// separate [B,S,H·Dh] tensors. Y is [B, Sq, H·Dv] (Dv = Dh when packed).
+// Q/K/V are addressed as base + b*batch_stride + s*seq_stride + head*head_stride
+// (head_stride 0 = D: heads side by side in a row), which covers packed QKV
+// [B,S,(H+2Hkv)·Dh] (three offsets into one buffer), separate [B,S,H·Dh] tensors and,
+// for K/V, a KV cache's present [B,Hkv,S,D] read in place (seq_stride D, head_stride S·D).
+// Y is [B, Sq, H·Dv] (Dv = Dh when packed).
 // Semantics follow kernels/cpu/fused_attention.cc exactly:
 //   s = scale·q·k (+ float bias); bool bias false or mask 0 -> s = mask_filter_value;
 //   causal: key j visible to query i iff j <= i + Skv - Sq, else s = -inf.
-// A row whose every score is -inf gives NaN (as Softmax does).
+// A row whose every score is -inf gives NaN (as Softmax does), or 0 with masked_rows_zero.
 struct AttentionArgs {
   DType dtype = DType::Float;
   int B = 0, H = 0, Hkv = 0, Sq = 0, Skv = 0, Dh = 0, Dv = 0;
@@ -75,6 +77,7 @@ struct AttentionArgs {
   int64_t q_batch_stride = 0, q_seq_stride = 0;
   int64_t k_batch_stride = 0, k_seq_stride = 0;
   int64_t v_batch_stride = 0, v_seq_stride = 0;
+  int64_t k_head_stride = 0, v_head_stride = 0;  // 0 = Dh / Dv (see with_head_strides)
   void* y = nullptr;
   // Key-padding mask [B, Skv] (nonzero = keep) of mask_dtype, or null.
   const void* mask = nullptr;
@@ -87,8 +90,22 @@ struct AttentionArgs {
   int64_t bias_sb = 0, bias_sh = 0, bias_si = 0, bias_sj = 0;
   float scale = 1.f;
   bool causal = false;
+  // A row with no score above -inf (no visible key) writes 0 instead of NaN: torch SDPA's
+  // Where(IsNaN(P), 0, P) folded into the op; the kernels test m == -inf at the 1/l step.
+  bool masked_rows_zero = false;
+  // Logit soft-capping (Gemma-2): s = softcap·tanh(scale·q·k / softcap) before bias and
+  // masks; 0 = none. Only the generic kernel implements it (launch_attention routes there).
+  float softcap = 0.f;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// The arguments with the K/V head strides made explicit (0 -> Dh / Dv), so that every
+// kernel reads one stride whatever the caller (runtime, tests, benchmarks) filled in.
+inline AttentionArgs with_head_strides(AttentionArgs a) {
+  if (a.k_head_stride == 0) a.k_head_stride = a.Dh;
+  if (a.v_head_stride == 0) a.v_head_stride = a.Dv;
+  return a;
+}
 
 // Which attention kernel launch_attention picks for these arguments
 // ("mma" = tensor cores, "generic" = fp32 SIMT); for tests and the profile.

@@ -4,7 +4,8 @@ node is passed through `fuseopt --passes none` (which writes the function bodies
 ONNX Runtime runs the bodies, and `fuserun --backend cpu --check` must reproduce
 ORT's outputs with the kernels (1e-4). Attention: packed / separate QKV, GQA, float
 and bool attn_bias, key-padding mask (int64 and bool), causal with S_kv != S, all
-together, logit soft-capping (softcap). LayerNormLinear: LN / RMS, beta, bias, skip with the Sum output, transB,
+together, logit soft-capping (softcap), masked_rows_zero (rows with no visible key give 0).
+LayerNormLinear: LN / RMS, beta, bias, skip with the Sum output, transB,
 activations, opsets 14 (primitives) and 18 (LayerNormalization)."""
 import os
 import subprocess
@@ -15,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fuseopt_testlib as lib  # noqa: E402
 
 
-def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=0.0, opset=17):
+def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=0.0, rows_zero=False, opset=17):
     import onnx
     from onnx import helper, TensorProto
     rng = np.random.default_rng(3)
@@ -37,6 +38,8 @@ def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=
     if mask:
         m = np.ones((B, Skv), dtype="int64")
         m[1, -2:] = 0
+        if rows_zero:
+            m[1, :] = 0  # a fully masked batch: NaN rows after the body's Softmax, 0 after its guard
         if mask == "bool":
             node_in.append(add("mask", m.astype(bool), TensorProto.BOOL))
         else:
@@ -50,8 +53,10 @@ def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=
         b[..., 0] = True
         node_in.append(add("bias", b, TensorProto.BOOL))
     node = helper.make_node("Attention", node_in, ["y"], domain="fuseopt", num_heads=H, kv_num_heads=Hkv,
-                            scale=0.3, causal=int(causal), mask_filter_value=-3.4028234663852886e38,
-                            **({"softcap": softcap} if softcap else {}))
+                            scale=0.3, causal=int(causal),
+                            mask_filter_value=float("-inf") if rows_zero else -3.4028234663852886e38,
+                            **({"softcap": softcap} if softcap else {}),
+                            **({"masked_rows_zero": 1} if rows_zero else {}))
     g = helper.make_graph([node], "att", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, H * Dh])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("fuseopt", 1)])
     m.ir_version = 10
@@ -147,6 +152,10 @@ def main():
         # softcap (Gemma-2): cap·tanh(s / cap) after the scale, before bias and masks
         (False, 4, 2, 8, 5, 5, "int64", "float", True, 1.5),
         (True, 4, 4, 8, 5, 5, None, "bool", False, 0.5),
+        # masked_rows_zero (torch SDPA's Where(IsNaN(P), 0, P) folded in): -inf fill, rows
+        # with no visible key (a fully masked batch; causal with S > S_kv) give 0
+        (True, 4, 2, 8, 5, 5, "int64", None, False, 0.0, True),
+        (False, 4, 1, 8, 6, 3, "bool", None, True, 0.0, True),
     ]
     lnl = [
         # rms, beta, bias, skip, transB, act
@@ -158,7 +167,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for i, c in enumerate(att):
             tag = (f"attention_{i}_{'packed' if c[0] else 'sep'}_h{c[1]}kv{c[2]}_{c[6]}_{c[7]}{'_causal' if c[8] else ''}"
-                   f"{'_softcap' if len(c) > 9 else ''}")
+                   f"{'_softcap' if len(c) > 9 and c[9] else ''}{'_rows0' if len(c) > 10 and c[10] else ''}")
             if args.k in tag:
                 m, f = attention_model(np, *c)
                 check(args, tmp, tag, m, f, failures)
