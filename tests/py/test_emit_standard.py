@@ -161,6 +161,30 @@ def cli_failures():
             lines = r.stderr.strip().splitlines()
             if r.returncode == 0 or len(lines) != 1 or "--emit" not in lines[0] or os.path.exists(out):
                 fails.append(f"--emit '{bad}': exit {r.returncode}, stderr {lines}, output written: {os.path.exists(out)}")
+        # Models whose fusions have no standard form (issue 12's acceptance): one line, exit 1,
+        # neither the model nor the report written, an existing output file left as it was.
+        for rel, n in (("models/real/resnet_tiny_op17_ts", 3), ("models/synthetic/external_data_mlp", None)):
+            m = os.path.join(args.src, rel, "model.onnx")
+            if not os.path.exists(m):
+                fails.append(f"{rel} is missing (the refusal test needs it)")
+                continue
+            report = os.path.join(tmp, "r.json")
+            r = tl.run_fuseopt(args.bin, m, out, "--emit", "standard", "--report", report)
+            lines = r.stderr.strip().splitlines()
+            want = f"none of the {n} fused ops" if n else "none of the "
+            if (r.returncode != 1 or len(lines) != 1 or not lines[0].startswith(f"fuseopt: error: {m}: --emit standard: ")
+                    or want not in lines[0] or "has an exact standard ONNX form" not in lines[0]
+                    or os.path.exists(out) or os.path.exists(report)):
+                fails.append(f"{rel} --emit standard: exit {r.returncode}, stderr {lines}, output written: "
+                             f"{os.path.exists(out)}, report written: {os.path.exists(report)}")
+            with open(out, "wb") as f:
+                f.write(b"keep")
+            r = tl.run_fuseopt(args.bin, m, out, "--emit", "standard")
+            with open(out, "rb") as f:
+                kept = f.read() == b"keep"
+            os.remove(out)
+            if r.returncode != 1 or not kept:
+                fails.append(f"{rel} --emit standard over an existing file: exit {r.returncode}, file kept: {kept}")
     return fails
 
 

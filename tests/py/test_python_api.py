@@ -194,6 +194,12 @@ def test_emit_standard(tmp_path):
     with pytest.raises(fuseopt.Error) as e:
         fuseopt.optimize(MODEL, emit="nope")
     assert str(e.value) == cli_error(MODEL, str(tmp_path / "o.onnx"), "--emit", "nope")
+    # No fusion with a standard form: the CLI's one line, as an exception.
+    resnet = os.path.join(SRC, "models", "real", "resnet_tiny_op17_ts", "model.onnx")
+    with pytest.raises(fuseopt.Error, match="none of the 3 fused ops has an exact standard ONNX form") as e:
+        fuseopt.optimize(resnet, emit="standard")
+    assert str(e.value) == cli_error(resnet, str(tmp_path / "r.onnx"), "--emit", "standard")
+    assert not (tmp_path / "r.onnx").exists()
 
 
 def test_input_shapes_and_fp16(tmp_path):
