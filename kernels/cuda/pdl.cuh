@@ -55,7 +55,9 @@ __device__ __forceinline__ void pdl_begin() {
 template <class... Params, class... Args>
 void pdl_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                 Args&&... args) {
-  if (enabled() && capture_allows(stream)) {
+  // Not on the legacy default stream (its implicit synchronisation with other
+  // streams is not worth reasoning about; the runtime uses its own stream).
+  if (stream != nullptr && stream != cudaStreamLegacy && enabled() && capture_allows(stream)) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -48,6 +48,15 @@ std::vector<float> download16(DType dt, const void* src, size_t n) {
   return v;
 }
 
+// The kernels run on a non-blocking stream, as in the runtime (PDL is not used
+// on the legacy default stream); uploads are finished before (device sync),
+// poison fills go on the same stream.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream"); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
 struct Problem {
   DType dt;
   int64_t M, K, N;
@@ -59,8 +68,9 @@ struct Problem {
     upload16(dt, dA.p, A);
     upload16(dt, dB.p, B);
     upload16(dt, dbias.p, bias);
+    ck(cudaDeviceSynchronize(), "uploads");
   }
-  void poison() { ck(cudaMemset(dY.p, 0xFF, M * N * 2), "poison"); }
+  void poison(cudaStream_t s) { ck(cudaMemsetAsync(dY.p, 0xFF, M * N * 2, s), "poison"); }
   std::vector<double> reference(bool with_bias,
                                 cuda_fused::SmallGemmAct act = cuda_fused::SmallGemmAct::GeluErf) const {
     std::vector<double> y(M * N, 0.0);
@@ -94,6 +104,7 @@ bool all_nan(const std::vector<float>& v) {
 
 TEST_CASE("cuda GEMM + bias + erf-GELU kernel matches the reference", "[cuda][gemm][gemm_gelu]") {
   if (!cuda_check::gpu_ready()) return;
+  Stream st;
   cuda_fused::set_gemm_gelu(1);
   struct Shape { int64_t M, K, N; };
   // BERT's FFN1 at 1x128; then sizes off every tile edge (M 1, 77, 130, the
@@ -104,19 +115,19 @@ TEST_CASE("cuda GEMM + bias + erf-GELU kernel matches the reference", "[cuda][ge
       for (int with_bias = 0; with_bias < 2; ++with_bias) {
         INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " N " << s.N << " bias " << with_bias);
         Problem p(dt, s.M, s.K, s.N);
-        p.poison();
+        p.poison(st.s);
         REQUIRE(cuda_fused::launch_gemm_bias_gelu(dt, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, p.dY.p, p.M,
-                                                  p.N, p.K, nullptr));
-        ck(cudaDeviceSynchronize(), "kernel");
+                                                  p.N, p.K, st.s));
+        ck(cudaStreamSynchronize(st.s), "kernel");
         const auto got = download16(dt, p.dY.p, p.M * p.N);
         const double err = cuda_check::rel_err(got, p.reference(with_bias));
         INFO("relative error " << err);
         CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
         // Deterministic: a second run gives the same bits.
-        p.poison();
+        p.poison(st.s);
         REQUIRE(cuda_fused::launch_gemm_bias_gelu(dt, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, p.dY.p, p.M,
-                                                  p.N, p.K, nullptr));
-        ck(cudaDeviceSynchronize(), "kernel");
+                                                  p.N, p.K, st.s));
+        ck(cudaStreamSynchronize(st.s), "kernel");
         const auto again = download16(dt, p.dY.p, p.M * p.N);
         CHECK(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0);
       }
@@ -125,6 +136,7 @@ TEST_CASE("cuda GEMM + bias + erf-GELU kernel matches the reference", "[cuda][ge
 
 TEST_CASE("cuda small-M GEMM kernel: every activation matches the reference", "[cuda][gemm][gemm_gelu]") {
   if (!cuda_check::gpu_ready()) return;
+  Stream st;
   using cuda_fused::SmallGemmAct;
   cuda_fused::set_small_gemm(1);
   struct Shape { int64_t M, K, N; };
@@ -137,10 +149,10 @@ TEST_CASE("cuda small-M GEMM kernel: every activation matches the reference", "[
           INFO(cuda_check::short_name(dt) << " act " << int(act) << " M " << s.M << " K " << s.K << " N " << s.N
                                           << " bias " << with_bias);
           Problem p(dt, s.M, s.K, s.N);
-          p.poison();
+          p.poison(st.s);
           REQUIRE(cuda_fused::launch_small_gemm(dt, act, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, p.dY.p,
-                                                p.M, p.N, p.K, nullptr));
-          ck(cudaDeviceSynchronize(), "kernel");
+                                                p.M, p.N, p.K, st.s));
+          ck(cudaStreamSynchronize(st.s), "kernel");
           const double err = cuda_check::rel_err(download16(dt, p.dY.p, p.M * p.N), p.reference(with_bias, act));
           INFO("relative error " << err);
           CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
@@ -150,12 +162,13 @@ TEST_CASE("cuda small-M GEMM kernel: every activation matches the reference", "[
 
 TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda][gemm][gemm_gelu]") {
   if (!cuda_check::gpu_ready()) return;
+  Stream st;
   const DType dt = DType::Float16;
   Problem p(dt, 64, 64, 64);
   auto refused = [&](const void* a, const void* b, void* y, int64_t M, int64_t N, int64_t K, DType t) {
-    p.poison();
-    const bool launched = cuda_fused::launch_gemm_bias_gelu(t, a, b, p.dbias.p, y, M, N, K, nullptr);
-    ck(cudaDeviceSynchronize(), "kernel");
+    p.poison(st.s);
+    const bool launched = cuda_fused::launch_gemm_bias_gelu(t, a, b, p.dbias.p, y, M, N, K, st.s);
+    ck(cudaStreamSynchronize(st.s), "kernel");
     return !launched && all_nan(download16(dt, p.dY.p, 64 * 64));
   };
   cuda_fused::set_gemm_gelu(0);
@@ -170,10 +183,10 @@ TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda]
   cuda_fused::set_gemm_gelu(-1);
   // The general entry point: its own switch, and K capped.
   auto small_refused = [&](int64_t K) {
-    p.poison();
+    p.poison(st.s);
     const bool launched = cuda_fused::launch_small_gemm(dt, cuda_fused::SmallGemmAct::None, p.dA.p, p.dB.p,
-                                                        nullptr, p.dY.p, 8, 64, K, nullptr);
-    ck(cudaDeviceSynchronize(), "kernel");
+                                                        nullptr, p.dY.p, 8, 64, K, st.s);
+    ck(cudaStreamSynchronize(st.s), "kernel");
     return !launched && all_nan(download16(dt, p.dY.p, 64 * 64));
   };
   cuda_fused::set_small_gemm(0);

@@ -101,6 +101,7 @@ struct Chain {
         {&dx, &x},   {&dskip, &skip}, {&dg1, &g1}, {&db1, &b1}, {&dW1, &W1}, {&dc1, &c1}, {&dW2, &W2},
         {&dc2, &c2}, {&dg2, &g2},     {&db2, &b2}, {&dg3, &g3}, {&db3, &b3}, {&dWg, &Wg}, {&dcg, &cg}};
     for (const auto& [buf, v] : ups) cuda_check::upload(DType::Float16, buf->p, *v);
+    ck(cudaDeviceSynchronize(), "uploads");  // legacy-stream copies; the chain runs on a non-blocking stream
     poisoned = {{h.p, M * D * 2}, {sum.p, M * D * 2}, {f.p, M * F * 2}, {o.p, M * D * 2}, {r.p, M * D * 2},
                 {r2.p, M * D * 2}, {p.p, M * 2 * G * 2}, {y.p, M * G * 2}, {yf.p, M * G * 4}};
   }
@@ -228,6 +229,13 @@ TEST_CASE("cuda PDL: captured chain of fused kernels and GEMMs matches the refer
 
     cuda_pdl::set_override(1);
     const bool pdl = cuda_pdl::enabled();
+    // On an sm_90+ device with a CUDA 12.3+ driver PDL must be on: nothing (a
+    // refused launch earlier in the process) may have switched it off.
+    int dev = 0, major = 0, driver = 0;
+    ck(cudaGetDevice(&dev), "device");
+    ck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "capability");
+    ck(cudaDriverGetVersion(&driver), "driver version");
+    if (major >= 9 && driver >= 12030) REQUIRE(pdl);
     Captured on;
     capture(c, s, on);
     const size_t e_on = count_programmatic_edges(on.graph), e_off = count_programmatic_edges(off.graph);
@@ -270,6 +278,7 @@ TEST_CASE("cuda PDL: one programmatic edge between two fused kernels, none when 
   const auto hx = Chain::rnd(rows * D), hg = Chain::rnd(D, 0.5f, 1.5f);
   cuda_check::upload(DType::Float16, x.p, hx);
   cuda_check::upload(DType::Float16, g.p, hg);
+  ck(cudaDeviceSynchronize(), "uploads");
   const std::vector<float> zero(D, 0.f);
   const auto hy = h_norm(hx, nullptr, hg, zero, rows, D, nullptr);
   std::vector<float> want(rows * D);
