@@ -89,8 +89,8 @@ template <class T, SmallGemmAct ACT> __device__ __forceinline__ float activation
 
 template <class T, SmallGemmAct ACT>
 __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B,
-                                                                 const T* __restrict__ bias, T* __restrict__ Y, int M,
-                                                                 int N, int K) {
+                                                             const T* __restrict__ bias, T* __restrict__ Y, int M,
+                                                             int N, int K) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* a_s = reinterpret_cast<T*>(smem_raw);  // kStages x [kBM][kAStride]
   T* b_s = a_s + kStages * kAStage;         // kStages x [kBK][kBStride]
