@@ -197,18 +197,23 @@ TEST_CASE("cuda Attention masked_rows_zero on every kernel path", "[cuda][attent
     Tensor mask = cuda_check::random_padding_mask(B, Skv, DType::Int64);
     op.inputs = {&q, &k, &v, &mask, nullptr};
     auto want = op.run_cpu(dt);
+    const long long before = cuda_fused::attention_hopper_launch_count();
     auto got = op.run_cuda(dt);
+    const long long hopper_runs = cuda_fused::attention_hopper_launch_count() - before;
     const double err = cuda_check::rel_error(got[0], want[0]);
-    INFO("relative error " << err);
+    INFO("relative error " << err << ", Hopper kernel launches " << hopper_runs);
     CHECK(err < cuda_check::tolerance(dt));
     for (int64_t i = 0; i < S * H * D; ++i) REQUIRE(got[0].data<float>()[i] == 0.0f);  // batch 0
+    return hopper_runs;
   };
   for (int hopper : {0, 1}) {  // mma.sync, then the Hopper kernel where the device has it
     cuda_fused::attention_set_hopper(hopper);
     for (DType dt : {DType::Float16, DType::BFloat16})
       for (int64_t D : {64, 128}) {
-        run(3, 130, 130, 4, 2, D, false, dt);
-        run(2, 200, 70, 4, 4, D, true, dt);  // rows 0..129 see no key
+        const long long n = run(3, 130, 130, 4, 2, D, false, dt) + run(2, 200, 70, 4, 4, D, true, dt);
+        // rows 0..129 of the second see no key; the kernel under test must be the one that ran
+        if (hopper && device_is_hopper()) CHECK(n == 2);
+        if (!hopper) CHECK(n == 0);
       }
   }
   cuda_fused::attention_set_hopper(-1);
