@@ -9,6 +9,7 @@
 // bytes each SM keeps in flight (3 stages x 16 KB here; k-tile 32 would halve
 // that), and the point of the kernel is that the GELU costs no extra launch
 // and no extra pass over Y. Launched with programmatic dependent launch (pdl.cuh).
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +91,7 @@ template <class T, SmallGemmAct ACT> __device__ __forceinline__ float activation
 template <class T, SmallGemmAct ACT>
 __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B,
                                                              const T* __restrict__ bias, T* __restrict__ Y, int M,
-                                                             int N, int K) {
+                                                             int N, int K, int k_len, float* __restrict__ partial) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* a_s = reinterpret_cast<T*>(smem_raw);  // kStages x [kBM][kAStride]
   T* b_s = a_s + kStages * kAStage;         // kStages x [kBK][kBStride]
@@ -98,22 +99,25 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restric
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
   const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;  // the warp's 32 x 32 in the block tile
-  const int k_tiles = (K + kBK - 1) / kBK;
+  // Split-K (partial != null): this block sums k in [k_begin, k_end) and
+  // writes fp32 partials; splitk_reduce_kernel adds them up.
+  const int k_begin = blockIdx.z * k_len, k_end = min(K, k_begin + k_len);
+  const int k_tiles = (k_end - k_begin + kBK - 1) / kBK;
 
   // One k-tile into a stage: A 64 x 64 and B 64 x 64, 512 16-byte chunks
   // each, four per thread; chunks past M, N or K are zero-filled.
   auto load = [&](int stage, int kt) {
-    const int k0 = kt * kBK;
+    const int k0 = k_begin + kt * kBK;
     T* as = a_s + stage * kAStage;
     T* bs = b_s + stage * kBStage;
 #pragma unroll
     for (int u = 0; u < kChunksPerThread; ++u) {
       const int c = tid + u * kThreads;
       const int ar = c / (kBK / 8), ac = (c % (kBK / 8)) * 8;  // A: kBM rows x kBK / 8 chunks
-      const bool av = m0 + ar < M && k0 + ac < K;
+      const bool av = m0 + ar < M && k0 + ac < k_end;
       cp_async16(as + ar * kAStride + ac, av ? A + int64_t(m0 + ar) * K + k0 + ac : A, av);
       const int br = c / (kBN / 8), bc = (c % (kBN / 8)) * 8;  // B: kBK rows x kBN / 8 chunks
-      const bool bv = k0 + br < K && n0 + bc < N;
+      const bool bv = k0 + br < k_end && n0 + bc < N;
       cp_async16(bs + br * kBStride + bc, bv ? B + int64_t(k0 + br) * N + n0 + bc : B, bv);
     }
   };
@@ -177,6 +181,11 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restric
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + wm + 16 * i + g + 8 * h;
         if (m >= M) continue;
+        if (partial) {
+          *reinterpret_cast<float2*>(partial + (int64_t(blockIdx.z) * M + m) * N + n) =
+              make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          continue;
+        }
         const float v0 = activation<T, ACT>(acc[i][j][2 * h] + b0);
         const float v1 = activation<T, ACT>(acc[i][j][2 * h + 1] + b1);
         *reinterpret_cast<uint32_t*>(Y + int64_t(m) * N + n) = pack2<T>(v0, v1);
@@ -184,46 +193,103 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const T* __restric
   }
 }
 
+// Y = act(sum over s of partial[s] + bias), four columns per step, the
+// splits summed in order (deterministic); N % 8 == 0, so four never straddle
+// a row.
+template <class T, SmallGemmAct ACT>
+__global__ void splitk_reduce_kernel(const float* __restrict__ partial, const T* __restrict__ bias,
+                                     T* __restrict__ Y, int M, int N, int splits) {
+  cuda_pdl::pdl_begin();  // the partials come from the kernel just before
+  const int64_t n4 = int64_t(M) * N / 4;
+  const float4* p4 = reinterpret_cast<const float4*>(partial);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = p4[i];
+    for (int s = 1; s < splits; ++s) {
+      const float4 w = p4[s * n4 + i];
+      v.x += w.x;
+      v.y += w.y;
+      v.z += w.z;
+      v.w += w.w;
+    }
+    const int n = static_cast<int>((i * 4) % N);
+    if (bias) {
+      v.x += to_f(bias[n]);
+      v.y += to_f(bias[n + 1]);
+      v.z += to_f(bias[n + 2]);
+      v.w += to_f(bias[n + 3]);
+    }
+    uint2 o;
+    o.x = pack2<T>(activation<T, ACT>(v.x), activation<T, ACT>(v.y));
+    o.y = pack2<T>(activation<T, ACT>(v.z), activation<T, ACT>(v.w));
+    reinterpret_cast<uint2*>(Y)[i] = o;
+  }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Splits for a K the direct kernel would stream too slowly (each block's
+// share of K at most kSplitK, a multiple of the k-tile); 1 = no split.
+constexpr int kSplitK = 768;
+int splits_for(int64_t K) { return K <= kSmallGemmMaxK ? 1 : static_cast<int>((K + kSplitK - 1) / kSplitK); }
 
 // More than 48 KB of shared memory needs the opt-in attribute, per function
 // and device: set on every (uncaptured or captured) call, not cached, so a
 // second GPU gets it too; replays of a graph do not come here.
 template <class T, SmallGemmAct ACT>
-bool launch_t(const void* A, const void* B, const void* bias, void* Y, int M, int N, int K, cudaStream_t stream) {
-  if (cudaFuncSetAttribute(small_gemm_kernel<T, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmem)) != cudaSuccess) {
+bool launch_t(const void* A, const void* B, const void* bias, void* Y, int M, int N, int K, cudaStream_t stream,
+              float* partial) {
+  // The split-K partials go through the ACT = None instance (no epilogue).
+  auto kernel = partial ? small_gemm_kernel<T, SmallGemmAct::None> : small_gemm_kernel<T, ACT>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
-  const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
-  cuda_pdl::pdl_launch(small_gemm_kernel<T, ACT>, grid, dim3(kThreads), kSmem, stream, static_cast<const T*>(A),
-                       static_cast<const T*>(B), static_cast<const T*>(bias), static_cast<T*>(Y), M, N, K);
+  const int splits = partial ? splits_for(K) : 1;
+  // Each split's share rounded up to whole k-tiles: splits x k_len >= K (a
+  // trailing split left empty would add zeros, still right).
+  const int k_len = partial ? ((K + splits - 1) / splits + kBK - 1) / kBK * kBK : K;
+  const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM),
+                  static_cast<unsigned>(splits));
+  cuda_pdl::pdl_launch(kernel, grid, dim3(kThreads), kSmem, stream, static_cast<const T*>(A), static_cast<const T*>(B),
+                       static_cast<const T*>(bias), static_cast<T*>(Y), M, N, K, k_len, partial);
   FUSED_LAUNCH_CHECK("small-M GEMM + bias + activation");
+  if (partial) {
+    const int64_t n4 = int64_t(M) * N / 4;
+    const int blocks = static_cast<int>(std::min<int64_t>((n4 + 255) / 256, 1024));
+    cuda_pdl::pdl_launch(splitk_reduce_kernel<T, ACT>, dim3(blocks), dim3(256), 0, stream,
+                         static_cast<const float*>(partial), static_cast<const T*>(bias), static_cast<T*>(Y), M, N,
+                         splits);
+    FUSED_LAUNCH_CHECK("small-M GEMM split-K reduction");
+  }
   return true;
 }
 
 template <class T>
 bool launch_act(SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
-                cudaStream_t s) {
+                cudaStream_t s, float* partial) {
   switch (act) {
-    case SmallGemmAct::None: return launch_t<T, SmallGemmAct::None>(A, B, bias, Y, M, N, K, s);
-    case SmallGemmAct::Relu: return launch_t<T, SmallGemmAct::Relu>(A, B, bias, Y, M, N, K, s);
-    case SmallGemmAct::GeluErf: return launch_t<T, SmallGemmAct::GeluErf>(A, B, bias, Y, M, N, K, s);
-    case SmallGemmAct::GeluTanh: return launch_t<T, SmallGemmAct::GeluTanh>(A, B, bias, Y, M, N, K, s);
+    case SmallGemmAct::None: return launch_t<T, SmallGemmAct::None>(A, B, bias, Y, M, N, K, s, partial);
+    case SmallGemmAct::Relu: return launch_t<T, SmallGemmAct::Relu>(A, B, bias, Y, M, N, K, s, partial);
+    case SmallGemmAct::GeluErf: return launch_t<T, SmallGemmAct::GeluErf>(A, B, bias, Y, M, N, K, s, partial);
+    case SmallGemmAct::GeluTanh: return launch_t<T, SmallGemmAct::GeluTanh>(A, B, bias, Y, M, N, K, s, partial);
   }
   return false;
 }
 
 // Shape, type and alignment conditions shared by both entry points.
-bool launch_checked(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
-                    int64_t N, int64_t K, cudaStream_t stream) {
+bool applies(DType dt, const void* A, const void* B, const void* bias, const void* Y, int64_t M, int64_t N,
+             int64_t K) {
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M <= 0 || M > kGemmGeluMaxM || N <= 0 || K <= 0 || N % 8 != 0 || K % 8 != 0) return false;
-  if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30)) return false;
-  if (!aligned16(A) || !aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
-  if (dt == DType::Float16) return launch_act<__half>(act, A, B, bias, Y, int(M), int(N), int(K), stream);
-  return launch_act<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), stream);
+  if (N > (int64_t(1) << 30) || K > kSmallGemmMaxSplitK) return false;
+  return aligned16(A) && aligned16(B) && aligned16(Y) && (!bias || aligned16(bias));
+}
+
+bool launch_checked(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
+                    int64_t N, int64_t K, cudaStream_t stream, float* partial) {
+  if (dt == DType::Float16) return launch_act<__half>(act, A, B, bias, Y, int(M), int(N), int(K), stream, partial);
+  return launch_act<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), stream, partial);
 }
 
 std::atomic<int> g_gelu_override{-1}, g_small_override{-1};
@@ -253,14 +319,26 @@ void set_small_gemm(int mode) { g_small_override.store(mode < 0 ? -1 : (mode ? 1
 
 bool launch_gemm_bias_gelu(DType dt, const void* A, const void* B, const void* bias, void* Y, int64_t M, int64_t N,
                            int64_t K, cudaStream_t stream) {
-  if (!gemm_gelu_enabled()) return false;
-  return launch_checked(dt, SmallGemmAct::GeluErf, A, B, bias, Y, M, N, K, stream);
+  // No workspace here: the direct kernel whatever K is (the pass it replaces costs more).
+  if (!gemm_gelu_enabled() || !applies(dt, A, B, bias, Y, M, N, K)) return false;
+  return launch_checked(dt, SmallGemmAct::GeluErf, A, B, bias, Y, M, N, K, stream, nullptr);
+}
+
+size_t small_gemm_workspace(DType dt, int64_t M, int64_t N, int64_t K) {
+  if (!small_gemm_enabled() || (dt != DType::Float16 && dt != DType::BFloat16)) return 0;
+  if (M <= 0 || M > kGemmGeluMaxM || N <= 0 || K <= kSmallGemmMaxK || K > kSmallGemmMaxSplitK) return 0;
+  return size_t(splits_for(K)) * size_t(M) * size_t(N) * sizeof(float);
 }
 
 bool launch_small_gemm(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y,
-                       int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  if (!small_gemm_enabled() || K > kSmallGemmMaxK) return false;
-  return launch_checked(dt, act, A, B, bias, Y, M, N, K, stream);
+                       int64_t M, int64_t N, int64_t K, cudaStream_t stream, void* workspace) {
+  if (!small_gemm_enabled() || !applies(dt, A, B, bias, Y, M, N, K)) return false;
+  float* partial = nullptr;
+  if (K > kSmallGemmMaxK) {
+    if (!workspace || !aligned16(workspace)) return false;
+    partial = static_cast<float*>(workspace);
+  }
+  return launch_checked(dt, act, A, B, bias, Y, M, N, K, stream, partial);
 }
 
 }  // namespace fuseopt::cuda_fused

@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ir/tensor.h"
@@ -29,15 +30,20 @@ bool gemm_gelu_enabled();
 void set_gemm_gelu(int mode);
 
 // The same kernel with the other epilogues, for the small-M GEMMs cuBLASLt
-// runs latency-bound (BERT/GPT-2 QKV and attention-output projections at
-// batch 1): FUSEOPT_SMALL_GEMM=1 (off by default, unmeasured), any activation,
-// K <= kSmallGemmMaxK (a block streams (64 + 64) x K elements; FFN2's K = 3072
-// would need split-K), otherwise the conditions above. Launches and returns
-// true, or returns false having launched nothing.
+// runs latency-bound (BERT/GPT-2 projections at batch 1): FUSEOPT_SMALL_GEMM=1
+// (off by default, unmeasured), any activation, otherwise the conditions
+// above. K <= kSmallGemmMaxK: one kernel (a block streams (64 + 64) x K
+// elements). Larger K (FFN2's 3072), up to kSmallGemmMaxSplitK: split-K into
+// fp32 partials in `workspace` (small_gemm_workspace bytes, 16-byte aligned;
+// the caller asks for it only when that is non-zero) and a second kernel that
+// adds the splits in order (deterministic), the bias and the activation.
+// Launches and returns true, or returns false having launched nothing.
 enum class SmallGemmAct { None, Relu, GeluErf, GeluTanh };
 constexpr int64_t kSmallGemmMaxK = 1024;
+constexpr int64_t kSmallGemmMaxSplitK = 16384;
+size_t small_gemm_workspace(DType dt, int64_t M, int64_t N, int64_t K);
 bool launch_small_gemm(DType dt, SmallGemmAct act, const void* A, const void* B, const void* bias, void* Y,
-                       int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+                       int64_t M, int64_t N, int64_t K, cudaStream_t stream, void* workspace = nullptr);
 bool small_gemm_enabled();
 void set_small_gemm(int mode);
 

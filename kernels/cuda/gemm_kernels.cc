@@ -49,10 +49,13 @@ cuda_fused::SmallGemmAct small_act(Act a) {
 
 // The small-M kernel of gemm_gelu.cu where it is switched on and applies
 // (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.
-bool try_small_gemm(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
-                    int64_t K, cudaStream_t stream) {
+// Split-K partials (large K) go to scratch, asked for only when needed.
+bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
+                    int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
   if (act == Act::Gelu && cuda_fused::launch_gemm_bias_gelu(dt, a, b, bias, y, M, N, K, stream)) return true;
-  return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream);
+  const size_t ws = cuda_fused::small_gemm_workspace(dt, M, N, K);
+  return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream,
+                                       ws ? ctx.scratch(ws) : nullptr);
 }
 
 // The epilogue doing bias + activation; erf-GELU needs a pass afterwards.
@@ -136,7 +139,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
 
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
   if (nb == 1 && !trans_b && alpha == 1.f &&
-      try_small_gemm(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
+      try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
@@ -315,7 +318,7 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.rms = n.attr_int("rms", 0) != 0;
   cuda_fused::launch_norm(na, stream);
 
-  if (!trans_b && try_small_gemm(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
+  if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
     return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
   GemmDesc g;
   g.dtype = dt;

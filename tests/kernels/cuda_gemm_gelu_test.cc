@@ -160,6 +160,46 @@ TEST_CASE("cuda small-M GEMM kernel: every activation matches the reference", "[
   cuda_fused::set_small_gemm(-1);
 }
 
+TEST_CASE("cuda small-M GEMM kernel: split-K for large K", "[cuda][gemm][gemm_gelu]") {
+  if (!cuda_check::gpu_ready()) return;
+  Stream st;
+  using cuda_fused::SmallGemmAct;
+  cuda_fused::set_small_gemm(1);
+  CHECK(cuda_fused::small_gemm_workspace(DType::Float16, 128, 768, 1024) == 0);  // direct kernel
+  struct Shape { int64_t M, K, N; };
+  // BERT's FFN2 at 1x128; a K just over the direct cap (uneven splits); odd M and N.
+  const Shape shapes[] = {{128, 3072, 768}, {77, 1032, 136}, {5, 2056, 8}};
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (SmallGemmAct act : {SmallGemmAct::None, SmallGemmAct::GeluErf})
+      for (const Shape& s : shapes)
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          INFO(cuda_check::short_name(dt) << " act " << int(act) << " M " << s.M << " K " << s.K << " N " << s.N
+                                          << " bias " << with_bias);
+          Problem p(dt, s.M, s.K, s.N);
+          const size_t ws = cuda_fused::small_gemm_workspace(dt, p.M, p.N, p.K);
+          REQUIRE(ws >= size_t(2 * p.M * p.N * 4));  // at least two splits of fp32 partials
+          DevBuf w(ws);
+          ck(cudaMemsetAsync(w.p, 0xFF, ws, st.s), "poison workspace");  // every partial must be written
+          std::vector<float> first;
+          for (int run = 0; run < 2; ++run) {
+            p.poison(st.s);
+            REQUIRE(cuda_fused::launch_small_gemm(dt, act, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr,
+                                                  p.dY.p, p.M, p.N, p.K, st.s, w.p));
+            ck(cudaStreamSynchronize(st.s), "kernel");
+            const auto got = download16(dt, p.dY.p, p.M * p.N);
+            if (run == 0) {
+              const double err = cuda_check::rel_err(got, p.reference(with_bias, act));
+              INFO("relative error " << err);
+              CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
+              first = got;
+            } else {
+              CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);  // deterministic
+            }
+          }
+        }
+  cuda_fused::set_small_gemm(-1);
+}
+
 TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda][gemm][gemm_gelu]") {
   if (!cuda_check::gpu_ready()) return;
   Stream st;
@@ -192,7 +232,7 @@ TEST_CASE("cuda GEMM + erf-GELU kernel refuses what it does not handle", "[cuda]
   cuda_fused::set_small_gemm(0);
   CHECK(small_refused(64));
   cuda_fused::set_small_gemm(1);
-  CHECK(small_refused(cuda_fused::kSmallGemmMaxK + 8));
+  CHECK(small_refused(cuda_fused::kSmallGemmMaxK + 8));  // split-K needs a workspace: none given
   cuda_fused::set_small_gemm(-1);
 }
 
@@ -240,6 +280,18 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear through the small-M GEMM 
       auto got = c.run_cuda(dt);
       auto want = c.run_cpu(dt);
       INFO("MatMul " << cuda_check::short_name(dt));
+      CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+    }
+    {
+      // K over the direct cap: split-K with the partials in the context's (poisoned) scratch.
+      OpCase c("fuseopt", "FusedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", "none"));
+      Tensor a = cuda_check::random_tensor({1, 33, 1536}), b = cuda_check::random_tensor({1536, 72}, -0.2f, 0.2f);
+      Tensor bias = cuda_check::random_tensor({72});
+      c.inputs = {&a, &b, &bias};
+      auto got = c.run_cuda(dt);
+      auto want = c.run_cpu(dt);
+      INFO("FusedMatMul split-K " << cuda_check::short_name(dt));
       CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
     }
     for (const char* act : {"none", "relu", "gelu", "gelu_tanh"}) {
