@@ -358,11 +358,12 @@ class InferenceSession:
 
     @staticmethod
     def _device_outputs(outs: list, as_torch: bool) -> list:
-        arrays = [DeviceArray(capsule, dev, dtype, shape) for capsule, dev, dtype, shape in outs]
         if as_torch:
-            import torch  # a torch tensor was fed, so torch is imported already
-            return [torch.from_dlpack(a) for a in arrays]
-        return arrays
+            from torch.utils.dlpack import from_dlpack  # a torch tensor was fed: torch is there
+            # The capsule itself (the legacy unversioned form every torch reads); the data are
+            # complete already, so no stream handshake is needed.
+            return [from_dlpack(capsule) for capsule, _, _, _ in outs]
+        return [DeviceArray(capsule, dev, dtype, shape) for capsule, dev, dtype, shape in outs]
 
     def profile(self, reset: bool = False) -> dict:
         """The runtime's profile: per op type and per node (ms, calls), runs, graph replays,
