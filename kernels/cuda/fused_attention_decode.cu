@@ -27,6 +27,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_decode.h"
+#include "kernels/cuda/pdl.cuh"
 #include "util/error.h"
 
 namespace fuseopt::cuda_fused {
@@ -68,6 +69,7 @@ __device__ __forceinline__ void load_vec(float (&out)[VEC], const T* p) {
 // Block's chunk [j0, j1) of kv head hk for query heads h0 .. h0 + GB - 1.
 template <class T, int GB>
 __global__ void __launch_bounds__(kThreads) decode_split(DecodeArgs a) {
+  cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   constexpr int VEC = 16 / sizeof(T);
   __shared__ float q_s[GB][kMaxD];
   __shared__ float p_s[GB][kChunk];
@@ -201,6 +203,7 @@ __global__ void __launch_bounds__(kThreads) decode_split(DecodeArgs a) {
 // Fallback for any head size (one element per load), one query head per block (gb = 1).
 template <class T>
 __global__ void __launch_bounds__(kThreads) decode_split_scalar(DecodeArgs a) {
+  cuda_pdl::pdl_begin();
   __shared__ float q_s[kMaxD];
   __shared__ float p_s[kChunk];
   __shared__ float ml[2];
@@ -253,6 +256,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_scalar(DecodeArgs a) {
 // Merge of the splits of one (b, h): the weights once per split into shared memory.
 template <class T>
 __global__ void __launch_bounds__(kThreads) decode_merge(DecodeArgs a) {
+  cuda_pdl::pdl_begin();  // the partials of decode_split: its completion, not only its trigger
   extern __shared__ float w_s[];  // [splits]
   __shared__ float stat[2];       // M, L
   const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
@@ -335,18 +339,20 @@ Plan make_plan(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv, bool ali
 
 template <class T>
 void launch_t(const DecodeArgs& a, const Plan& p, int B, cudaStream_t stream) {
-  const dim3 grid(a.splits, a.H / p.gb, B);
+  // Both launches with PDL: at batch 1 a decode step is launch-bound (the K/V of one layer
+  // take ~1 µs to read), so each kernel's launch overlaps its predecessor's tail.
+  const dim3 grid(a.splits, a.H / p.gb, B), block(kThreads);
   if (!p.vec) {
-    decode_split_scalar<T><<<grid, kThreads, 0, stream>>>(a);
+    cuda_pdl::pdl_launch(decode_split_scalar<T>, grid, block, 0, stream, a);
   } else {
     switch (p.gb) {
-      case 8: decode_split<T, 8><<<grid, kThreads, 0, stream>>>(a); break;
-      case 4: decode_split<T, 4><<<grid, kThreads, 0, stream>>>(a); break;
-      case 2: decode_split<T, 2><<<grid, kThreads, 0, stream>>>(a); break;
-      default: decode_split<T, 1><<<grid, kThreads, 0, stream>>>(a); break;
+      case 8: cuda_pdl::pdl_launch(decode_split<T, 8>, grid, block, 0, stream, a); break;
+      case 4: cuda_pdl::pdl_launch(decode_split<T, 4>, grid, block, 0, stream, a); break;
+      case 2: cuda_pdl::pdl_launch(decode_split<T, 2>, grid, block, 0, stream, a); break;
+      default: cuda_pdl::pdl_launch(decode_split<T, 1>, grid, block, 0, stream, a); break;
     }
   }
-  decode_merge<T><<<dim3(a.H, B), kThreads, size_t(a.splits) * sizeof(float), stream>>>(a);
+  cuda_pdl::pdl_launch(decode_merge<T>, dim3(a.H, B), block, size_t(a.splits) * sizeof(float), stream, a);
 }
 
 std::atomic<long long> g_launches{0};  // flash_decode_launch_count

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/fused_attention_decode.h"
+#include "kernels/cuda/pdl.cuh"
 #include "util/error.h"
 
 namespace fuseopt::cuda_fused {
@@ -16,6 +17,7 @@ namespace {
 template <class W>
 __global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, int64_t now_batch, W* present,
                                  int64_t Hkv, int64_t Sp, int64_t St, int64_t D, int64_t n) {
+  cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   CUDA_GRID_STRIDE(i, n) {
     const int64_t d = i % D;
     int64_t r = i / D;
@@ -64,13 +66,13 @@ void launch_kv_append(size_t elem_size, const void* past, const void* now, int64
   }
   const unsigned grid = cuda::grid_for(n);
   if (elem_size == 2) {
-    kv_append_kernel<uint16_t><<<grid, cuda::kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(past), static_cast<const uint16_t*>(now), now_seq, now_batch,
-        static_cast<uint16_t*>(present), Hkv, Sp, St, D, n);
+    cuda_pdl::pdl_launch(kv_append_kernel<uint16_t>, dim3(grid), dim3(cuda::kThreads), 0, stream,
+                         static_cast<const uint16_t*>(past), static_cast<const uint16_t*>(now), now_seq, now_batch,
+                         static_cast<uint16_t*>(present), Hkv, Sp, St, D, n);
   } else if (elem_size == 4) {
-    kv_append_kernel<uint32_t><<<grid, cuda::kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(past), static_cast<const uint32_t*>(now), now_seq, now_batch,
-        static_cast<uint32_t*>(present), Hkv, Sp, St, D, n);
+    cuda_pdl::pdl_launch(kv_append_kernel<uint32_t>, dim3(grid), dim3(cuda::kThreads), 0, stream,
+                         static_cast<const uint32_t*>(past), static_cast<const uint32_t*>(now), now_seq, now_batch,
+                         static_cast<uint32_t*>(present), Hkv, Sp, St, D, n);
   } else {
     FUSE_CHECK(false, "Attention KV append: element size " << elem_size << " not supported");
   }
