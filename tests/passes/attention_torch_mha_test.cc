@@ -116,12 +116,14 @@ void expect_fused(const Form& f) {
   REQUIRE(a);
   CHECK(a->attr_int("num_heads", 0) == H);
   CHECK(a->attr_float("scale", 0) == Approx(1.0f / std::sqrt(float(Dh))));
-  // Q, K, V re-laid out batch-first outside the op, the output back to seq-first rows.
-  for (int i = 0; i < 3; ++i) {
-    REQUIRE(a->input(i));
-    REQUIRE(a->input(i)->producer);
-    CHECK(a->input(i)->producer->op_type == "Transpose");
-  }
+  // The packed [S, B, 3E] in-projection re-laid out batch-first outside the op (one Transpose;
+  // the q/k/v Gathers become dead), the output back to seq-first rows.
+  REQUIRE(a->input(0));
+  REQUIRE(a->input(0)->producer);
+  CHECK(a->input(0)->producer->op_type == "Transpose");
+  CHECK(a->input(0)->producer->input(0)->name == "in_proj_y");
+  CHECK(a->input(1) == nullptr);
+  CHECK(count_op(b.graph(), "Gather") == 0);
   CHECK(a->input(4));  // the key-padding bias (-inf), lifted to [B, H, 1, S] on the bmm path
   require_same_outputs(*before, b.graph(), feeds(f), 1e-4f);
   const int nodes = static_cast<int>(b.graph().num_nodes());

@@ -27,6 +27,35 @@ bool reaches_qk(const Value* v, int depth) {
 }
 
 
+// x = Gather(Squeeze(Transpose(Unsqueeze(Reshape(p [S, B, 3E], -> [S, B, 3, E]), 0), 3,1,2,0,4), -2), i)
+// (torch's unflatten + unsqueeze + transpose(0, -2) + squeeze(-2) + select(0, i)): returns p when
+// the shapes prove it, so x = p[..., i·E : (i+1)·E].
+Value* torch_unbind_source(const Value* x, int64_t i, int64_t e) {
+  const Node* g = x ? x->producer : nullptr;
+  if (!g || !g->is("Gather") || g->attr_int("axis", 0) != 0 || const_scalar(g->input(1)) != static_cast<double>(i))
+    return nullptr;
+  if (auto r = attn::rank_of(g->input(1)); !r || *r != 0) return nullptr;  // a scalar index drops the axis
+  const Node* sq = g->input(0)->producer;
+  if (!sq || !sq->is("Squeeze")) return nullptr;
+  std::vector<int64_t> axes = sq->has_attr("axes") ? sq->attr_ints("axes") : attn::const_ints(sq->input(1)).value_or(std::vector<int64_t>{});
+  if (axes != std::vector<int64_t>{-2} && axes != std::vector<int64_t>{3}) return nullptr;
+  const Node* t = sq->input(0)->producer;
+  if (!t || !t->is("Transpose") || t->attr_ints("perm") != Perm{3, 1, 2, 0, 4}) return nullptr;
+  const Node* u = t->input(0)->producer;
+  if (!u || !u->is("Unsqueeze")) return nullptr;
+  axes = u->has_attr("axes") ? u->attr_ints("axes") : attn::const_ints(u->input(1)).value_or(std::vector<int64_t>{});
+  if (axes != std::vector<int64_t>{0}) return nullptr;
+  const Node* r = u->input(0)->producer;
+  if (!r || !r->is("Reshape") || !r->input(0) || !r->output(0)) return nullptr;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 3 || c->size() != 4 || !attn::dims_same((*a)[0], (*c)[0]) ||
+      !attn::dims_same((*a)[1], (*c)[1]) || !(*a)[2].known() || (*a)[2].value != 3 * e || !(*c)[2].known() ||
+      (*c)[2].value != 3 || !(*c)[3].known() || (*c)[3].value != e)
+    return nullptr;
+  return r->input(0);
+}
+
 }  // namespace
 
 // Structural walk; "" on success (legality problems go to plan.fail).
@@ -502,6 +531,15 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     bool sizes_ok = sizes == std::vector<int64_t>{H * pl.q.dim, Hkv * pl.q.dim, Hkv * pl.q.dim} ||
                     (sizes.empty() && H == Hkv);
     if (last && sizes_ok) pl.split = sp;
+  }
+  // torch MHA's packed in-projection: q, k, v = Gather(i) of unflatten(-1, (3, E)).unsqueeze(0)
+  // .transpose(0, -2).squeeze(-2) of one [S, B, 3E] projection, i = 0, 1, 2: each is the i-th
+  // third of its last axis, so Transpose(projection, 1,0,2) is the packed [B, S, 3E] input.
+  if (pl.q.seq_first && pl.k.seq_first && pl.v.seq_first && H == Hkv && pl.q.dim > 0 && pl.q.dim == pl.v.dim &&
+      pl.q.dim == pl.k.dim) {
+    Value* p0 = torch_unbind_source(pl.q.src, 0, H * pl.q.dim);
+    if (p0 && torch_unbind_source(pl.k.src, 1, H * pl.q.dim) == p0 && torch_unbind_source(pl.v.src, 2, H * pl.q.dim) == p0)
+      pl.packed_seq_first = p0;
   }
   return "";
 }

@@ -35,6 +35,7 @@ struct Plan {
   double fill = -std::numeric_limits<double>::infinity();
   int64_t num_heads = -1, kv_heads = -1;
   Node* split = nullptr;         // packed QKV source
+  Value* packed_seq_first = nullptr;  // torch MHA: the [S, B, 3E] in-projection whose thirds are q, k, v
   Node* down_cast = nullptr;     // Cast after the Softmax (fp32 softmax back to fp16/bf16)
   Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32

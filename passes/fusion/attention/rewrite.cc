@@ -98,6 +98,9 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   std::vector<Value*> in(7, nullptr);
   if (pl.split) {
     in[0] = pl.split->input(0);
+  } else if (pl.packed_seq_first) {  // [S, B, 3E] -> the packed [B, S, 3E] input
+    in[0] = rw.create_node("", "Transpose", {pl.packed_seq_first}, {Attribute::make_ints("perm", {1, 0, 2})}, 1,
+                           "attn_batch_first")->output(0);
   } else {
     in[0] = pl.q.materialize ? materialize(rw, pl.q) : pl.q.src;
     in[1] = pl.k.materialize ? materialize(rw, pl.k) : pl.k.src;
@@ -283,6 +286,16 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   }
   rw.erase_dead(walked);
   if (pl.split) rw.erase_dead({pl.split});
+  if (pl.packed_seq_first) {  // the q/k/v Gathers and the unbind chain above them (now unread)
+    std::vector<Node*> chain;
+    for (const HeadPath* hp : {&pl.q, &pl.k, &pl.v})
+      if (hp->src && hp->src->producer) chain.push_back(hp->src->producer);
+    for (Node* n = chain.empty() ? nullptr : chain[0]; n && n->input(0) && n->input(0) != pl.packed_seq_first;) {
+      n = n->input(0)->producer;
+      if (n) chain.push_back(n);
+    }
+    rw.erase_dead(chain);
+  }
 }
 
 }  // namespace fuseopt::attn
