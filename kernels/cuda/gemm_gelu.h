@@ -15,7 +15,8 @@ namespace fuseopt::cuda_fused {
 // Row-major A [M, K], B [K, N] (not transposed), bias [N] (may be null),
 // Y [M, N], all of dtype dt. Launches and returns true when the kernel
 // applies: the switch is on (gemm_gelu_enabled), dt is Float16 or BFloat16,
-// 0 < M <= kGemmGeluMaxM, K and N multiples of 8, every pointer 16-byte
+// 0 < M <= kGemmGeluMaxM, K and N multiples of 8 (K up to
+// kSmallGemmMaxSplitK, in one kernel whatever K), every pointer 16-byte
 // aligned. Otherwise launches nothing and returns false (the caller runs
 // cuBLASLt + the GELU pass). fp32 accumulation, bias and GELU in fp32, one
 // rounding to the storage type.
