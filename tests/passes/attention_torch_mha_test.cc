@@ -8,7 +8,9 @@
 //     views, baddbmm with the [B·H, 1, S] key-padding bias, softmax, bmm, transpose(0, 1) ->
 //     [S·B, E].
 // The fused op reads Transpose(q, 1, 0, 2) etc. ([B, S, E]) and its output goes back through
-// Transpose(1, 0, 2) to the seq-first rows out_proj reads. Negative: a k.view whose first
+// Transpose(1, 0, 2) to the seq-first rows out_proj reads; the packed projection goes in as one
+// Transpose, the key-padding bias as mask = Not(kpm). Negatives: a key-padding bias with a
+// small fill (-1e4: s + fill is not the fill) stays attn_bias; a k.view whose first
 // dim is a constant where the source has a symbolic length (the TorchScript export bakes the
 // traced length) must stay unfused with the reshape named.
 #include <cmath>
@@ -33,13 +35,14 @@ struct Form {
   bool batch_first = false;  // x is [B, S, E] (transposed to [S, B, E] first), else [S, B, E]
   bool sdpa = false;         // the need_weights=False SDPA path on 4-D views (static B, S)
   bool baked_len = false;    // k.view(5, B·H, D) with a constant length (TorchScript)
+  float fill = -std::numeric_limits<float>::infinity();  // the key-padding bias value
   int64_t B = 2, S = 5;
 };
 
 // The key-padding bias [B, 1, 1, S] (-inf where key_padding_mask is true).
-Value* kpm_bias(GraphBuilder& b, Value* kpm) {
+Value* kpm_bias(GraphBuilder& b, Value* kpm, float fill) {
   Value* zeros = b.op("Expand", {b.scalar("zero", 0.0f), b.op("Shape", {kpm})});
-  Value* f = b.op("Where", {kpm, b.scalar("ninf", -std::numeric_limits<float>::infinity()), zeros}, {}, "masked_fill");
+  Value* f = b.op("Where", {kpm, b.scalar("ninf", fill), zeros}, {}, "masked_fill");
   return b.op("Reshape", {f, ints(b, "b11s", {0, 1, 1, -1})}, {}, "kpm_view");
 }
 
@@ -74,13 +77,13 @@ void build(GraphBuilder& b, const Form& f) {
     Value* kt = b.op("Reshape", {t(kf, {0, 2, 1}, "k_flat_t"), ints(b, "k_unflat", {f.B, H, Dh, f.S})});
     Value* sc = b.scalar("sqrt_scale", std::pow(float(Dh), -0.25f));
     Value* s = b.op("MatMul", {b.op("Mul", {q4, sc}), b.op("Mul", {kt, sc})}, {}, "qk");
-    s = b.op("Add", {s, kpm_bias(b, kpm)}, {}, "mask_add");
+    s = b.op("Add", {s, kpm_bias(b, kpm, f.fill)}, {}, "mask_add");
     Value* pv = b.op("MatMul", {b.op("Softmax", {s}, {Attribute::make_int("axis", -1)}), v4}, {}, "pv");
     o = t(pv, {2, 0, 1, 3}, "out_permute");
   } else {  // bmm path on [B·H, S, *] views
     Value* qs = b.op("Mul", {t(q, {1, 0, 2}, "q_t"), b.scalar("scale", 1.0f / std::sqrt(float(Dh)))}, {}, "q_scaled");
     Value* s = b.op("MatMul", {qs, t(k, {1, 2, 0}, "k_t")}, {}, "qk");
-    Value* bias = b.op("Expand", {kpm_bias(b, kpm), ints(b, "heads", {1, H, 1, 1})});
+    Value* bias = b.op("Expand", {kpm_bias(b, kpm, f.fill), ints(b, "heads", {1, H, 1, 1})});
     Value* flat_shape = b.op("Concat", {ints(b, "bh1", {-1, 1}), b.op("Shape", {kpm}, {Attribute::make_int("start", 1)})},
                              {Attribute::make_int("axis", 0)});
     s = b.op("Add", {s, b.op("Reshape", {bias, flat_shape}, {}, "bias_flat")}, {}, "baddbmm");
@@ -124,7 +127,14 @@ void expect_fused(const Form& f) {
   CHECK(a->input(0)->producer->input(0)->name == "in_proj_y");
   CHECK(a->input(1) == nullptr);
   CHECK(count_op(b.graph(), "Gather") == 0);
-  CHECK(a->input(4));  // the key-padding bias (-inf), lifted to [B, H, 1, S] on the bmm path
+  // The key-padding bias Where(kpm, -inf, 0) -> [B, 1, 1, S] -> expanded over the heads (-> the
+  // [B·H, 1, S] bmm view) is proven: mask = Not(kpm), mask_filter_value -inf, no attn_bias.
+  REQUIRE(a->input(3));
+  REQUIRE(a->input(3)->producer);
+  CHECK(a->input(3)->producer->op_type == "Not");
+  CHECK(a->input(3)->producer->input(0)->name == "kpm");
+  CHECK(a->input(4) == nullptr);
+  CHECK(std::isinf(a->attr_float("mask_filter_value", 0)));
   require_same_outputs(*before, b.graph(), feeds(f), 1e-4f);
   const int nodes = static_cast<int>(b.graph().num_nodes());
   CHECK(matched(run_passes(b.graph(), {"Attention"}), "Attention") == 0);
@@ -156,4 +166,20 @@ TEST_CASE("Attention rule 7: a k.view with a baked key length is refused", "[pas
   CHECK(count_op(b.graph(), "Softmax") == 1);
   CHECK_THAT(reasons(r, "Attention"), Contains("rule 7: cannot prove that Reshape 'k_view'"));
   CHECK_THAT(reasons(r, "Attention"), Contains("splits a seq-first [S, B, H*D] tensor into [S, B*H, D]"));
+}
+
+TEST_CASE("Attention: a torch key-padding bias with a small fill stays attn_bias", "[passes][Attention]") {
+  GraphBuilder b(17);
+  Form f;
+  f.fill = -1e4f;
+  build(b, f);
+  auto before = clone_graph(b.graph());
+  REQUIRE(matched(run_passes(b.graph(), {"Attention"}), "Attention") == 1);
+  const Node* a = nullptr;
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") a = n.get();
+  REQUIRE(a);
+  CHECK((a->inputs.size() < 4 || a->input(3) == nullptr));
+  CHECK(a->input(4));
+  require_same_outputs(*before, b.graph(), feeds(f), 1e-4f);
 }

@@ -8,7 +8,7 @@ weights, symbolic batch/seq, opsets 14 and 18), against ONNX Runtime on the orig
     gptj_causal      Where(causal tril slice, s, min) / sqrt(d) + (1 - m)·min -> causal + mask
     mask_then_scale  (s + (1 - m)·min) · c                               -> mask, fill min·c
     bias_then_scale  (s + position bias) / sqrt(d) + (1 - m)·min         -> attn_bias = bias/sqrt(d) + ...
-    mha_seq_first    torch nn.MultiheadAttention bmm path on [S, B, E]   -> seq-first re-layout
+    mha_seq_first    torch nn.MultiheadAttention bmm path on [S, B, E]   -> packed, mask = Not(kpm)
   negative (no Attention; the report names the rule and the node):
     mask_in_tanh     tanh((s + mask) / cap) · cap                        -> rule 7 inside the soft-capping Tanh
     negative_factor  (s + (1 - m)·min) · (-c)                            -> rule 7 non-positive factor
@@ -129,7 +129,7 @@ POSITIVE = [
     ("gptj_causal", lambda o: block(o, gptj_causal), {"causal": 1, "mask": True}),
     ("mask_then_scale", lambda o: block(o, mask_then_scale), {"mask": True, "mask_filter_value": F32_MIN * DH ** -0.5}),
     ("bias_then_scale", lambda o: block(o, bias_then_scale), {"attn_bias": True}),
-    ("mha_seq_first", mha_seq_first, {"attn_bias": True}),
+    ("mha_seq_first", mha_seq_first, {"mask": True, "attn_bias": False}),
 ]
 NEGATIVE = [
     ("mask_in_tanh", lambda o: block(o, mask_in_tanh), "inside the soft-capping Tanh"),

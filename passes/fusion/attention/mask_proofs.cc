@@ -95,6 +95,56 @@ bool mask_dims_match(const Value* m, const HeadPath& k) {
   return false;
 }
 
+std::optional<BroadcastPadding> broadcast_key_padding(Value* t, int64_t heads) {
+  // Head views and the head broadcast: every merge / split must use `heads`, so the flat
+  // index b·heads + h of the term is the scores' (the values do not depend on h).
+  for (int d = 0; d < 8 && t && t->producer; ++d) {
+    Node* n = t->producer;
+    if (n->is("Reshape") && merges_bh(n)) {
+      if (!n->input(0)->shape || !(*n->input(0)->shape)[1].known() || (*n->input(0)->shape)[1].value != heads)
+        return std::nullopt;
+      t = n->input(0);
+    } else if (n->is("Reshape") && splits_bh(n)) {
+      if ((*n->output(0)->shape)[1].value != heads) return std::nullopt;
+      t = n->input(0);
+    } else if (n->is("Expand")) {
+      auto to = attn::const_ints(n->input(1));
+      const auto& a = n->input(0)->shape;
+      if (!to || to->size() != 4 || (*to)[0] != 1 || (*to)[2] != 1 || (*to)[3] != 1 || ((*to)[1] != 1 && (*to)[1] != heads) ||
+          !a || a->size() != 4 || !(*a)[1].known() || (*a)[1].value != 1)
+        return std::nullopt;
+      t = n->input(0);
+    } else {
+      break;
+    }
+  }
+  // M[:, None, None, :]: Unsqueeze (from_rank2) or a Reshape of [B, S] to [B, 1, 1, S].
+  Value* w = from_rank2(t);
+  if (!w && t && t->producer && t->producer->is("Reshape")) {
+    Node* r = t->producer;
+    const auto& a = r->input(0)->shape;
+    const auto& c = r->output(0)->shape;
+    if (a && c && a->size() == 2 && c->size() == 4 && attn::dims_same((*a)[0], (*c)[0]) &&
+        attn::dims_same((*a)[1], (*c)[3]) && (*c)[1].known() && (*c)[1].value == 1 && (*c)[2].known() &&
+        (*c)[2].value == 1)
+      w = r->input(0);
+  }
+  Node* wn = w ? w->producer : nullptr;
+  if (!wn || !wn->is("Where") || !is_bool(wn->input(0)) || attn::rank_of(wn->input(0)) != 2) return std::nullopt;
+  // zeros_like(mask) = Expand(0, Shape(mask)) is 0 everywhere.
+  auto zero = [&](Value* z) {
+    if (const_scalar(z) == 0.0) return true;
+    Node* e = z ? z->producer : nullptr;
+    return e && e->is("Expand") && const_scalar(e->input(0)) == 0.0;
+  };
+  auto big_negative = [](std::optional<double> c) { return c && *c <= -1e30; };
+  if (zero(wn->input(2)) && big_negative(const_scalar(wn->input(1))))
+    return BroadcastPadding{wn->input(0), true, *const_scalar(wn->input(1))};
+  if (zero(wn->input(1)) && big_negative(const_scalar(wn->input(2))))
+    return BroadcastPadding{wn->input(0), false, *const_scalar(wn->input(2))};
+  return std::nullopt;
+}
+
 // ---- causal mask proofs ------------------------------------------------------------
 // Both forms below equal "key j visible to query i iff j <= i" on a square [S, S]
 // score matrix, which is causal=1 (bottom-right aligned: the same when S == S_kv; the

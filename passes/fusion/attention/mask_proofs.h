@@ -34,6 +34,17 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t);
 // The mask's dims are provably [B, S_kv] of the keys.
 bool mask_dims_match(const Value* m, const HeadPath& k);
 
+// torch's key_padding_mask bias (F.multi_head_attention_forward): Where(kpm, fill, 0) (or
+// Where(keep, 0, fill)) of a bool [B, S] mask, viewed [B, 1, 1, S], expanded over `heads`
+// heads and reshaped [B·heads, 1, S] (and back to [B, heads, 1, S]): at every (b, h, i, j) it
+// is fill where kpm[b, j] (inverted) and 0 elsewhere, fill <= -1e30.
+struct BroadcastPadding {
+  Value* mask;    // [B, S] bool
+  bool inverted;  // true: the mask marks the keys to ignore (keep = Not(mask))
+  double fill;
+};
+std::optional<BroadcastPadding> broadcast_key_padding(Value* t, int64_t heads);
+
 // ---- causal mask proofs ----------------------------------------------------------
 // Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1).
 bool is_causal_trilu(const MaskTerm& t, const HeadPath& q);

@@ -419,7 +419,20 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
         pl.mask = kp->first;
         pl.fill = static_cast<double>(static_cast<float>(kp->second) * static_cast<float>(pl.terms[0].factor));
         pl.add_bias.clear();
+        pl.terms.clear();
       }
+    }
+  }
+  // torch MHA's key_padding_mask bias (Where(kpm, -inf, 0) viewed [B, 1, 1, S], expanded over
+  // the heads, also in the [B·H, 1, S] bmm view): the op's `mask` = Not(kpm), fill -inf.
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].where) {
+    auto kp = broadcast_key_padding(pl.terms[0].v, H);
+    if (kp && mask_dims_match(kp->mask, pl.k)) {
+      pl.mask = kp->mask;
+      pl.mask_inverted = kp->inverted;
+      pl.fill = static_cast<double>(static_cast<float>(kp->fill) * static_cast<float>(pl.terms[0].factor));
+      pl.add_bias.clear();
+      pl.terms.clear();
     }
   }
   pl.num_heads = H;

@@ -151,7 +151,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
     if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
   }
-  in[3] = pl.mask;
+  in[3] = pl.mask && pl.mask_inverted ? rw.create_node("", "Not", {pl.mask}, {}, 1, "attn_keep")->output(0) : pl.mask;
   in[4] = ab;
   in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)
   in[6] = pl.v.past;
