@@ -211,3 +211,28 @@ TEST_CASE("Attention: a mask multiplied by a negative factor is refused (rule 7)
   expect_rejected({{'P', kMin}, {'M', -0.5f}}, "rule 7: Add 'P0' adds a mask term that is then multiplied by the non-positive factor");
   expect_rejected({{'W', kMin}, {'M', -1.0f}}, "rule 7: Where 'W0' masks the scores, which are then multiplied by the non-positive factor");
 }
+
+TEST_CASE("Attention rule 4: channels-first attention on 1x1-Conv projections is refused with its reason",
+          "[passes][Attention]") {
+  // The Stable Diffusion VAE AttnBlock: q, k, v = Conv1x1(x) [B, C, H, W] -> [B, C, H·W];
+  // softmax(qᵀk · C^-1/2); out = v · Pᵀ -> [B, C, H, W].
+  constexpr int64_t C = 4;
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {2, C, 3, 2});
+  auto conv = [&](const std::string& n, uint32_t seed) {
+    return b.op("Conv", {x, b.constant(n + "_w", rand_tensor({C, C, 1, 1}, seed)), b.constant(n + "_b", rand_tensor({C}, seed + 1))},
+                {Attribute::make_ints("kernel_shape", {1, 1})}, n);
+  };
+  Value* flat = ints(b, "flat", {2, C, 6});
+  Value* q = b.op("Transpose", {b.op("Reshape", {conv("q_conv", 1), flat})}, {Attribute::make_ints("perm", {0, 2, 1})});
+  Value* s = b.op("Mul", {b.op("MatMul", {q, b.op("Reshape", {conv("k_conv", 3), flat})}), b.scalar("c", 0.5f)});
+  Value* p = b.op("Softmax", {s}, {Attribute::make_int("axis", -1)}, "softmax");
+  Value* o = b.op("MatMul", {b.op("Reshape", {conv("v_conv", 5), flat}), b.op("Transpose", {p}, {Attribute::make_ints("perm", {0, 2, 1})})},
+                  {}, "out_bmm");
+  b.output(b.op("Reshape", {o, ints(b, "back", {2, C, 3, 2})}, {}, "out_view"));
+  FusionReport r = run_passes(b.graph(), {"Attention"});
+  CHECK(matched(r, "Attention") == 0);
+  CHECK(count_op(b.graph(), "Softmax") == 1);
+  CHECK_THAT(reasons(r, "Attention"), Contains("rule 4: channels-first attention MatMul 'out_bmm'"));
+  CHECK_THAT(reasons(r, "Attention"), Contains("Conv 'v_conv', a 1x1-convolution projection"));
+}

@@ -56,6 +56,35 @@ Value* torch_unbind_source(const Value* x, int64_t i, int64_t e) {
   return r->input(0);
 }
 
+// Channels-first attention (vision / diffusion blocks, e.g. the Stable Diffusion VAE's AttnBlock):
+// Q, K, V from 1×1 Convs as [B, C, H·W], scores bmm(qᵀ, k), output bmm(v, Pᵀ) reshaped back to
+// [B, C, H, W]. Exact as Attention(Transpose(q), Transpose(k), Transpose(v), num_heads = 1)
+// then Transpose(Y), but that re-layout is not implemented: the form is recognised (so the
+// report says why it stays unfused) and refused under rule 4, naming the Conv projection.
+std::string channels_first(Node* root, Node* mm, Plan& pl) {
+  if (mm->inputs.size() != 2 || !mm->input(0) || !mm->input(1)) return "no P·V MatMul";
+  Node* pt = mm->input(1)->producer;
+  if (!pt || !pt->is("Transpose") || pt->attr_ints("perm") != Perm{0, 2, 1} || !pt->input(0)) return "not Transpose(0,2,1,3)";
+  Node* sm = pt->input(0)->producer;
+  while (sm && is_passthrough(sm) && sm->input(0)) sm = sm->input(0)->producer;
+  if (!sm || !sm->is("Softmax")) return "not Transpose(0,2,1,3)";
+  // The V operand's source: through Reshape / Transpose / passthrough to a Conv (1×1 kernel)?
+  std::string conv;
+  const Node* n = mm->input(0)->producer;
+  for (int d = 0; d < 4 && n && !n->is("Conv"); ++d)
+    n = (n->is("Reshape") || n->is("Transpose") || is_passthrough(n)) && n->input(0) ? n->input(0)->producer : nullptr;
+  if (n && n->is("Conv")) {
+    const auto k = n->attr_ints("kernel_shape");
+    const bool one = !k.empty() && std::all_of(k.begin(), k.end(), [](int64_t x) { return x == 1; });
+    conv = " (V from " + n->label() + (one ? ", a 1x1-convolution projection" : "") + ")";
+  }
+  pl.core = {root, mm, pt, sm};
+  pl.fail = "rule 4: channels-first attention " + mm->label() + " = V [B, C, N] x P^T" + conv +
+            ": Attention takes Q/K/V as [B, S, heads*D]; the transposes that would make it one head over " +
+            "C channels are not implemented";
+  return "";
+}
+
 }  // namespace
 
 // Structural walk; "" on success (legality problems go to plan.fail).
@@ -64,6 +93,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl.root = root;
   if (!root->is("Reshape") || root->inputs.size() < 2 || !root->input(0) || !root->input(1)) return "not a Reshape";
   Node* tr = root->input(0) ? root->input(0)->producer : nullptr;
+  if (tr && tr->is("MatMul")) return channels_first(root, tr, pl);
   if (!tr || !tr->is("Transpose")) return "not Transpose(0,2,1,3)";
   // Seq-first output (torch nn.MultiheadAttention): [B, H, S, Dv] -> Transpose(2,0,1,3) [S, B, H, Dv],
   // or the flat [B·H, S, Dv] -> Transpose(1,0,2) [S, B·H, Dv]; then a 2-D Reshape [S·B, H·Dv].
