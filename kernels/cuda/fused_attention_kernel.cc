@@ -7,7 +7,7 @@
 //   outputs: Y [B,S,H·Dv], with a past also present_key/present_value
 //            [B,Hkv,Sp+Skv,D] = past ++ new keys (one copy kernel per tensor; the present is
 //            what the kernels read in place through their head strides). S = 1 over a cache: the
-//            split-KV (flash-decoding) kernel, fused_attention_decode.cu (kFlashDecodeDefault).
+//            split-KV (flash-decoding) kernel, fused_attention_decode.cu (kFlashDecodeMinKeys).
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
 //            causal, mask_filter_value (= -inf), masked_rows_zero (= 0), softcap (= 0: none; > 0 runs the generic kernel)
 #include <cmath>
@@ -84,10 +84,12 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   const RtTensor* past_k = in(5);
   const RtTensor* past_v = in(6);
   ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
-  // One new token over a cache: the split-KV decode kernel reads the present directly
-  // (opt-in until it has run on a GPU: FUSEOPT_FLASH_DECODE=1).
+  // One new token over a cache: the split-KV decode kernel reads the present directly.
+  // FUSEOPT_FLASH_DECODE=1/0 forces it on/off; unset, it runs from kFlashDecodeMinKeys keys on
+  // (below that the prefill kernels' fewer, longer blocks win: NOTES-perf.md v9).
   const char* fd_env = std::getenv("FUSEOPT_FLASH_DECODE");
-  const bool fd_on = fd_env && *fd_env ? std::string(fd_env) == "1" : cuda_fused::kFlashDecodeDefault;
+  const int64_t total_keys = past_k ? past_k->shape.size() == 4 ? past_k->shape[2] + Skv : Skv : Skv;
+  const bool fd_on = fd_env && *fd_env ? std::string(fd_env) == "1" : total_keys >= cuda_fused::kFlashDecodeMinKeys;
   const float softcap = node.attr_float("softcap", 0.0f);
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
   // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
