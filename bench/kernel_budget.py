@@ -24,13 +24,17 @@ import sys
 
 
 def ncu_kernels(ncu, fuserun, model, extra, iters, env):
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+    cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
+           "--csv", "--page", "raw",
            fuserun, model, "--no-cuda-graphs", "--warmup", "0", "--iters", str(iters), "-q"] + extra
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"kernel_budget: ncu failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-800:]}")
-    text = r.stdout[r.stdout.find('"ID"'):]
-    rows = list(csv.DictReader(io.StringIO(text)))
+    start = r.stdout.find('"ID"')
+    if start < 0:  # say what ncu said instead of counting nothing
+        tail = (r.stdout[-600:] + "\n" + r.stderr[-600:]).strip()
+        sys.exit(f"kernel_budget: no CSV table in ncu's output; its last lines:\n{tail}")
+    rows = list(csv.DictReader(io.StringIO(r.stdout[start:])))
     out = []
     for row in rows:
         try:
