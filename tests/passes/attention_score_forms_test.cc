@@ -25,7 +25,8 @@ constexpr int64_t B = 2, S = 5, H = 2, Dh = 4, D = H * Dh;
 const float kMin = -std::numeric_limits<float>::max();
 
 // One step of the scores program: M mul, D div, T tanh, G sigmoid, P HF additive key padding
-// (1 - m)·value, W Where(m, s, value), C Where(causal [S, S] table, s, value), B + float bias.
+// (1 - m)·value, W Where(m, s, value), C Where(causal [S, S] table, s, value), B + float bias,
+// K torch SDPA's is_causal term Where(Trilu(ones, upper=0) == 0, min, 0), U the same with upper=1.
 struct Step {
   char op;
   float value = 0;
@@ -75,6 +76,14 @@ void build(GraphBuilder& b, const std::vector<Step>& steps) {
         break;
       }
       case 'B': s = b.op("Add", {s, b.constant(n + "_bias", rand_tensor({1, H, S, S}, 7, -2, 2))}, {}, n); break;
+      case 'K':    // torch SDPA is_causal: Where(Trilu(ones [S, S], upper=0) == 0, min, 0) (value 1: upper=1, a near miss)
+      case 'U': {
+        Value* ones = b.op("Expand", {b.scalar(n + "_one", 1.0f), ints(b, n + "_ss", {S, S})});
+        Value* tri = b.op("Trilu", {ones}, {Attribute::make_int("upper", st.op == 'U' ? 1 : 0)});
+        Value* hidden = b.op("Equal", {tri, b.scalar(n + "_zero", 0.0f)});
+        s = b.op("Add", {s, b.op("Where", {hidden, b.scalar(n + "_fill", kMin), b.scalar(n + "_z", 0.0f)})}, {}, n);
+        break;
+      }
       default: FAIL("unknown step");
     }
   }
@@ -235,4 +244,22 @@ TEST_CASE("Attention rule 4: channels-first attention on 1x1-Conv projections is
   CHECK(count_op(b.graph(), "Softmax") == 1);
   CHECK_THAT(reasons(r, "Attention"), Contains("rule 4: channels-first attention MatMul 'out_bmm'"));
   CHECK_THAT(reasons(r, "Attention"), Contains("Conv 'v_conv', a 1x1-convolution projection"));
+}
+
+TEST_CASE("Attention: torch SDPA's is_causal Where(Trilu(ones) == 0, min, 0) is causal = 1", "[passes][Attention]") {
+  {
+    GraphBuilder b(17);
+    fused({{'M', 0.5f}, {'K'}, {'P', kMin}}, b);
+    const Node* a = attention(b.graph());
+    CHECK(a->attr_int("causal", 0) == 1);
+    CHECK(a->input(3));  // the padding is proven once the causal term is gone
+    CHECK((a->inputs.size() < 5 || a->input(4) == nullptr));
+  }
+  {  // near miss: the upper triangle (keys after the query visible, the past hidden) stays attn_bias
+    GraphBuilder b(17);
+    fused({{'M', 0.5f}, {'U'}}, b);
+    const Node* a = attention(b.graph());
+    CHECK(a->attr_int("causal", 1) == 0);
+    CHECK(a->input(4));
+  }
 }

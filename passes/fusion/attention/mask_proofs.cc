@@ -195,6 +195,38 @@ bool is_causal_trilu(const MaskTerm& t, const HeadPath& q) {
   return false;
 }
 
+// torch's SDPA is_causal decomposition (dynamo): Where(Trilu(c·ones [L, S], upper=0) == 0, fill, 0)
+// with c != 0 and fill <= -1e30: fill above the diagonal, top-left aligned. With L and S both
+// the query's sequence length (self-attention) top-left is bottom-right: causal = 1.
+bool is_causal_tril_where(const MaskTerm& t, const HeadPath& q) {
+  if (t.where || !t.v) return false;
+  const Node* w = t.v->producer;
+  if (!w || !w->is("Where") || w->inputs.size() != 3 || const_scalar(w->input(2)) != 0.0) return false;
+  auto fill = const_scalar(w->input(1));
+  if (!fill || !(*fill <= -1e30)) return false;
+  const Node* eq = w->input(0) ? w->input(0)->producer : nullptr;
+  if (!eq || !eq->is("Equal")) return false;
+  const Value* tv = const_scalar(eq->input(1)) == 0.0 ? eq->input(0) : (const_scalar(eq->input(0)) == 0.0 ? eq->input(1) : nullptr);
+  const Node* tr = tv ? tv->producer : nullptr;
+  if (!tr || !tr->is("Trilu") || tr->attr_int("upper", 1) != 0 || !tr->input(0)) return false;
+  auto k = tr->input(1) ? const_scalar(tr->input(1)) : std::optional<double>(0.0);
+  if (!k || *k != 0.0) return false;
+  const Node* ones = tr->input(0)->producer;
+  const Value* shp = nullptr;
+  if (ones && ones->is("Expand") && const_scalar(ones->input(0)) && *const_scalar(ones->input(0)) != 0.0) {
+    shp = ones->input(1);
+  } else if (ones && ones->is("ConstantOfShape")) {
+    const Attribute* a = ones->attr("value");
+    if (a && a->t && a->t->numel() == 1 && a->t->as_double(0) != 0.0) shp = ones->input(0);
+  }
+  auto sv = shp ? symbolic_value(shp) : std::nullopt;
+  if (!sv || sv->size() != 2) return false;
+  auto qs = src_dim(q, 1);
+  for (int i = 0; i < 2; ++i)
+    if (!entry_is_seq(shp, i, q) && !(qs && attn::dims_same((*sv)[i], *qs))) return false;
+  return true;
+}
+
 // Where(buffer[..., :S, :S] (as bool), s, fill) or Where(buffer[..., :S, :S] == 0, fill, s)
 // (nanoGPT / transformers-4 GPT-2) with `buffer` a constant lower-triangular [1, 1, N, N].
 bool is_causal_buffer(const MaskTerm& t, const HeadPath& q, const HeadPath& k) {

@@ -48,6 +48,8 @@ std::optional<BroadcastPadding> broadcast_key_padding(Value* t, int64_t heads);
 // ---- causal mask proofs ----------------------------------------------------------
 // Trilu(ConstantOfShape([S, S] or [1, 1, S, S], fill <= -1e30), k=1, upper=1).
 bool is_causal_trilu(const MaskTerm& t, const HeadPath& q);
+// torch SDPA is_causal: Where(Trilu(ones [S, S], upper=0) == 0, fill <= -1e30, 0), S the query length.
+bool is_causal_tril_where(const MaskTerm& t, const HeadPath& q);
 // Where(tril buffer[..., :S, :S], s, fill) / Where(buffer == 0, fill, s); with a KV cache
 // the rows [S_kv - S_q, S_kv) and columns [0, S_kv) of the buffer.
 bool is_causal_buffer(const MaskTerm& t, const HeadPath& q, const HeadPath& k);

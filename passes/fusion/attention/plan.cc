@@ -315,7 +315,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
-    if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k))) {
+    if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k) || is_causal_tril_where(*it, pl.q))) {
       pl.causal = true;
       it = pl.terms.erase(it);
     } else {
