@@ -177,4 +177,17 @@ std::optional<SymbolicContents> map_contents(const ShapeContext& c, const std::v
 // Numpy matmul shape (matmul.cc); fails on known, different inner dims.
 Shape matmul_shape(const ShapeContext& c, const Shape& a, const Shape& b);
 
+// A list operand given as an ints attribute (older opsets) or as input `input`
+// with known symbolic contents; nullopt when neither is known.
+inline std::optional<SymbolicContents> elems_operand(const ShapeContext& c, const char* attr, size_t input) {
+  if (const Attribute* a = c.node().attr(attr)) {
+    SymbolicContents r;
+    for (int64_t v : a->ints) r.push_back(SymExpr::constant(v));
+    return r;
+  }
+  if (!c.has_input(input)) return std::nullopt;
+  if (const SymbolicContents* s = c.input_contents(input)) return *s;
+  return std::nullopt;
+}
+
 }  // namespace fuseopt::shape_ops
