@@ -29,24 +29,6 @@ __global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, i
   }
 }
 
-// The same copy in 16-byte chunks (C per row of D elements) when every row and the new
-// tensor's strides are 16-byte aligned (D = 64/128 in fp16/bf16/fp32: always): the index
-// arithmetic runs once per 16 bytes instead of once per element, which made the word
-// kernel slower than the bytes it moves for thousands of cached tokens.
-__global__ void kv_append_vec_kernel(const uint4* past, const uint4* now, int64_t now_seq, int64_t now_batch,
-                                     uint4* present, int64_t Hkv, int64_t Sp, int64_t St, int64_t C, int64_t n) {
-  cuda_pdl::pdl_begin();  // PDL: before any global access (launched through pdl_launch)
-  CUDA_GRID_STRIDE(i, n) {
-    const int64_t c = i % C;
-    int64_t r = i / C;
-    const int64_t t = r % St;
-    r /= St;
-    const int64_t h = r % Hkv;
-    const int64_t b = r / Hkv;
-    present[i] = t < Sp ? past[((b * Hkv + h) * Sp + t) * C + c] : now[b * now_batch + (t - Sp) * now_seq + h * C + c];
-  }
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
@@ -60,7 +42,10 @@ void launch_kv_append(size_t elem_size, const void* past, const void* now, int64
       (now_batch * static_cast<int64_t>(elem_size)) % 16 == 0 && aligned16(past) && aligned16(now) && aligned16(present)) {
     const int64_t per16 = 16 / static_cast<int64_t>(elem_size);  // elements per chunk
     const int64_t C = row_bytes / 16, nv = B * Hkv * St * C;
-    cuda_pdl::pdl_launch(kv_append_vec_kernel, dim3(cuda::grid_for(nv)), dim3(cuda::kThreads), 0, stream,
+    // The same kernel over 16-byte words (C per row): the index arithmetic runs once per 16
+    // bytes instead of once per element, which made the per-element copy slower than the bytes
+    // it moves for thousands of cached tokens.
+    cuda_pdl::pdl_launch(kv_append_kernel<uint4>, dim3(cuda::grid_for(nv)), dim3(cuda::kThreads), 0, stream,
         static_cast<const uint4*>(past), static_cast<const uint4*>(now), now_seq / per16, now_batch / per16,
         static_cast<uint4*>(present), Hkv, Sp, St, C, nv);
     return;
