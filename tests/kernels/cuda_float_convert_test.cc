@@ -97,7 +97,7 @@ TEST_CASE("cuda float convert: every Float/Float16/BFloat16 pair equals the host
           void *x = nullptr, *y = nullptr;
           cuda_check::ck(cudaMalloc(&x, src.size()), "malloc");
           cuda_check::ck(cudaMalloc(&y, (n + 8) * 4), "malloc");
-          cuda_check::ck(cudaMemcpy(x, src.data(), src.size(), cudaMemcpyHostToDevice), "upload");
+          cuda_check::upload_bytes(x, src.data(), src.size());
           cuda_check::ck(cudaMemset(y, 0xff, (n + 8) * 4), "poison");  // NaN in every float type
           cuda_check::ck(cudaDeviceSynchronize(), "poison");  // ordered before a non-blocking stream
           char* ydst = static_cast<char*>(y) + offset * width(to);

@@ -37,7 +37,7 @@ std::vector<float> values(DType dt, size_t n, float lo, float hi) {
 void upload16(DType dt, void* dst, const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::Float16 ? float_to_half(v[i]) : float_to_bf16(v[i]);
-  ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+  cuda_check::upload_bytes(dst, h.data(), h.size() * 2);
 }
 
 std::vector<float> download16(DType dt, const void* src, size_t n) {

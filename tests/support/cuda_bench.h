@@ -45,7 +45,7 @@ struct DeviceBuffers {
     std::uniform_real_distribution<float> u(lo, hi);
     for (auto& x : h) x = float_to_half(u(cuda_check::rng()));
     void* p = alloc(n * 2);
-    cuda_check::ck(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+    cuda_check::upload_bytes(p, h.data(), h.size() * 2);
     return p;
   }
 };

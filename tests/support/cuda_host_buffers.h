@@ -37,12 +37,12 @@ inline std::vector<float> random_values(DType dt, size_t n, float lo, float hi) 
 
 inline void upload(DType dt, void* dst, const std::vector<float>& v) {
   if (dt == DType::Float) {
-    ck(cudaMemcpy(dst, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "upload");
+    upload_bytes(dst, v.data(), v.size() * 4);
     return;
   }
   std::vector<uint16_t> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
-  ck(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload");
+  upload_bytes(dst, h.data(), h.size() * 2);
 }
 
 inline std::vector<float> download(DType dt, const void* src, size_t n) {

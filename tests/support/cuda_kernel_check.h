@@ -46,6 +46,17 @@ inline void ck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw Error(std::string("CUDA test harness: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// Host -> device copy that has landed when it returns. A plain cudaMemcpy from
+// pageable memory may return once the bytes are staged, before the DMA reaches
+// the device, and it is ordered only on the legacy stream: a kernel then launched
+// on a non-blocking stream can read the old contents (seen under GPU load as
+// whole outputs wrong). The device synchronisation closes both gaps.
+inline void upload_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  ck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "upload");
+  ck(cudaDeviceSynchronize(), "upload (synchronize)");
+}
+
 inline std::mt19937& rng() {
   static std::mt19937 g(std::random_device{}());
   return g;
@@ -100,7 +111,7 @@ class DeviceContext final : public KernelContext {
       r.dtype = t->dtype == DType::Float ? float_dt : t->dtype;
       r.shape = t->dims;
       r.data = device_alloc(bytes.size());
-      if (!bytes.empty()) ck(cudaMemcpy(r.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
+      upload_bytes(r.data, bytes.data(), bytes.size());
       r.where = Backend::CUDA;
     }
     ins_.push_back(r);
