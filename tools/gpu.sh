@@ -179,9 +179,16 @@ models() {
     echo "FAIL fuseopt $0: $(tail -n 1 "'"$logs"'/$n.fuseopt.log")"' <"$work/models" || status=1
   while read -r name m; do
     local n="${name//\//_}"
-    for p in $precisions; do
-      echo "$name original $p $m/model.onnx $m/test_data_set_0 $logs/$n.original.$p.log" >>"$work/jobs"
-      [ -f "$work/$n.onnx" ] && echo "$name optimized $p $work/$n.onnx $m/test_data_set_0 $logs/$n.optimized.$p.log" >>"$work/jobs"
+    # Every reference set of the folder (test_data_set_0, the KV decoders' second step,
+    # the encoders' fully-masked-row set test_data_set_masked, ...).
+    local d tag
+    for d in "$m"/test_data_set_*/; do
+      d="${d%/}"
+      tag="${d##*/test_data_set_}"
+      for p in $precisions; do
+        echo "$name:$tag original $p $m/model.onnx $d $logs/$n.$tag.original.$p.log" >>"$work/jobs"
+        [ -f "$work/$n.onnx" ] && echo "$name:$tag optimized $p $work/$n.onnx $d $logs/$n.$tag.optimized.$p.log" >>"$work/jobs"
+      done
     done
   done <"$work/models"
   echo "== fuserun --backend cuda --check: $(wc -l <"$work/jobs") runs, $jobs at a time, precisions: $precisions, extra: $*"
