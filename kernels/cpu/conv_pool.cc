@@ -40,7 +40,9 @@ FUSEOPT_KERNEL(cpu_Conv, "", "Conv", Backend::CPU, {DType::Float}) {
   std::vector<int64_t> ks = ctx.node().attr_ints("kernel_shape", k_sp);
   MATH_CHECK(ctx, ks == k_sp, "kernel_shape " << shape_str(ks) << " differs from W " << shape_str(w->shape));
   std::vector<Axis> axes = spatial_geometry(ctx, in_sp, k_sp, false);
-  auto [ah, aw] = as_2d(axes);
+  // Not a structured binding: the parallel_for lambda below captures them (clang < 16 cannot).
+  const std::pair<Axis, Axis> hw = as_2d(axes);
+  const Axis &ah = hw.first, &aw = hw.second;
   std::vector<int64_t> out_shape{N, OC};
   for (const Axis& a : axes) out_shape.push_back(a.out);
   RtTensor* y = ctx.output(0, DType::Float, out_shape);
@@ -95,7 +97,9 @@ void pool_impl(KernelContext& ctx, bool is_max) {
   std::vector<int64_t> in_sp(x->shape.begin() + 2, x->shape.end());
   MATH_CHECK(ctx, ks.size() == in_sp.size(), "kernel_shape " << shape_str(ks) << " does not match input " << shape_str(x->shape));
   std::vector<Axis> axes = spatial_geometry(ctx, in_sp, ks, true);
-  auto [ah, aw] = as_2d(axes);
+  // Not a structured binding: the parallel_for lambda below captures them (clang < 16 cannot).
+  const std::pair<Axis, Axis> hw = as_2d(axes);
+  const Axis &ah = hw.first, &aw = hw.second;
   const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
   std::vector<int64_t> out_shape{x->shape[0], x->shape[1]};
   for (const Axis& a : axes) out_shape.push_back(a.out);
