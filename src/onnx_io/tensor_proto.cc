@@ -101,7 +101,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     } else if (p.has_raw_data()) {
       FUSE_CHECK(p.raw_data().size() == need, "raw data is " << p.raw_data().size() << " bytes, shape needs " << need);
       t.bytes.resize(need);
-      std::memcpy(t.bytes.data(), p.raw_data().data(), t.bytes.size());
+      if (need) std::memcpy(t.bytes.data(), p.raw_data().data(), need);  // an empty vector's data() may be null
     } else {
       switch (dt) {
         case DType::Float: copy_field<decltype(p.float_data()), float>(p.float_data(), t); break;
