@@ -168,7 +168,8 @@ TEST_CASE("onnx_io: External::Never and the default write one self-contained fil
   const fs::path out2 = tmp.path / "never.onnx";
   save_model(*g, out2.string(), never);
   CHECK_FALSE(fs::exists(tmp.path / "never.onnx.data"));
-  const auto& w = initializer(read_proto(out2), "w");
+  const onnx::ModelProto written = read_proto(out2);  // w refers into it: it must outlive w
+  const auto& w = initializer(written, "w");
   CHECK(w.data_location() != onnx::TensorProto::EXTERNAL);
   CHECK(load_model(out2.string())->find("w")->const_data->bytes == g->find("w")->const_data->bytes);
 }
