@@ -1,7 +1,7 @@
-// Numpy-style broadcasting for CPU kernels: the broadcast output shape of
-// several inputs, each input's strides as seen from that output (0 on a
-// broadcast dim), and a loop that walks the output once with one running
-// offset per input, so a kernel never recomputes multi-indices.
+// Numpy-style broadcasting for CPU kernels: the broadcast output shape and
+// each input's strides as seen from it (kernels/common/broadcast.h, shared
+// with CUDA), and a loop that walks the output once with one running offset
+// per input, so a kernel never recomputes multi-indices.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -9,48 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
 #include "ir/tensor.h"
-#include "util/error.h"
+#include "kernels/common/broadcast.h"
 
 namespace fuseopt::cpu {
 
-// Right-aligned numpy broadcast of `shapes`; throws Error naming `node` and
-// every shape when two dims differ and neither is 1.
-inline std::vector<int64_t> broadcast_shape(const std::vector<std::vector<int64_t>>& shapes,
-                                            const Node& node) {
-  size_t rank = 0;
-  for (const auto& s : shapes) rank = std::max(rank, s.size());
-  std::vector<int64_t> out(rank, 1);
-  for (const auto& s : shapes) {
-    const size_t lead = rank - s.size();
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& o = out[lead + i];
-      const int64_t d = s[i];
-      if (d == o || d == 1) continue;
-      if (o == 1) { o = d; continue; }
-      std::string all;
-      for (const auto& t : shapes) all += (all.empty() ? "" : " vs ") + shape_str(t);
-      throw Error(node.label() + ": shapes cannot be broadcast: " + all);
-    }
-  }
-  return out;
-}
-
-// Strides (in elements) of a dense tensor of shape `in` read as if it had the
-// broadcast shape `out`: right-aligned, 0 where `in` is 1 (or missing).
-inline std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in,
-                                              const std::vector<int64_t>& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t stride = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    const size_t i = in.size() - 1 - k;
-    const size_t o = out.size() - 1 - k;
-    strides[o] = in[i] == 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  return strides;
-}
+// The shape and stride helpers are the backends' shared ones (kernels/common/broadcast.h).
+using dm::broadcast_shape;
+using dm::broadcast_strides;
 
 // Calls f(out_index, offsets) for every element of `out_shape` in row-major
 // order; offsets[k] is the element offset into input k (whose broadcast

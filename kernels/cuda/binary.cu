@@ -80,7 +80,7 @@ void launch_binary(KernelContext& ctx, const T* a, const std::vector<int64_t>& a
   if (n == 0) return;
   const bool linear = shape_numel(as) == n && shape_numel(bs) == n;
   BcastIndex<2> ix{};
-  if (!linear) ix = make_index<2>(ctx, out_shape, {bcast_strides(as, out_shape), bcast_strides(bs, out_shape)});
+  if (!linear) ix = make_index<2>(ctx, out_shape, {broadcast_strides(as, out_shape), broadcast_strides(bs, out_shape)});
   if (linear)
     binary_kernel<T, O, OP, true><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(a, b, static_cast<O*>(y), n, ix);
   else
@@ -92,7 +92,7 @@ template <Bin OP, int KINDS> void run_binary(KernelContext& ctx) {
   const RtTensor& a = req_input(ctx, 0);
   const RtTensor& b = req_input(ctx, 1);
   DM_CHECK(ctx, a.dtype == b.dtype, "input dtypes differ: " << dtype_name(a.dtype) << " vs " << dtype_name(b.dtype));
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {a.shape, b.shape});
+  const std::vector<int64_t> out_shape = broadcast_shape({a.shape, b.shape}, ctx.node());
   RtTensor* y = ctx.output(0, is_compare(OP) ? DType::Bool : a.dtype, out_shape);
   auto go = [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -129,7 +129,7 @@ void run_logic(KernelContext& ctx, Bin op) {
   const RtTensor& b = req_input(ctx, 1);
   DM_CHECK(ctx, a.dtype == DType::Bool && b.dtype == DType::Bool,
            "expects bool inputs, got " << dtype_name(a.dtype) << " and " << dtype_name(b.dtype));
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {a.shape, b.shape});
+  const std::vector<int64_t> out_shape = broadcast_shape({a.shape, b.shape}, ctx.node());
   RtTensor* y = ctx.output(0, DType::Bool, out_shape);
   if (op == Bin::And) launch_binary<Bin::And, bool>(ctx, a.ptr<bool>(), a.shape, b.ptr<bool>(), b.shape, y->data, out_shape);
   if (op == Bin::Or) launch_binary<Bin::Or, bool>(ctx, a.ptr<bool>(), a.shape, b.ptr<bool>(), b.shape, y->data, out_shape);
@@ -174,13 +174,13 @@ __global__ void pow_kernel(const T* __restrict__ a, const E* __restrict__ b, T* 
 FUSEOPT_KERNEL(CudaPow, "", "Pow", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
   const RtTensor& a = req_input(ctx, 0);
   const RtTensor& b = req_input(ctx, 1);
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {a.shape, b.shape});
+  const std::vector<int64_t> out_shape = broadcast_shape({a.shape, b.shape}, ctx.node());
   RtTensor* y = ctx.output(0, a.dtype, out_shape);
   const int64_t n = shape_numel(out_shape);
   if (n == 0) return;
   const bool linear = a.numel() == n && b.numel() == n;
   BcastIndex<2> ix{};
-  if (!linear) ix = make_index<2>(ctx, out_shape, {bcast_strides(a.shape, out_shape), bcast_strides(b.shape, out_shape)});
+  if (!linear) ix = make_index<2>(ctx, out_shape, {broadcast_strides(a.shape, out_shape), broadcast_strides(b.shape, out_shape)});
   auto with_base = [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto with_e = [&](auto etag) {
@@ -231,14 +231,14 @@ template <Bin OP> void run_variadic(KernelContext& ctx, bool mean) {
                                                                      << dtype_name(t->dtype));
     shapes.push_back(t->shape);
   }
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, shapes);
+  const std::vector<int64_t> out_shape = broadcast_shape(shapes, ctx.node());
   RtTensor* y = ctx.output(0, ins[0]->dtype, out_shape);
   const int64_t n = shape_numel(out_shape);
   if (n == 0) return;
   dispatch_numeric(ctx, ins[0]->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (ins.size() == 1) {
-      auto ix = make_index<1>(ctx, out_shape, {bcast_strides(ins[0]->shape, out_shape)});
+      auto ix = make_index<1>(ctx, out_shape, {broadcast_strides(ins[0]->shape, out_shape)});
       bcast_copy_kernel<T><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(ins[0]->ptr<T>(), y->ptr<T>(), n, ix);
       check_launch(ctx);
     } else {

@@ -48,13 +48,13 @@ template <int OP> void run_bits(KernelContext& ctx) {
   const RtTensor& a = req_input(ctx, 0);
   const RtTensor& b = req_input(ctx, 1);
   DM_CHECK(ctx, a.dtype == b.dtype, "input dtypes differ: " << dtype_name(a.dtype) << " vs " << dtype_name(b.dtype));
-  const std::vector<int64_t> shape = broadcast_shapes(ctx, {a.shape, b.shape});
+  const std::vector<int64_t> shape = broadcast_shape({a.shape, b.shape}, ctx.node());
   RtTensor* y = ctx.output(0, a.dtype, shape);
   const int64_t n = shape_numel(shape);
   if (!n) return;
   const bool linear = a.numel() == n && b.numel() == n;
   BcastIndex<2> ix{};
-  if (!linear) ix = make_index<2>(ctx, shape, {bcast_strides(a.shape, shape), bcast_strides(b.shape, shape)});
+  if (!linear) ix = make_index<2>(ctx, shape, {broadcast_strides(a.shape, shape), broadcast_strides(b.shape, shape)});
   visit_int(ctx, a.dtype, OP >= 3, [&](auto tag) {
     using T = typename decltype(tag)::type;
     bits_kernel<T, OP><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(a.ptr<T>(), b.ptr<T>(), y->ptr<T>(), n, ix, linear);

@@ -293,18 +293,6 @@ __global__ void __launch_bounds__(kThreads) decode_merge(DecodeArgs a) {
   }
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return sms;
-}
-
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group H / Hkv and keeps
 // GB · D within kMaxGD (1 on the scalar path).
 int heads_per_block(int H, int Hkv, int Dh, int Dv, bool vec) {

@@ -1,33 +1,50 @@
-// Host-side helpers shared by the GEMM and fused-op CUDA kernels (H6b):
-// error checking that turns CUDA/cuBLASLt failures into fuseopt::Error, and
-// small utilities for reading the float tensors those kernels accept.
-// Usable from .cc (g++) and .cu (nvcc) files alike.
+// The host half of the CUDA helper stack, shared by every CUDA kernel (the
+// generic ops through cuda_common.cuh, the GEMM and fused ops directly):
+// CUDA errors turned into fuseopt::Error, the stream and SM count, and small
+// checks on the float tensors the fused kernels accept. No nvcc needed: it is
+// includable from .cc and .cu files alike. The device half is fused_device.cuh;
+// broadcasting is kernels/common/broadcast.h.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ir/tensor.h"
+#include "kernels/common/broadcast.h"
 #include "runtime/kernel.h"
 #include "util/error.h"
 
 namespace fuseopt::cuda_fused {
 
+// Throws Error "<where>: <what>: <CUDA's error string>" for a failed call; every
+// CUDA error check in kernels/cuda ends here.
+[[noreturn]] inline void throw_cuda_error(cudaError_t e, const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what + ": " + cudaGetErrorString(e));
+}
+
+// `where` is a stream expression (node.label(), "LayerNorm"), formatted only on failure.
 #define FUSED_CUDA_CHECK(expr, where)                                                          \
   do {                                                                                         \
     cudaError_t fused_err_ = (expr);                                                           \
-    FUSE_CHECK(fused_err_ == cudaSuccess, where << ": " #expr " failed: "                      \
-                                                << cudaGetErrorString(fused_err_));            \
+    if (fused_err_ != cudaSuccess) {                                                           \
+      std::ostringstream fused_where_;                                                         \
+      fused_where_ << where;                                                                   \
+      ::fuseopt::cuda_fused::throw_cuda_error(fused_err_, fused_where_.str(), #expr " failed"); \
+    }                                                                                          \
   } while (0)
 
 // After a launch: a bad configuration shows up here, not at the launch.
 #define FUSED_LAUNCH_CHECK(where)                                                              \
   do {                                                                                         \
     cudaError_t fused_err_ = cudaGetLastError();                                               \
-    FUSE_CHECK(fused_err_ == cudaSuccess, where << ": kernel launch failed: "                  \
-                                                << cudaGetErrorString(fused_err_));            \
+    if (fused_err_ != cudaSuccess) {                                                           \
+      std::ostringstream fused_where_;                                                         \
+      fused_where_ << where;                                                                   \
+      ::fuseopt::cuda_fused::throw_cuda_error(fused_err_, fused_where_.str(), "kernel launch failed"); \
+    }                                                                                          \
   } while (0)
 
 inline bool is_gpu_float(DType t) {
@@ -43,6 +60,20 @@ inline int64_t prod(const std::vector<int64_t>& s, size_t end) {
   return p;
 }
 
+// Multiprocessors of the device current at the first call (132 on an H200;
+// also the fallback when the query fails), for sizing grids.
+inline int sm_count() {
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return sms;
+}
+
 // Checks that an optional per-feature vector (gamma, beta, bias) has D elements.
 inline void check_vector(const KernelContext& ctx, const RtTensor* t, int64_t d, const char* what) {
   if (!t) return;
@@ -56,18 +87,9 @@ inline void check_same_dtype(const KernelContext& ctx, const RtTensor* t, DType 
                                                 << " but the op runs in " << dtype_name(dt));
 }
 
-// Numpy broadcast of two shapes; throws Error naming the node.
+// Numpy broadcast of two shapes; throws Error naming the node (dm::broadcast_shape).
 inline std::vector<int64_t> broadcast2(const Node& n, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  const size_t r = a.size() > b.size() ? a.size() : b.size();
-  std::vector<int64_t> out(r, 1);
-  for (size_t k = 0; k < r; ++k) {
-    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    FUSE_CHECK(da == db || da == 1 || db == 1,
-               n.label() << ": shapes " << shape_str(a) << " and " << shape_str(b) << " do not broadcast");
-    out[k] = da == 1 ? db : da;
-  }
-  return out;
+  return dm::broadcast_shape({a, b}, n);
 }
 
 // True when `s` without its leading 1s equals the trailing dims of `out`:

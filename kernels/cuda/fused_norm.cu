@@ -31,23 +31,6 @@ using cuda_pdl::pdl_launch;
 
 constexpr int kWarpRowsPerBlock = 4;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sum over the block; every thread gets the result.
-__device__ float block_sum(float v, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
-  __syncthreads();  // `red` may still be read from a previous reduction
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float t = lane < nwarps ? red[lane] : 0.f;
-  return warp_sum(t);
-}
-
 template <class T, int N>
 __global__ void norm_kernel(NormArgs a) {
   extern __shared__ float row_cache[];

@@ -64,7 +64,7 @@ FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA SkipLayerNorm supports float/float16/bfloat16");
   for (const RtTensor* t : {skip, gamma, beta, bias}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
   FUSE_CHECK(x->rank() >= 1 && skip->rank() >= 1, n.label() << ": SkipLayerNorm inputs need rank >= 1");
-  const std::vector<int64_t> shape = cuda_fused::broadcast2(n, x->shape, skip->shape);
+  const std::vector<int64_t> shape = dm::broadcast_shape({x->shape, skip->shape}, n);
   FUSE_CHECK(x->shape.back() == shape.back() && skip->shape.back() == shape.back(),
              n.label() << ": SkipLayerNorm X " << shape_str(x->shape) << " and skip " << shape_str(skip->shape)
                        << " must share the last dim");
@@ -108,7 +108,7 @@ FUSEOPT_KERNEL(CudaFusedAddRelu, "fuseopt", "AddRelu", Backend::CUDA, {DType::Fl
   const DType dt = a->dtype;
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA AddRelu supports float/float16/bfloat16");
   cuda_fused::check_same_dtype(ctx, b, dt, "B");
-  const std::vector<int64_t> shape = cuda_fused::broadcast2(n, a->shape, b->shape);
+  const std::vector<int64_t> shape = dm::broadcast_shape({a->shape, b->shape}, n);
   RtTensor* y = ctx.output(0, dt, shape);
   const int64_t total = y->numel();
   if (total == 0) return;
@@ -121,17 +121,12 @@ FUSEOPT_KERNEL(CudaFusedAddRelu, "fuseopt", "AddRelu", Backend::CUDA, {DType::Fl
              n.label() << ": CUDA AddRelu supports rank <= " << cuda_fused::kMaxBroadcastRank);
   cuda_fused::BroadcastShape bs;
   bs.rank = static_cast<int>(shape.size());
-  auto fill = [&](const std::vector<int64_t>& s, int64_t* strides) {
-    int64_t stride = 1;
-    for (int k = bs.rank - 1, i = static_cast<int>(s.size()) - 1; k >= 0; --k, --i) {
-      const int64_t dim = i >= 0 ? s[i] : 1;
-      strides[k] = dim == 1 ? 0 : stride;
-      stride *= dim;
-    }
-  };
-  for (int k = 0; k < bs.rank; ++k) bs.out_dims[k] = shape[k];
-  fill(a->shape, bs.a_strides);
-  fill(b->shape, bs.b_strides);
+  const std::vector<int64_t> sa = dm::broadcast_strides(a->shape, shape), sb = dm::broadcast_strides(b->shape, shape);
+  for (int k = 0; k < bs.rank; ++k) {
+    bs.out_dims[k] = shape[k];
+    bs.a_strides[k] = sa[k];
+    bs.b_strides[k] = sb[k];
+  }
   cuda_fused::launch_add_relu(dt, a->data, b->data, y->data, total, &bs, stream);
 }
 

@@ -108,9 +108,9 @@ FUSEOPT_KERNEL(CudaExpand, "", "Expand", Backend::CUDA, {}) {
   DM_CHECK(ctx, s, "missing the shape input");
   const std::vector<int64_t> shape = read_ints(ctx, *s);
   for (int64_t d : shape) DM_CHECK(ctx, d >= 0, "negative dim in shape " << shape_str(shape));
-  const std::vector<int64_t> out_shape = broadcast_shapes(ctx, {x.shape, shape});
+  const std::vector<int64_t> out_shape = broadcast_shape({x.shape, shape}, ctx.node());
   RtTensor* y = ctx.output(0, x.dtype, out_shape);
-  launch_strided(ctx, x, 0, y, out_shape, bcast_strides(x.shape, out_shape));
+  launch_strided(ctx, x, 0, y, out_shape, broadcast_strides(x.shape, out_shape));
 }
 
 FUSEOPT_KERNEL(CudaTile, "", "Tile", Backend::CUDA, {}) {

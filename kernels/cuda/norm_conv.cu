@@ -64,7 +64,7 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
   const std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
   for (const RtTensor* t : {scale, bias}) {
     if (!t) continue;
-    DM_CHECK(ctx, broadcast_shapes(ctx, {t->shape, norm_shape}) == norm_shape,
+    DM_CHECK(ctx, broadcast_shape({t->shape, norm_shape}, ctx.node()) == norm_shape,
              "Scale/B " << shape_str(t->shape) << " does not broadcast to " << shape_str(norm_shape));
     DM_CHECK(ctx, t->dtype == scale->dtype, "Scale and B dtypes differ");
   }
@@ -72,7 +72,7 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
   BcastIndex<2> pix{};
   if (!dense)
     pix = make_index<2>(ctx, norm_shape,
-                        {bcast_strides(scale->shape, norm_shape), bcast_strides(bias ? bias->shape : scale->shape, norm_shape)});
+                        {broadcast_strides(scale->shape, norm_shape), broadcast_strides(bias ? bias->shape : scale->shape, norm_shape)});
   RtTensor* y = ctx.output(0, x.dtype, x.shape);
   std::vector<int64_t> stat_shape = x.shape;
   for (int64_t i = axis; i < rank; ++i) stat_shape[i] = 1;

@@ -45,11 +45,11 @@ FUSEOPT_KERNEL(CudaRMSNormalization, "", "RMSNormalization", Backend::CUDA,
   const float eps = ctx.node().attr_float("epsilon", 1e-5f);
   const int64_t rows = dm::prod(x.shape, 0, axis), D = dm::prod(x.shape, axis, rank);
   const std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
-  DM_CHECK(ctx, broadcast_shapes(ctx, {scale->shape, norm_shape}) == norm_shape,
+  DM_CHECK(ctx, broadcast_shape({scale->shape, norm_shape}, ctx.node()) == norm_shape,
            "scale " << shape_str(scale->shape) << " does not broadcast to " << shape_str(norm_shape));
   const bool dense = scale->numel() == D;
   BcastIndex<1> pix{};
-  if (!dense) pix = make_index<1>(ctx, norm_shape, {bcast_strides(scale->shape, norm_shape)});
+  if (!dense) pix = make_index<1>(ctx, norm_shape, {broadcast_strides(scale->shape, norm_shape)});
   RtTensor* y = ctx.output(0, x.dtype, x.shape);
   if (!rows || !D) return;
   const int threads = D >= 4096 ? 512 : D >= 512 ? 256 : D >= 128 ? 128 : 32;
