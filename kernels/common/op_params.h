@@ -204,6 +204,40 @@ inline std::vector<uint8_t> pad_value_bytes(KernelContext& ctx, DType dt) {
   return bytes;
 }
 
+// Concat: the axis (attribute `axis`, required) and the output shape. Every
+// input must be present, have the first's rank and dtype, and match it off
+// the axis; the error lists every input's shape.
+struct ConcatParams {
+  int64_t axis = 0;
+  std::vector<int64_t> out_shape;
+};
+
+inline ConcatParams resolve_concat(KernelContext& ctx) {
+  const RtTensor& first = req_input(ctx, 0);
+  DM_CHECK(ctx, ctx.node().has_attr("axis"), "needs the axis attribute");
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  DM_CHECK(ctx, rank >= 1, "cannot concatenate scalars");
+  ConcatParams p;
+  p.axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
+  p.out_shape = first.shape;
+  p.out_shape[p.axis] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const RtTensor& t = req_input(ctx, i);
+    bool ok = t.rank() == first.rank() && t.dtype == first.dtype;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == p.axis || t.shape[d] == first.shape[d];
+    if (!ok) {
+      std::string all;
+      for (size_t k = 0; k < ctx.num_inputs(); ++k) {
+        const RtTensor* s = ctx.input(k);
+        all += (k ? ", " : "") + (s ? shape_str(s->shape) : std::string("<none>"));
+      }
+      DM_CHECK(ctx, false, "inputs cannot be concatenated on axis " << p.axis << ": " << all);
+    }
+    p.out_shape[p.axis] += t.shape[p.axis];
+  }
+  return p;
+}
+
 // Split sizes: the `split` input (opset >= 13) or attribute (< 13); else
 // `num_outputs` (opset 18, last chunk smaller); else equal parts.
 inline std::vector<int64_t> split_sizes(KernelContext& ctx, int64_t dim, int64_t n) {

@@ -6,36 +6,13 @@
 #include "kernels/cpu/dm_util.h"
 
 namespace fuseopt {
-namespace {
-
 using namespace dm;
-
-std::string shapes_of(KernelContext& ctx) {
-  std::string s;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const RtTensor* t = ctx.input(i);
-    s += (i ? ", " : "") + (t ? shape_str(t->shape) : std::string("<none>"));
-  }
-  return s;
-}
-
-}  // namespace
 
 FUSEOPT_KERNEL(CpuConcat, "", "Concat", Backend::CPU, {}) {
   const RtTensor& first = req_input(ctx, 0);
-  DM_CHECK(ctx, ctx.node().has_attr("axis"), "needs the axis attribute");
-  const int64_t rank = static_cast<int64_t>(first.rank());
-  DM_CHECK(ctx, rank >= 1, "cannot concatenate scalars");
-  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
-  std::vector<int64_t> out_shape = first.shape;
-  out_shape[axis] = 0;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const RtTensor& t = req_input(ctx, i);
-    bool ok = t.rank() == first.rank() && t.dtype == first.dtype;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis || t.shape[d] == first.shape[d];
-    DM_CHECK(ctx, ok, "inputs cannot be concatenated on axis " << axis << ": " << shapes_of(ctx));
-    out_shape[axis] += t.shape[axis];
-  }
+  const ConcatParams cp = resolve_concat(ctx);  // shared with CUDA
+  const int64_t rank = static_cast<int64_t>(first.rank()), axis = cp.axis;
+  const std::vector<int64_t>& out_shape = cp.out_shape;
   RtTensor* y = ctx.output(0, first.dtype, out_shape);
   const size_t es = elem_size(ctx, first.dtype);
   const int64_t outer = prod(out_shape, 0, axis);

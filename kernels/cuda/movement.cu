@@ -194,22 +194,9 @@ void copy_2d(KernelContext& ctx, void* dst, size_t dpitch, const void* src, size
 
 FUSEOPT_KERNEL(CudaConcat, "", "Concat", Backend::CUDA, {}) {
   const RtTensor& first = req_input(ctx, 0);
-  DM_CHECK(ctx, ctx.node().has_attr("axis"), "needs the axis attribute");
-  const int64_t rank = static_cast<int64_t>(first.rank());
-  DM_CHECK(ctx, rank >= 1, "cannot concatenate scalars");
-  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", 0), rank);
-  std::vector<int64_t> out_shape = first.shape;
-  out_shape[axis] = 0;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const RtTensor& t = req_input(ctx, i);
-    bool ok = t.rank() == first.rank() && t.dtype == first.dtype;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis || t.shape[d] == first.shape[d];
-    std::string all;
-    if (!ok)
-      for (size_t k = 0; k < ctx.num_inputs(); ++k) all += (k ? ", " : "") + shape_str(req_input(ctx, k).shape);
-    DM_CHECK(ctx, ok, "inputs cannot be concatenated on axis " << axis << ": " << all);
-    out_shape[axis] += t.shape[axis];
-  }
+  const dm::ConcatParams cp = dm::resolve_concat(ctx);  // shared with the CPU reference
+  const int64_t rank = static_cast<int64_t>(first.rank()), axis = cp.axis;
+  const std::vector<int64_t>& out_shape = cp.out_shape;
   RtTensor* y = ctx.output(0, first.dtype, out_shape);
   const size_t es = dtype_size(first.dtype);
   const size_t outer = static_cast<size_t>(dm::prod(out_shape, 0, axis));
