@@ -25,10 +25,12 @@
 // score is -inf gives NaN, as the unfused Softmax does; finfo.min masks give a
 // uniform row, as they do in the original graph.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "kernels/common/fused_attention_params.h"
 #include "runtime/kernel.h"
 #include "runtime/parallel.h"
 #include "util/error.h"
@@ -60,62 +62,33 @@ struct BiasView {
 
 FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::Float}) {
   const Node& node = ctx.node();
-  const RtTensor* q = ctx.input(0);
-  const RtTensor* k = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;
-  const RtTensor* v = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
-  const RtTensor* mask = ctx.num_inputs() > 3 ? ctx.input(3) : nullptr;
-  const RtTensor* bias = ctx.num_inputs() > 4 ? ctx.input(4) : nullptr;
-  ATT_CHECK(q, "query input is required");
-  ATT_CHECK((k == nullptr) == (v == nullptr), "key and value must both be given or both be omitted");
-  const int64_t H = node.attr_int("num_heads", 0);
-  const int64_t Hkv = node.attr_int("kv_num_heads", H);
-  ATT_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0,
-            "num_heads " << H << " must be positive and a multiple of kv_num_heads " << Hkv);
-  ATT_CHECK(q->rank() == 3, "query must be [B, S, hidden], got rank " << q->rank());
-  const int64_t B = q->shape[0], S = q->shape[1];
-  const bool packed = k == nullptr;
-
-  int64_t Dh = 0, Dv = 0, Skv = 0, q_row = 0, k_row = 0, v_row = 0;
+  const dm::AttentionInputs in = dm::attention_inputs(ctx);  // checks shared with CUDA
+  const dm::AttentionLayout l = dm::resolve_attention_layout(
+      ctx, in, {DType::Float, "key and value must be float like the query", "past_key/past_value must be float"});
+  const RtTensor* q = in.q;
+  const RtTensor* mask = in.mask;
+  const RtTensor* bias = in.bias;
+  const int64_t H = l.H, Hkv = l.Hkv, B = l.B, S = l.S, Dh = l.Dh, Dv = l.Dv;
+  int64_t Skv = l.Skv, q_row = 0, k_row = 0, v_row = 0;
   const float *qp = q->ptr<float>(), *kp = nullptr, *vp = nullptr;
-  if (packed) {
-    ATT_CHECK(q->shape[2] % (H + 2 * Hkv) == 0,
-              "packed QKV width " << q->shape[2] << " is not (num_heads + 2*kv_num_heads) * head_dim");
-    Dh = Dv = q->shape[2] / (H + 2 * Hkv);
-    Skv = S;
+  if (l.packed) {
     q_row = k_row = v_row = q->shape[2];
     kp = qp + H * Dh;
     vp = qp + (H + Hkv) * Dh;
   } else {
-    ATT_CHECK(k->rank() == 3 && v->rank() == 3, "key and value must be [B, S_kv, hidden]");
-    ATT_CHECK(k->dtype == DType::Float && v->dtype == DType::Float, "key and value must be float like the query");
-    ATT_CHECK(q->shape[2] % H == 0, "query width " << q->shape[2] << " is not a multiple of num_heads " << H);
-    Dh = q->shape[2] / H;
-    ATT_CHECK(k->shape[2] == Hkv * Dh, "key width " << k->shape[2] << " != kv_num_heads * head_dim " << Hkv * Dh);
-    ATT_CHECK(v->shape[2] % Hkv == 0, "value width " << v->shape[2] << " is not a multiple of kv_num_heads");
-    Dv = v->shape[2] / Hkv;
-    ATT_CHECK(k->shape[0] == B && v->shape[0] == B, "batch of key/value differs from the query's");
-    Skv = k->shape[1];
-    ATT_CHECK(v->shape[1] == Skv, "key and value sequence lengths differ");
     q_row = H * Dh;
     k_row = Hkv * Dh;
     v_row = Hkv * Dv;
-    kp = k->ptr<float>();
-    vp = v->ptr<float>();
+    kp = in.k->ptr<float>();
+    vp = in.v->ptr<float>();
   }
   // KV cache: present = Concat(past, new keys as [B, Hkv, S_new, D]) along the sequence;
   // attention then reads the present keys, laid out [B, S_kv, Hkv·D] like `key`.
-  const RtTensor* past_k = ctx.num_inputs() > 5 ? ctx.input(5) : nullptr;
-  const RtTensor* past_v = ctx.num_inputs() > 6 ? ctx.input(6) : nullptr;
-  ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
+  const RtTensor* past_k = in.past_k;
+  const RtTensor* past_v = in.past_v;
   std::vector<float> k_all, v_all;
   if (past_k) {
-    ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
-    ATT_CHECK(past_k->dtype == DType::Float && past_v->dtype == DType::Float, "past_key/past_value must be float");
-    const int64_t Sp = past_k->shape[2];
-    ATT_CHECK(past_k->shape[0] == B && past_k->shape[1] == Hkv && past_k->shape[3] == Dh,
-              "past_key must be [" << B << ", " << Hkv << ", S_past, " << Dh << "]");
-    ATT_CHECK(past_v->shape[0] == B && past_v->shape[1] == Hkv && past_v->shape[2] == Sp && past_v->shape[3] == Dv,
-              "past_value must be [" << B << ", " << Hkv << ", " << Sp << ", " << Dv << "]");
+    const int64_t Sp = l.Sp;
     const int64_t St = Sp + Skv;
     auto concat = [&](const RtTensor* past, const float* now, int64_t now_row, int64_t d, size_t out,
                       std::vector<float>& all) {
@@ -153,25 +126,14 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
   const float softcap = node.attr_float("softcap", 0.0f);
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
 
-  if (mask) {
-    ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
-              "mask must be [B, S_kv] = [" << B << ", " << Skv << "]");
-  }
+  if (mask) dm::check_attention_mask(ctx, *mask, B, Skv);
   BiasView bv;
   if (bias) {
     ATT_CHECK(bias->dtype == DType::Float || bias->dtype == DType::Bool, "attn_bias must be float or bool");
-    ATT_CHECK(bias->rank() <= 4, "attn_bias rank " << bias->rank() << " > 4");
+    const std::array<int64_t, 4> st = dm::attention_bias_strides(ctx, *bias, B, H, S, Skv);
     bv.t = bias;
     bv.is_bool = bias->dtype == DType::Bool;
-    const int64_t full[4] = {B, H, S, Skv};
-    int64_t stride = 1;
-    for (int d = 3, bd = static_cast<int>(bias->rank()) - 1; d >= 0; --d, --bd) {
-      if (bd < 0) { bv.stride[d] = 0; continue; }
-      int64_t n = bias->shape[bd];
-      ATT_CHECK(n == 1 || n == full[d], "attn_bias shape does not broadcast to [B, H, S, S_kv]");
-      bv.stride[d] = n == 1 ? 0 : stride;
-      stride *= n;
-    }
+    for (int d = 0; d < 4; ++d) bv.stride[d] = st[d];
   }
 
   RtTensor* y = ctx.output(0, DType::Float, {B, S, H * Dv});

@@ -10,11 +10,13 @@
 //            split-KV (flash-decoding) kernel, fused_attention_decode.cu (kFlashDecodeMinKeys).
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
 //            causal, mask_filter_value (= -inf), masked_rows_zero (= 0), softcap (= 0: none; > 0 runs the generic kernel)
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
+#include "kernels/common/fused_attention_params.h"
 #include "kernels/cuda/fused_attention_decode.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
@@ -27,33 +29,21 @@ namespace fuseopt {
 FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
                {DType::Float, DType::Float16, DType::BFloat16}) {
   const Node& node = ctx.node();
-  auto in = [&](size_t i) { return ctx.num_inputs() > i ? ctx.input(i) : nullptr; };
-  const RtTensor* q = ctx.input(0);
-  const RtTensor* k = in(1);
-  const RtTensor* v = in(2);
-  const RtTensor* mask = in(3);
-  const RtTensor* bias = in(4);
-  ATT_CHECK(q, "query input is required");
-  ATT_CHECK((k == nullptr) == (v == nullptr), "key and value must both be given or both be omitted");
+  const dm::AttentionInputs in = dm::attention_inputs(ctx);  // checks shared with the CPU reference
+  const RtTensor* q = in.q;
+  const RtTensor* mask = in.mask;
+  const RtTensor* bias = in.bias;
   const DType dt = q->dtype;
   ATT_CHECK(cuda_fused::is_gpu_float(dt), "CUDA Attention supports float/float16/bfloat16, got " << dtype_name(dt));
-  const int64_t H = node.attr_int("num_heads", 0);
-  const int64_t Hkv = node.attr_int("kv_num_heads", H);
-  ATT_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0,
-            "num_heads " << H << " must be positive and a multiple of kv_num_heads " << Hkv);
-  ATT_CHECK(q->rank() == 3, "query must be [B, S, hidden], got rank " << q->rank());
-  const int64_t B = q->shape[0], S = q->shape[1];
-  const bool packed = k == nullptr;
+  const dm::AttentionLayout l = dm::resolve_attention_layout(
+      ctx, in, {dt, "key and value must have the query's dtype", "past_key/past_value must have the query's dtype"});
+  const int64_t H = l.H, Hkv = l.Hkv, B = l.B, S = l.S, Dh = l.Dh, Dv = l.Dv;
+  int64_t Skv = l.Skv;
 
   cuda_fused::AttentionArgs a;
   a.dtype = dt;
   const size_t esz = dtype_size(dt);
-  int64_t Dh = 0, Dv = 0, Skv = 0;
-  if (packed) {
-    ATT_CHECK(q->shape[2] % (H + 2 * Hkv) == 0,
-              "packed QKV width " << q->shape[2] << " is not (num_heads + 2*kv_num_heads) * head_dim");
-    Dh = Dv = q->shape[2] / (H + 2 * Hkv);
-    Skv = S;
+  if (l.packed) {
     const int64_t row = q->shape[2];
     a.q = q->data;
     a.k = static_cast<const char*>(q->data) + H * Dh * esz;
@@ -61,19 +51,9 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     a.q_seq_stride = a.k_seq_stride = a.v_seq_stride = row;
     a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = S * row;
   } else {
-    ATT_CHECK(k->rank() == 3 && v->rank() == 3, "key and value must be [B, S_kv, hidden]");
-    ATT_CHECK(k->dtype == dt && v->dtype == dt, "key and value must have the query's dtype");
-    ATT_CHECK(q->shape[2] % H == 0, "query width " << q->shape[2] << " is not a multiple of num_heads " << H);
-    Dh = q->shape[2] / H;
-    ATT_CHECK(k->shape[2] == Hkv * Dh, "key width " << k->shape[2] << " != kv_num_heads * head_dim " << Hkv * Dh);
-    ATT_CHECK(v->shape[2] % Hkv == 0, "value width " << v->shape[2] << " is not a multiple of kv_num_heads");
-    Dv = v->shape[2] / Hkv;
-    ATT_CHECK(k->shape[0] == B && v->shape[0] == B, "batch of key/value differs from the query's");
-    Skv = k->shape[1];
-    ATT_CHECK(v->shape[1] == Skv, "key and value sequence lengths differ");
     a.q = q->data;
-    a.k = k->data;
-    a.v = v->data;
+    a.k = in.k->data;
+    a.v = in.v->data;
     a.q_seq_stride = H * Dh;
     a.q_batch_stride = S * H * Dh;
     a.k_seq_stride = Hkv * Dh;
@@ -81,14 +61,13 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     a.v_seq_stride = Hkv * Dv;
     a.v_batch_stride = Skv * Hkv * Dv;
   }
-  const RtTensor* past_k = in(5);
-  const RtTensor* past_v = in(6);
-  ATT_CHECK((past_k == nullptr) == (past_v == nullptr), "past_key and past_value must both be given or both be omitted");
+  const RtTensor* past_k = in.past_k;
+  const RtTensor* past_v = in.past_v;
   // One new token over a cache: the split-KV decode kernel reads the present directly.
   // FUSEOPT_FLASH_DECODE=1/0 forces it on/off; unset, it runs from kFlashDecodeMinKeys keys on
   // (below that the prefill kernels' fewer, longer blocks win: NOTES-perf.md v9).
   const char* fd_env = std::getenv("FUSEOPT_FLASH_DECODE");
-  const int64_t total_keys = past_k ? past_k->shape.size() == 4 ? past_k->shape[2] + Skv : Skv : Skv;
+  const int64_t total_keys = l.Sp + Skv;
   const bool fd_on = fd_env && *fd_env ? std::string(fd_env) == "1" : total_keys >= cuda_fused::kFlashDecodeMinKeys;
   const float softcap = node.attr_float("softcap", 0.0f);
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
@@ -96,13 +75,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
   if (past_k) {
-    ATT_CHECK(past_k->rank() == 4 && past_v->rank() == 4, "past_key/past_value must be [B, kv_num_heads, S_past, D]");
-    ATT_CHECK(past_k->dtype == dt && past_v->dtype == dt, "past_key/past_value must have the query's dtype");
-    const int64_t Sp = past_k->shape[2];
-    ATT_CHECK(past_k->shape[0] == B && past_k->shape[1] == Hkv && past_k->shape[3] == Dh,
-              "past_key must be [" << B << ", " << Hkv << ", S_past, " << Dh << "]");
-    ATT_CHECK(past_v->shape[0] == B && past_v->shape[1] == Hkv && past_v->shape[2] == Sp && past_v->shape[3] == Dv,
-              "past_value must be [" << B << ", " << Hkv << ", " << Sp << ", " << Dv << "]");
+    const int64_t Sp = l.Sp;
     const int64_t St = Sp + Skv;
     cudaStream_t st = cuda_fused::stream_of(ctx);
     // One launch per tensor (fused_attention_kv_cache.cu): present[b, h, t] = past, then the new
@@ -140,25 +113,14 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   a.softcap = softcap;
 
   if (mask) {
-    ATT_CHECK(mask->numel() == B * Skv && mask->rank() >= 1 && mask->shape.back() == Skv,
-              "mask must be [B, S_kv] = [" << B << ", " << Skv << "]");
+    dm::check_attention_mask(ctx, *mask, B, Skv);
     a.mask = mask->data;
     a.mask_dtype = mask->dtype;
   }
   if (bias) {
     ATT_CHECK(bias->dtype == DType::Bool || cuda_fused::is_gpu_float(bias->dtype),
               "attn_bias must be float or bool, got " << dtype_name(bias->dtype));
-    ATT_CHECK(bias->rank() <= 4, "attn_bias rank " << bias->rank() << " > 4");
-    const int64_t full[4] = {B, H, S, Skv};
-    int64_t strides[4] = {0, 0, 0, 0};
-    int64_t stride = 1;
-    for (int d = 3, bd = static_cast<int>(bias->rank()) - 1; d >= 0; --d, --bd) {
-      if (bd < 0) continue;
-      const int64_t n = bias->shape[bd];
-      ATT_CHECK(n == 1 || n == full[d], "attn_bias shape does not broadcast to [B, H, S, S_kv]");
-      strides[d] = n == 1 ? 0 : stride;
-      stride *= n;
-    }
+    const std::array<int64_t, 4> strides = dm::attention_bias_strides(ctx, *bias, B, H, S, Skv);
     a.bias = bias->data;
     a.bias_dtype = bias->dtype;
     a.bias_sb = strides[0];
