@@ -31,6 +31,7 @@ inline std::optional<double> const_scalar(const Value* v) {
   return t->as_double(0);
 }
 
+// v's dtype, a Constant node's output counted as its `value` tensor (see const_of).
 inline DType dtype_of(const Value* v) {
   if (!v) return DType::Undefined;
   if (const Tensor* t = const_of(v)) return t->dtype;

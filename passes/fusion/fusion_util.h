@@ -30,7 +30,10 @@ inline std::optional<int64_t> last_dim(const Value* v) {
   return std::nullopt;
 }
 
-inline DType dtype_of(const Value* v) {
+// The dtype recorded on v: its initializer's, else the declared/inferred one.
+// (attn::dtype_of also looks through Constant nodes; the H4 fusions' checks
+// never needed that, so this one keeps its own name.)
+inline DType value_dtype(const Value* v) {
   if (!v) return DType::Undefined;
   if (v->const_data) return v->const_data->dtype;
   return v->dtype;
@@ -41,7 +44,7 @@ inline Status same_float_dtype(const std::vector<const Value*>& vs, const Node* 
   DType seen = DType::Undefined;
   const Value* first = nullptr;
   for (const Value* v : vs) {
-    const DType t = dtype_of(v);
+    const DType t = value_dtype(v);
     if (t == DType::Undefined) continue;
     if (!dtype_is_float(t))
       return Status::reject("rule 5: '", v->name, "' of ", where->label(), " has non-float dtype ", dtype_name(t));

@@ -35,7 +35,7 @@ class RMSNormFusion : public FusionPass {
     if (Status s = fusion::reduce_mean_last_axis(m.node("ms"), x); !s) return s;
     float eps = 0;
     if (Status s = fusion::scalar_epsilon(m.value("eps"), m.node("add_eps"), &eps); !s) return s;
-    const DType xt = fusion::dtype_of(x);
+    const DType xt = fusion::value_dtype(x);
     if (const Node* c = m.node("cast_in")) {
       const DType to = static_cast<DType>(c->attr_int("to", 0));
       if (to != DType::Float && to != xt)
@@ -60,7 +60,7 @@ class RMSNormFusion : public FusionPass {
     if (gr != 1 && (!xr || gr > *xr))
       return Status::reject("rule 2: gamma '", m.value("gamma")->name, "' has more dims than the normalised input");
     // gamma in x's dtype, or in float32 applied before the cast back (T5 fp32 weights).
-    const DType gt = fusion::dtype_of(m.value("gamma"));
+    const DType gt = fusion::value_dtype(m.value("gamma"));
     if (xt != DType::Undefined && gt != xt)
       return Status::reject("rule 5: gamma '", m.value("gamma")->name, "' is ", dtype_name(gt), ", input is ",
                             dtype_name(xt));

@@ -566,7 +566,7 @@ class RotaryEmbeddingFusion : public FusionPass {
 
     // Rule 5 first: everything below compares shapes of values of one dtype.
     if (Status s = fusion::same_float_dtype({x, m.value("C"), m.value("S")}, m.root); !s) return s;
-    if (fusion::dtype_of(x) == DType::Undefined)
+    if (fusion::value_dtype(x) == DType::Undefined)
       return Status::reject("rule 5: dtype of '", x->name, "' is unknown");
 
     // Partial rotary: xr = x[..., :R], root = Concat(y, x[..., R:]) in this order.
