@@ -1,5 +1,6 @@
 // The activations fuseopt.FusedMatMul / LayerNormLinear fold in, shared by the
-// CPU kernels so every fused op computes them the same way.
+// CPU kernels so every fused op computes them the same way. tanh is BERT's
+// pooler (dense + tanh on the first token), also RoBERTa's classification head.
 #pragma once
 #include <cmath>
 #include <string>
@@ -9,7 +10,7 @@
 
 namespace fuseopt::cpu {
 
-enum class Activation { None, Relu, Gelu, GeluTanh };
+enum class Activation { None, Relu, Gelu, GeluTanh, Tanh };
 
 inline Activation parse_activation(const Node& n) {
   const std::string a = n.attr_string("activation", "none");
@@ -17,7 +18,8 @@ inline Activation parse_activation(const Node& n) {
   if (a == "relu") return Activation::Relu;
   if (a == "gelu") return Activation::Gelu;
   if (a == "gelu_tanh") return Activation::GeluTanh;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh)");
+  if (a == "tanh") return Activation::Tanh;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh)");
 }
 
 inline float apply_activation(Activation act, float x) {
@@ -29,6 +31,7 @@ inline float apply_activation(Activation act, float x) {
       const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1.0f + std::tanh(inner));
     }
+    case Activation::Tanh: return std::tanh(x);
   }
   return x;
 }

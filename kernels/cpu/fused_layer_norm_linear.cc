@@ -3,7 +3,7 @@
 //   inputs : 0 X [..., K], 1 gamma [K], 2 beta [K]?, 3 W [K, N] (transB=0) or [N, K],
 //            4 bias [N]?, 5 skip (shape of X)?
 //   outputs: 0 Y [..., N], 1 Sum (shape of X)? = X + skip
-//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh)
+//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh/tanh)
 //   Z = X (+ skip); Y = act(norm(Z) · op(W) + bias)
 // Statistics and dot products accumulate in fp32; the variance is computed
 // from the centred values (two passes), like ONNX LayerNormalization.
@@ -21,13 +21,14 @@ namespace {
 
 #define LNL_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
 
-enum class Act { None, Relu, Gelu, GeluTanh };
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
 
 Act parse_activation(const std::string& a, const Node& n) {
   if (a.empty() || a == "none") return Act::None;
   if (a == "relu") return Act::Relu;
   if (a == "gelu") return Act::Gelu;
   if (a == "gelu_tanh") return Act::GeluTanh;
+  if (a == "tanh") return Act::Tanh;
   throw Error(n.label() + ": unknown activation '" + a + "'");
 }
 
@@ -39,6 +40,7 @@ inline float apply(Act a, float x) {
       const float c = 0.7978845608028654f;  // sqrt(2/pi)
       return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
     }
+    case Act::Tanh: return std::tanh(x);
     default: return x;
   }
 }

@@ -1,5 +1,6 @@
-// Elementwise fused kernels: AddRelu, bias + erf-GELU after a GEMM, and the
-// broadcast of Gemm's C into the output.
+// Elementwise fused kernels: AddRelu, bias + erf-GELU or bias + tanh after a
+// GEMM (activations cuBLASLt has no epilogue for), and the broadcast of Gemm's
+// C into the output.
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
@@ -64,13 +65,20 @@ __global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restri
   }
 }
 
-template <class T>
-__global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t total, int64_t n) {
+// The activation of the pass after the GEMM, in fp32.
+enum class PassAct { GeluErf, Tanh };
+template <class T, PassAct A> __device__ __forceinline__ float pass_act(float v) {
+  if constexpr (A == PassAct::GeluErf) return gelu_erf_for<T>(v);
+  else return tanhf(v);
+}
+
+template <class T, PassAct A>
+__global__ void bias_act_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t total, int64_t n) {
   pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float v = to_f(y[i]);
     if (bias) v += to_f(bias[i % n]);
-    y[i] = from_f<T>(gelu_erf_for<T>(v));
+    y[i] = from_f<T>(pass_act<T, A>(v));
   }
 }
 
@@ -78,8 +86,8 @@ __global__ void bias_gelu_kernel(T* __restrict__ y, const T* __restrict__ bias, 
 // vectors per thread and iteration, both loaded before either is computed:
 // twice the bytes in flight per thread (one at a time left HBM half idle:
 // 2.26 TB/s at 4096x3072 fp16, NOTES-perf.md).
-template <class T, int N>
-__global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t nvec, int64_t nv_row) {
+template <class T, int N, PassAct A>
+__global__ void bias_act_vec_kernel(T* __restrict__ y, const T* __restrict__ bias, int64_t nvec, int64_t nv_row) {
   pdl_begin();
   using V = Vec<T, N>;
   V* yv = reinterpret_cast<V*>(y);
@@ -103,7 +111,7 @@ __global__ void bias_gelu_vec_kernel(T* __restrict__ y, const T* __restrict__ bi
       for (int k = 0; k < N; ++k) {
         float v = to_f(x[u].v[k]);
         if (bias) v += to_f(bb[u].v[k]);
-        o.v[k] = from_f<T>(gelu_erf_for<T>(v));
+        o.v[k] = from_f<T>(pass_act<T, A>(v));
       }
       yv[u == 0 ? i : j] = o;
     }
@@ -151,21 +159,35 @@ void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n,
   FUSED_LAUNCH_CHECK("AddRelu");
 }
 
-void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+namespace {
+
+template <PassAct A>
+void launch_bias_act(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
   int64_t total = rows * n;
   if (total == 0) return;
   FUSED_DISPATCH_FLOAT(dt, T, {
     constexpr int N = 16 / sizeof(T);
     if (n % N == 0 && aligned16(y) && (!bias || aligned16(bias))) {
       const int64_t nvec = total / N;
-      pdl_launch(bias_gelu_vec_kernel<T, N>, dim3(grid_for((nvec + 1) / 2, kThreads)), dim3(kThreads), 0, stream,
+      pdl_launch(bias_act_vec_kernel<T, N, A>, dim3(grid_for((nvec + 1) / 2, kThreads)), dim3(kThreads), 0, stream,
                  static_cast<T*>(y), static_cast<const T*>(bias), nvec, n / N);
     } else {
-      pdl_launch(bias_gelu_kernel<T>, dim3(grid_for(total, kThreads)), dim3(kThreads), 0, stream, static_cast<T*>(y),
+      pdl_launch(bias_act_kernel<T, A>, dim3(grid_for(total, kThreads)), dim3(kThreads), 0, stream, static_cast<T*>(y),
                  static_cast<const T*>(bias), total, n);
     }
   });
+}
+
+}  // namespace
+
+void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  launch_bias_act<PassAct::GeluErf>(dt, y, bias, rows, n, stream);
   FUSED_LAUNCH_CHECK("bias+GELU(erf)");
+}
+
+void launch_bias_tanh(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  launch_bias_act<PassAct::Tanh>(dt, y, bias, rows, n, stream);
+  FUSED_LAUNCH_CHECK("bias+tanh");
 }
 
 void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,

@@ -1,6 +1,9 @@
 // CUDA kernels for MatMul, Gemm, fuseopt.FusedMatMul and fuseopt.LayerNormLinear,
 // all through one cuBLASLt GEMM (bias and ReLU / tanh-GELU in its epilogue).
 //
+// tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
+// so the GEMM runs with the BIAS epilogue and one elementwise pass applies
+// tanh in place (the small-M kernel is not used for it).
 // erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
 // runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
 // epilogue and one fused elementwise kernel applies erf-GELU in place; or,
@@ -27,7 +30,7 @@ namespace {
 using cuda_fused::GemmDesc;
 using cuda_fused::GemmEpilogue;
 
-enum class Act { None, Relu, Gelu, GeluTanh };
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
 
 Act parse_act(const Node& n) {
   const std::string a = n.attr_string("activation", "none");
@@ -35,7 +38,8 @@ Act parse_act(const Node& n) {
   if (a == "relu") return Act::Relu;
   if (a == "gelu") return Act::Gelu;
   if (a == "gelu_tanh") return Act::GeluTanh;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh)");
+  if (a == "tanh") return Act::Tanh;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh)");
 }
 
 cuda_fused::SmallGemmAct small_act(Act a) {
@@ -52,19 +56,27 @@ cuda_fused::SmallGemmAct small_act(Act a) {
 // Split-K partials (large K) go to scratch, asked for only when needed.
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (act == Act::Tanh) return false;  // no tanh epilogue in that kernel: cuBLASLt + the tanh pass
   if (act == Act::Gelu && cuda_fused::launch_gemm_bias_gelu(dt, a, b, bias, y, M, N, K, stream)) return true;
   const size_t ws = cuda_fused::small_gemm_workspace(dt, M, N, K);
   return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream,
                                        ws ? ctx.scratch(ws) : nullptr);
 }
 
-// The epilogue doing bias + activation; erf-GELU needs a pass afterwards.
+// The epilogue doing bias + activation; erf-GELU and tanh need a pass afterwards.
 GemmEpilogue epilogue_for(Act act, bool bias) {
   switch (act) {
     case Act::Relu: return bias ? GemmEpilogue::ReluBias : GemmEpilogue::Relu;
     case Act::GeluTanh: return bias ? GemmEpilogue::GeluTanhBias : GemmEpilogue::GeluTanh;
     default: return bias ? GemmEpilogue::Bias : GemmEpilogue::None;
   }
+}
+
+// The activations no cuBLASLt epilogue has, as one in-place pass over Y [rows, N]
+// (the bias is already in, from the BIAS epilogue).
+void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream) {
+  if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y, nullptr, rows, N, stream);
+  if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
 }
 
 cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
@@ -172,7 +184,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
                        static_cast<char*>(y->data) + bi * M * N * esz, stream, scratch);
     }
   }
-  if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y->data, nullptr, batches * M, N, stream);
+  apply_pass_activation(act, dt, y->data, batches * M, N, stream);
 }
 
 const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
@@ -330,7 +342,7 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   g.epilogue = epilogue_for(act, bias != nullptr);
   g.bias = bias ? bias->data : nullptr;
   cuda_fused::gemm(g, z, w->data, y->data, stream, scratch_of(ctx));
-  if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y->data, nullptr, rows, N, stream);
+  apply_pass_activation(act, dt, y->data, rows, N, stream);
 }
 
 }  // namespace fuseopt

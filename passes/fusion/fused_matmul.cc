@@ -5,7 +5,9 @@
 //   W     = W | Transpose(W)                 (2-D, folded into transB)
 //   y     = core | Reshape(core, shape)      (an activation commutes with Reshape:
 //                                             GPT-2's Conv1D is Gemm on a 2-D view)
-//   root  = Relu(y) | erf-GELU(y) | tanh-GELU(y) | core
+//   root  = Relu(y) | erf-GELU(y) | tanh-GELU(y) | Tanh(y) | core
+//                                            (Tanh: BERT's pooler, RoBERTa's
+//                                             classification head)
 //
 // A MatMul with neither bias nor activation is left alone (nothing to fuse).
 #include <cmath>
@@ -25,7 +27,7 @@ class FusedMatMulFusion : public FusionPass {
  public:
   std::string name() const override { return "FusedMatMul"; }
   std::string description() const override {
-    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU) with a constant weight -> fuseopt.FusedMatMul";
+    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU | Tanh) with a constant weight -> fuseopt.FusedMatMul";
   }
 
   Pattern pattern() const override {
@@ -34,14 +36,14 @@ class FusedMatMulFusion : public FusionPass {
     Pattern core = AnyOf({Op("Add", mm, Const("bias")).commutative().as("bias_add"),
                           Op("Gemm", "A", w).allow_extra_inputs().as("gemm"), mm});
     Pattern y = Op("Reshape", core, "shape").as("reshape").optional();
-    return AnyOf({Op("Relu", y).as("relu"), erf_gelu(y), tanh_gelu(y), core});
+    return AnyOf({Op("Relu", y).as("relu"), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as("tanh"), core});
   }
 
   MatchResult match(const Graph&, Node* root) const override {
     MatchResult r = match_pattern(pattern(), root);
     if (!r) return r;
     const Match& m = *r.match;
-    const bool act = m.has("relu") || m.has("gelu") || m.has("gelu_tanh");
+    const bool act = m.has("relu") || m.has("gelu") || m.has("gelu_tanh") || m.has("tanh");
     // A bare MatMul (no bias, no activation) is not a fusion candidate at all.
     if (!act && !m.has("bias_add") && !m.has("gemm")) {
       MatchResult none;
@@ -127,7 +129,11 @@ class FusedMatMulFusion : public FusionPass {
         }
       }
     }
-    std::string act = m.has("relu") ? "relu" : m.has("gelu") ? "gelu" : m.has("gelu_tanh") ? "gelu_tanh" : "none";
+    std::string act = m.has("relu")        ? "relu"
+                      : m.has("gelu")      ? "gelu"
+                      : m.has("gelu_tanh") ? "gelu_tanh"
+                      : m.has("tanh")      ? "tanh"
+                                           : "none";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     const Node* mm = m.has("gemm") ? m.node("gemm") : m.node("mm");

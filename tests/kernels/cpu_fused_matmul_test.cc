@@ -39,6 +39,14 @@ TEST_CASE("FusedMatMul: tanh GELU", "[kernels][FusedMatMul]") {
               1e-6f);
 }
 
+TEST_CASE("FusedMatMul: tanh (BERT pooler), with and without bias", "[kernels][FusedMatMul]") {
+  expect_near(make("tanh", B()).run()[0], {-0.998894442f, 0.9950547536f, -0.999753210f, 0.7615941559f}, {2, 2},
+              1e-6f);
+  // A·B = [[-4, 6], [-4.75, 4]] without the bias
+  expect_near(make("tanh", B(), false, 1.0f, false).run()[0],
+              {-0.999329299f, 0.9999877116f, -0.999850307f, 0.9993292997f}, {2, 2}, 1e-6f);
+}
+
 TEST_CASE("FusedMatMul: alpha and relu", "[kernels][FusedMatMul]") {
   // relu(2 * A·B + bias)
   expect_near(make("relu", B(), false, 2.0f).run()[0], {0, 9, 0, 5}, {2, 2});

@@ -106,7 +106,7 @@ TEST_CASE("cuda Gemm attributes and C broadcasts", "[cuda][gemm]") {
 
 TEST_CASE("cuda FusedMatMul epilogues", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int with_bias = 0; with_bias < 2; ++with_bias)
@@ -146,23 +146,23 @@ TEST_CASE("cuda FusedMatMul batched B and 1-D A", "[cuda][gemm]") {
   }
 }
 
-TEST_CASE("cuda FusedMatMul erf-GELU vectorised pass (N multiple of 8)", "[cuda][gemm]") {
+TEST_CASE("cuda FusedMatMul erf-GELU / tanh vectorised pass (N multiple of 8)", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   for (DType dt : kFloatTypes)
-    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+    for (int variant = 0; variant < 4; ++variant) {  // bit 0: bias; bit 1: tanh instead of erf-GELU
       OpCase c("fuseopt", "FusedMatMul", 3, 1);
-      c.attr(Attribute::make_string("activation", "gelu"));
+      c.attr(Attribute::make_string("activation", variant & 2 ? "tanh" : "gelu"));
       Tensor a = cuda_check::random_tensor({3, 33, 64}, -2.f, 2.f), b = cuda_check::random_tensor({64, 128});
       Tensor bias = cuda_check::random_tensor({128});
-      c.inputs = {&a, &b, with_bias ? &bias : nullptr};
-      INFO("bias " << with_bias);
+      c.inputs = {&a, &b, variant & 1 ? &bias : nullptr};
+      INFO("bias " << (variant & 1) << " tanh " << (variant >> 1));
       check_case(c, dt);
     }
 }
 
 TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int variant = 0; variant < 4; ++variant) {

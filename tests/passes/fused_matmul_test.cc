@@ -1,4 +1,4 @@
-// FusedMatMul fusion: bias / Relu / erf-GELU / tanh-GELU in their exporter
+// FusedMatMul fusion: bias / Relu / erf-GELU / tanh-GELU / Tanh in their exporter
 // spellings, Gemm (transB, alpha, beta, scalar C), a Transpose on the weight,
 // an activation behind GPT-2's Reshape; legality rules 1-5 as negative tests.
 #include "support/fusion_check.h"
@@ -118,6 +118,40 @@ TEST_CASE("FusedMatMul: erf GELU stays erf unless --approximate-gelu", "[passes]
     CHECK(only_fused(b.graph())->attr_string("activation", "") == (approx ? "gelu_tanh" : "gelu"));
     require_same_outputs(*before, b.graph(), feeds(), approx ? 1e-3f : 1e-5f);
   }
+}
+
+TEST_CASE("FusedMatMul: bias + Tanh (BERT pooler), also Gemm and without bias", "[passes][FusedMatMul]") {
+  for (int form : {0, 1, 2}) {  // MatMul + Add, Gemm (TorchScript's pooler dense), MatMul alone
+    INFO("form " << form);
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {M, K});
+    Value* y = form == 1 ? b.op("Gemm", {a, b.constant("Wt", rand_tensor({N, K}, 4)), b.constant("C", rand_tensor({N}, 5))},
+                                {Attribute::make_int("transB", 1)})
+                         : linear(b, a, form == 0);
+    b.output(b.op("Tanh", {y}));
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "FusedMatMul");
+    CHECK(matched(r, "FusedMatMul") == 1);
+    CHECK(b.graph().num_nodes() == 1);
+    CHECK(count_op(b.graph(), "Tanh") == 0);
+    const Node* f = only_fused(b.graph());
+    REQUIRE(f);
+    CHECK(f->attr_string("activation", "") == "tanh");
+    CHECK((f->input(2) != nullptr) == (form != 2));
+    require_same_outputs(*before, b.graph(), feeds({M, K}));
+  }
+}
+
+TEST_CASE("FusedMatMul rule 1: the pre-tanh value is read elsewhere", "[passes][FusedMatMul][legality]") {
+  GraphBuilder b(17);
+  Value* y = linear(b, b.input("a", DType::Float, {2, M, K}));
+  b.output(b.op("Tanh", {y}));
+  b.output(y);  // the logits before the activation are an output too
+  FusionReport r = run_one_pass(b.graph(), "FusedMatMul");
+  CHECK(count_op(b.graph(), "Tanh") == 1);  // the bias still folds; the Tanh stays
+  CHECK(count_domain_op(b.graph(), "fuseopt", "FusedMatMul") == 1);
+  CHECK(only_fused(b.graph())->attr_string("activation", "") == "none");
+  CHECK_THAT(reasons(r, "FusedMatMul"), Contains("rule 1"));
 }
 
 TEST_CASE("FusedMatMul: a bare MatMul is left alone", "[passes][FusedMatMul]") {

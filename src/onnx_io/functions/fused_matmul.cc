@@ -50,6 +50,7 @@ std::string activation(fnbody::FnBuilder& f, const std::string& act, const std::
     std::string one_plus = f.node("Add", {t, f.scalar(1.0f, x)});
     return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
   }
+  if (act == "tanh") return f.node("Tanh", {x}, y);
   return f.node("Identity", {x}, y);
 }
 

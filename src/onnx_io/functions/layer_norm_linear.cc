@@ -69,6 +69,8 @@ onnx::FunctionProto build_lnl(const Graph& g, const Node& n, const std::string& 
     std::string inner = f.node("Add", {a, f.node("Mul", {cube, f.scalar(0.044715f, "X")})});
     std::string t = f.node("Tanh", {f.node("Mul", {inner, f.scalar(0.7978845608f, "X")})});
     a = f.node("Mul", {f.node("Mul", {a, f.scalar(0.5f, "X")}), f.node("Add", {t, f.scalar(1.0f, "X")})});
+  } else if (act == "tanh") {
+    a = f.node("Tanh", {a});
   }
   f.node("Identity", {a}, "Y");
   return f.take();
