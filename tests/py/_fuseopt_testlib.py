@@ -201,6 +201,27 @@ def leftover_activations(graph):
     return left
 
 
+def pows_outside_l2_norm(graph):
+    """Names of the Pow nodes that are not part of an L2 normalisation written
+    sum(x ** 2) ** 0.5 (CLIP's embeddings: a Pow feeding or fed by a ReduceSum). Those
+    stay as ordinary ops (a [B, D] reduction, cheap); any other Pow is a decomposed norm
+    or GELU that a fusion should have taken."""
+    prod = {o: n for n in graph.node for o in n.output}
+    cons = {}
+    for n in graph.node:
+        for i in n.input:
+            cons.setdefault(i, []).append(n)
+    left = []
+    for n in graph.node:
+        if n.op_type != "Pow":
+            continue
+        feeds_sum = any(c.op_type == "ReduceSum" for c in cons.get(n.output[0], []))
+        p = prod.get(n.input[0])
+        if not (feeds_sum or (p is not None and p.op_type == "ReduceSum")):
+            left.append(n.name)
+    return left
+
+
 def run_pytest_file(path, extra=()):
     """ctest entry of a pytest file of the Python API: `python3 FILE --bin BUILD/bin --src REPO`
     imports fuseopt from BUILD/python and runs FILE's tests (-rs prints every skip's reason).

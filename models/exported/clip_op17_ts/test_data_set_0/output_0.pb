@@ -1,0 +1,1 @@
+Blogits_per_imageJ.P¾•yË?£Ö]¾"Å?

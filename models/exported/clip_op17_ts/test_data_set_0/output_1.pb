@@ -1,0 +1,1 @@
+Blogits_per_textJ.P¾£Ö]¾•yË?"Å?

@@ -1,0 +1,1 @@
+Blogits_per_textJ”.P¾¾Ö]¾˜yË?’"Å?
