@@ -338,13 +338,30 @@ CheckData read_check_dir(const Graph& g, const std::string& dir) {
     const std::string& name = by_name ? ins[i].first : g.inputs[i]->name;
     d.inputs[name] = std::move(ins[i].second);
   }
+  // Every graph output has its reference, and every reference is compared: a
+  // folder with more output_N.pb files than the model has outputs (a model that
+  // lost one) is an error, not a check that silently skips them.
+  std::vector<std::pair<std::string, Tensor>> outs;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     fs::path p = fs::path(dir) / ("output_" + std::to_string(i) + ".pb");
     onnx::TensorProto proto;
     FUSE_CHECK(read_proto(p, &proto), "--check " << dir << ": missing " << p.filename().string() << " (the model has "
                                                  << g.outputs.size() << " output(s))");
-    d.outputs.push_back(tensor_from_proto(proto, dir, p.string()));
+    outs.emplace_back(proto.name(), tensor_from_proto(proto, dir, p.string()));
   }
+  const fs::path extra = fs::path(dir) / ("output_" + std::to_string(g.outputs.size()) + ".pb");
+  FUSE_CHECK(!fs::exists(extra), "--check " << dir << ": " << extra.filename().string() << " has no model output to "
+                                            << "compare with (the model has " << g.outputs.size() << " output(s))");
+  // By name when every reference names a distinct graph output (the backend-test
+  // layout), else by position, as for the inputs.
+  std::map<std::string, size_t> out_pos;
+  for (size_t i = 0; i < g.outputs.size(); ++i) out_pos.emplace(g.outputs[i]->name, i);
+  bool out_by_name = out_pos.size() == g.outputs.size();
+  std::set<std::string> out_seen;
+  for (auto& [n, t] : outs)
+    if (!out_pos.count(n) || !out_seen.insert(n).second) out_by_name = false;
+  d.outputs.resize(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) d.outputs[out_by_name ? out_pos[outs[i].first] : i] = std::move(outs[i].second);
   return d;
 }
 

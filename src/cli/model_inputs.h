@@ -53,8 +53,10 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
 std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes,
                                               uint64_t seed);
 
-// input_N.pb for every graph input (by name when the protos carry the
-// inputs' names, else by position) and output_N.pb for every output.
+// input_N.pb for every graph input and output_N.pb for every graph output, each
+// matched by name when the protos carry distinct graph names, else by position;
+// `outputs` follows the graph's output order. An output_N.pb beyond the model's
+// outputs is an error (every reference is compared, none skipped).
 struct CheckData {
   std::map<std::string, Tensor> inputs;
   std::vector<Tensor> outputs;
