@@ -18,6 +18,10 @@ Models (PyTorch + transformers configs built in code, seed 0):
   vit    ViT-base/16 at 224x224 (197 tokens), TorchScript exporter, opset 17
   llama  Llama-3.2-1B-shaped (16 layers, hidden 2048, 32 query / 8 KV heads, FFN 8192,
          vocab 128256, no LM head), dynamo exporter, opset 18, external data
+  bert_mlm  BERT-base with its masked-LM head (transform + decoder tied to the 30522-word
+            embedding, logits [B, S, 30522]), TorchScript, opset 17
+  gpt2_lm   GPT-2 small with its causal-LM head (lm_head tied to the 50257-token
+            embedding, logits [B, S, 50257]), TorchScript, opset 17
 Shapes are batch x sequence (ViT: batch).
 """
 import argparse
@@ -32,6 +36,8 @@ DEFAULT_SHAPES = {
     "gpt2": ["1x128", "32x128", "8x512"],
     "vit": ["1", "32"],
     "llama": ["1x128", "1x2048"],
+    "bert_mlm": ["1x128", "32x128"],
+    "gpt2_lm": ["1x128", "32x128"],
 }
 
 
@@ -45,12 +51,12 @@ def build(name, torch, tf, attn):
     torch.manual_seed(0)
 
     class Text(torch.nn.Module):
-        def __init__(self, m):
+        def __init__(self, m, key="last_hidden_state"):
             super().__init__()
-            self.m = m
+            self.m, self.key = m, key
 
         def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return self.m(input_ids=input_ids, attention_mask=attention_mask)[self.key]
 
     class Vision(torch.nn.Module):
         def __init__(self, m):
@@ -64,6 +70,10 @@ def build(name, torch, tf, attn):
         return Text(tf.BertModel(tf.BertConfig(attn_implementation=attn), add_pooling_layer=False)), "text", 30000
     if name == "gpt2":
         return Text(tf.GPT2Model(tf.GPT2Config(attn_implementation=attn))), "text", 50000
+    if name == "bert_mlm":  # the task head with the real vocabulary (issue 15)
+        return Text(tf.BertForMaskedLM(tf.BertConfig(attn_implementation=attn)), "logits"), "text", 30000
+    if name == "gpt2_lm":
+        return Text(tf.GPT2LMHeadModel(tf.GPT2Config(attn_implementation=attn)), "logits"), "text", 50000
     if name == "vit":
         return Vision(tf.ViTModel(tf.ViTConfig(attn_implementation=attn), add_pooling_layer=False)), "vision", 0
     if name == "llama":
