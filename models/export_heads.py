@@ -101,7 +101,8 @@ def config(arch, tf):
         h = 1024 if FULL_RUN else s["hidden"]
         return tf.LlamaConfig(vocab_size=s["llama_vocab"], hidden_size=h, num_hidden_layers=8 if FULL_RUN else 2,
                               num_attention_heads=16 if FULL_RUN else s["heads"],
-                              num_key_value_heads=4 if FULL_RUN else 1, intermediate_size=4 * h if FULL_RUN else s["ffn"],
+                              num_key_value_heads=4 if FULL_RUN else 1,
+                              intermediate_size=4 * h if FULL_RUN else s["ffn"],
                               max_position_embeddings=2048 if FULL_RUN else s["positions"], tie_word_embeddings=True,
                               **eager)
     if arch == "vit":
@@ -280,7 +281,6 @@ def export_one(name, opset, exporter, out_root, torch, tf):
 def export_kv(name, opset, exporter, out_root, torch, tf):
     """One decoding step of the causal LM with a KV cache: logits + present out."""
     import onnx
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from export_kv_cache import cache_tensors, make_cache
     arch = name.split("_")[0]
     cfg = config(arch, tf)
@@ -387,8 +387,8 @@ def main():
             print(f"exported {name}: {n} nodes, {n_out} outputs, ORT vs PyTorch max abs {err:.2e}", flush=True)
         except Exception as e:  # keep going: one exporter failing must not stop the rest
             failures += 1
-            print(f"FAILED {head} op{opset} {exporter}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                  flush=True)
+            why = str(e).splitlines()[0][:300] if str(e) else ""
+            print(f"FAILED {head} op{opset} {exporter}: {type(e).__name__}: {why}", flush=True)
             traceback.print_exc(limit=3, file=sys.stderr)
     return 1 if failures else 0
 

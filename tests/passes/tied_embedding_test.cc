@@ -131,7 +131,8 @@ TEST_CASE("TiedEmbedding: a transB copy that is the table itself", "[passes][Tie
 
 // ---- legality --------------------------------------------------------------------------
 
-TEST_CASE("TiedEmbedding rule 2: an untied head (one element differs) is left alone", "[passes][TiedEmbedding][legality]") {
+TEST_CASE("TiedEmbedding rule 2: an untied head (one element differs) is left alone",
+          "[passes][TiedEmbedding][legality]") {
   Lm lm;
   const Tensor e = rand_tensor({V, H}, 7);
   embed(lm, e);

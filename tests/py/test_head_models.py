@@ -159,8 +159,8 @@ def check_one(args, model_dir, tmp):
     fused, plain = gemm_counts(model)
     want_total = bare_fused + bare_plain + spec["gemms"]
     if fused + plain != want_total:
-        fails.append(f"{name}: {fused + plain} GEMMs ({fused} fused, {plain} plain), want the bare {bare_fused + bare_plain}"
-                     f" + {spec['gemms']} of the head")
+        fails.append(f"{name}: {fused + plain} GEMMs ({fused} fused, {plain} plain), want the bare "
+                     f"{bare_fused + bare_plain} + {spec['gemms']} of the head")
     if plain > bare_plain + spec.get("plain", 0):
         fails.append(f"{name}: {plain} GEMMs left plain, the bare model has {bare_plain}")
     for op in ("Softmax", "ReduceMean"):
