@@ -25,7 +25,7 @@ import sys
 
 def ncu_kernels(ncu, fuserun, model, extra, iters, env):
     cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
-           "--csv", "--page", "raw",
+           "--csv", "--page", "raw", "--print-units", "base",
            fuserun, model, "--no-cuda-graphs", "--warmup", "0", "--iters", str(iters), "-q"] + extra
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -38,7 +38,8 @@ def ncu_kernels(ncu, fuserun, model, extra, iters, env):
     out = []
     for row in rows:
         try:
-            us = float(row["gpu__time_duration.sum"]) / 1000.0  # ns -> us
+            # ns (--print-units base); ncu may group digits ("12,345")
+            us = float(row["gpu__time_duration.sum"].replace(",", "")) / 1000.0
         except (KeyError, ValueError):
             continue  # the units row
         out.append((row.get("Kernel Name", "?"), us))

@@ -22,13 +22,20 @@ __device__ __forceinline__ bool mask_keep(const void* mask, DType dt, int64_t id
   }
 }
 
+// s + an fp16 bias element. fp16's lowest finite value (-65504) or -inf absorbs the score, as
+// float32's lowest does in fp32 arithmetic: a model exported in fp32 adds finfo(float32).min to
+// mask (Hugging Face), the conversion to fp16 clamps that constant to -65504, and in fp32 the
+// kernel's s - 65504 would keep s. A fully masked row must be uniform, as in fp32 (where
+// s + finfo.min == finfo.min), not softmax(s) (issue 13 item 4; docs/fused_ops.md, Attention).
+__device__ __forceinline__ float add_half_bias(float s, float bias) { return bias <= -65504.f ? bias : s + bias; }
+
 // Adds the attention bias to score s, or for a Bool bias replaces s by
 // mask_filter_value where the bias is false.
 __device__ __forceinline__ float apply_bias(const AttentionArgs& a, float s, int b, int h, int i, int j) {
   int64_t idx = b * a.bias_sb + h * a.bias_sh + i * a.bias_si + j * a.bias_sj;
   switch (a.bias_dtype) {
     case DType::Bool: return static_cast<const uint8_t*>(a.bias)[idx] ? s : a.mask_filter_value;
-    case DType::Float16: return s + __half2float(static_cast<const __half*>(a.bias)[idx]);
+    case DType::Float16: return add_half_bias(s, __half2float(static_cast<const __half*>(a.bias)[idx]));
     case DType::BFloat16: return s + __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[idx]);
     default: return s + static_cast<const float*>(a.bias)[idx];
   }

@@ -7,6 +7,7 @@
 //   score ever reaches device memory. Semantics identical to the generic
 //   kernel (see fused_launch.cuh).
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_common.h"
@@ -91,12 +92,19 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
+// v + a bias stored in the kernel's own type T (fp16: add_half_bias's absorbing lowest value).
+template <class T>
+__device__ __forceinline__ float add_bias_t(float v, float bias) {
+  if constexpr (std::is_same_v<T, __half>) return add_half_bias(v, bias);
+  else return v + bias;
+}
+
 // Out of line on purpose: called from fully unrolled code, inlining the
 // dtype switch would bloat the kernel past the instruction cache.
 __device__ __noinline__ float bias_call(const void* bias, DType dt, float fill, float v, int64_t idx) {
   switch (dt) {
     case DType::Bool: return static_cast<const uint8_t*>(bias)[idx] ? v : fill;
-    case DType::Float16: return v + __half2float(static_cast<const __half*>(bias)[idx]);
+    case DType::Float16: return add_half_bias(v, __half2float(static_cast<const __half*>(bias)[idx]));
     case DType::BFloat16: return v + __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[idx]);
     default: return v + static_cast<const float*>(bias)[idx];
   }
@@ -302,8 +310,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
             float v = s[mt][nb][c] * a.scale;
             const int64_t bias_idx = b * a.bias_sb + h * a.bias_sh + min(i, a.Sq - 1) * a.bias_si +
                                      min(j, a.Skv - 1) * a.bias_sj;
-            if constexpr (kPrefetchBias) v += to_f(bias_r[mt][nb][c]);
-            else if constexpr (BIAS_T) v += to_f(static_cast<const T*>(a.bias)[bias_idx]);
+            if constexpr (kPrefetchBias) v = add_bias_t<T>(v, to_f(bias_r[mt][nb][c]));
+            else if constexpr (BIAS_T) v = add_bias_t<T>(v, to_f(static_cast<const T*>(a.bias)[bias_idx]));
             else if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v, bias_idx);
             v = col_rep[nb][c & 1] ? col_val[nb][c & 1] : v;
             if (a.causal && j > i + causal_off) v = -INFINITY;

@@ -147,3 +147,41 @@ TEST_CASE("cuda Attention kernel choice", "[cuda][attention]") {
   a.dtype = DType::Float16;
   CHECK(std::string(cuda_fused::attention_kernel_name(a)) == "generic");
 }
+
+// A model exported in fp32 masks with finfo(float32).min added to the scores (the bias input);
+// run in fp16 that constant is clamped to -65504 (bf16: its own lowest finite value). A fully
+// masked row must then come out uniform, as the fp32 model gives (s + finfo.min == finfo.min),
+// not softmax(s) (what s - 65504 in fp32 would give). Reference: the CPU kernel in fp32 on the
+// fp32 bias; device: the same bias with finfo.min replaced by the half type's lowest value.
+TEST_CASE("cuda Attention half bias at the type's lowest value masks like finfo.min", "[cuda][attention]") {
+  if (!cuda_check::gpu_ready()) return;
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (int64_t D : {64, 32}) {  // 64: the tensor-core kernel (bias read in T); 32: the generic one
+      const int64_t B = 2, S = 37, Skv = 70, H = 4;
+      INFO(cuda_check::short_name(dt) << " head dim " << D);
+      OpCase op("fuseopt", "Attention", 5, 1);
+      op.attr(Attribute::make_int("num_heads", H));
+      op.attr(Attribute::make_int("kv_num_heads", H));
+      Tensor q = cuda_check::random_tensor({B, S, H * D}, -2.f, 2.f);
+      Tensor k = cuda_check::random_tensor({B, Skv, H * D}, -2.f, 2.f);
+      Tensor v = cuda_check::random_tensor({B, Skv, H * D});
+      // [B,1,1,Skv]: batch 0 fully masked; batch 1 masks its last 20 keys.
+      Tensor bias(DType::Float, {B, 1, 1, Skv});
+      for (int64_t j = 0; j < Skv; ++j) {
+        bias.data<float>()[j] = kFinfoMin;
+        bias.data<float>()[Skv + j] = j < Skv - 20 ? 0.f : kFinfoMin;
+      }
+      const float lowest = dt == DType::Float16 ? -65504.f : -3.38953139e38f;
+      Tensor clamped = bias;
+      for (int64_t i = 0; i < clamped.numel(); ++i)
+        if (clamped.data<float>()[i] == kFinfoMin) clamped.data<float>()[i] = lowest;
+      op.inputs = {&q, &k, &v, nullptr, &bias};
+      auto want = op.run_cpu();
+      op.inputs[4] = &clamped;
+      auto got = op.run_cuda(dt);
+      REQUIRE(got[0].dims == want[0].dims);
+      const double err = cuda_check::rel_error(got[0], want[0]);
+      INFO("relative error " << err);
+      CHECK(err < cuda_check::tolerance(dt));
+    }
+}
