@@ -104,13 +104,13 @@ Tensor Tensor::scalar_float(float v) {
 Tensor Tensor::from_ints(const std::vector<int64_t>& v, std::vector<int64_t> dims) {
   Tensor t(DType::Int64, std::move(dims));
   FUSE_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "from_ints: size mismatch");
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 8);  // empty: data() may be null
   return t;
 }
 Tensor Tensor::from_floats(const std::vector<float>& v, std::vector<int64_t> dims) {
   Tensor t(DType::Float, std::move(dims));
   FUSE_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "from_floats: size mismatch");
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
   return t;
 }
 
