@@ -206,6 +206,9 @@ def one_mutation(i, verbose=False):
         target = out if cls == "accepted" else path
         rc, err, secs = run_tool([os.path.join(args.bin, "fuserun"), target, "--backend", "cpu", "--threads", "1",
                                   "-q"], args.timeout)
+        if target == out:  # the optimized model's nodes (fused ones) are what its messages name
+            with open(out, "rb") as f:
+                names = model_names(f.read())
         fcls, fdetail = classify("fuserun", rc, err, target, names)
         rec["runs"].append(("fuserun(output)" if target == out else "fuserun(input)", fcls, fdetail, secs, err))
 

@@ -15,6 +15,21 @@ Perm compose(const Perm& base, const Perm& p) {  // Transpose(Transpose(x, base)
   return r;
 }
 
+namespace {
+
+// Whether a Transpose's perm is 0..n-1 in some order: compose() indexes by it, and a
+// model's perm may be anything (a perm of [0, 9, 1, 2] read past the vector's end).
+bool is_permutation(const Perm& q) {
+  std::vector<bool> seen(q.size(), false);
+  for (int64_t a : q) {
+    if (a < 0 || a >= static_cast<int64_t>(q.size()) || seen[a]) return false;
+    seen[a] = true;
+  }
+  return true;
+}
+
+}  // namespace
+
 // A Reshape whose inferred output shape is its input's, dim for dim (known values or
 // the same symbols): a no-op view (Falcon's TorchScript export re-views [B, H, S, D]).
 bool is_identity_reshape(const Node* n) {
@@ -259,7 +274,7 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
                     "(dim 0 must be the source's sequence dim, D known)";
           return hp;
         }
-        if (q.size() != 3 || q[0] != 0) break;
+        if (q.size() != 3 || q[0] != 0 || !is_permutation(q)) break;
         p = compose({0, 1, q[1] + 1, q[2] + 1}, p);
       } else if (merges_bh(n)) {
         flat = false;
@@ -278,7 +293,7 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
     }
     if (n->is("Transpose")) {
       Perm q = n->attr_ints("perm");
-      if (q.size() != 4) break;
+      if (q.size() != 4 || !is_permutation(q)) break;
       p = compose(q, p);
       hp.nodes.push_back(n);
       v = n->input(0);
