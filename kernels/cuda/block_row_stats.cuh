@@ -1,6 +1,6 @@
 // Mean and 1/sqrt(variance + eps) of one row, reduced over the thread block
-// in fp32 (two passes: the mean, then the centred variance). Shared by the
-// generic LayerNormalization and Instance/GroupNormalization kernels.
+// in fp32 (two passes: the mean, then the centred variance), for the
+// Instance/GroupNormalization kernels (instance_norm.cu).
 #pragma once
 #include "kernels/cuda/cuda_common.cuh"
 

@@ -1,9 +1,12 @@
-// LayerNorm / RMSNorm / SkipLayerNorm. Long rows: one block per row, the row
-// (x + skip + bias, in fp32) kept in shared memory, so the input is read once
-// and the variance is computed two-pass (stable) from the cached row. Rows of
-// at most 1024 elements (BERT-class hidden sizes, vectorisable): one warp per
-// row with the row in registers, shuffles only, no shared memory or barriers
-// (the block path used 32-thread blocks there, one wave of 1-warp blocks).
+// The one CUDA LayerNorm: fuseopt.LayerNorm / RMSNorm / SkipLayerNorm and
+// ONNX LayerNormalization (kernels/cuda/norm.cu) all run launch_norm. Long
+// rows: one block per row, the row (x + skip + bias, in fp32) kept in shared
+// memory, so the input is read once and the variance is computed two-pass
+// (stable) from the cached row; rows beyond 200 KiB of fp32 re-read it per
+// pass instead. Rows of at most 1024 elements (BERT-class hidden sizes,
+// vectorisable): one warp per row with the row in registers, shuffles only,
+// no shared memory or barriers (the block path used 32-thread blocks there,
+// one wave of 1-warp blocks).
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
@@ -30,6 +33,9 @@ using cuda_pdl::pdl_begin;
 using cuda_pdl::pdl_launch;
 
 constexpr int kWarpRowsPerBlock = 4;
+// Rows up to this many bytes of fp32 are cached in shared memory (norm_kernel);
+// longer ones take norm_uncached_kernel.
+constexpr size_t kMaxRowCacheBytes = 200 * 1024;
 
 template <class T, int N>
 __global__ void norm_kernel(NormArgs a) {
@@ -102,6 +108,87 @@ __global__ void norm_kernel(NormArgs a) {
   }
 }
 
+
+// Rows too long for the shared-memory cache (over 51200 elements: ONNX
+// LayerNormalization over several axes): z is recomputed from global memory
+// in each pass (sum, centred variance, output), with norm_kernel's arithmetic
+// per element.
+template <class T, int N>
+__global__ void norm_uncached_kernel(NormArgs a) {
+  __shared__ float red[32];
+  pdl_begin();
+  using V = Vec<T, N>;
+  const int64_t row = blockIdx.x;
+  const int64_t D = a.D;
+  const int64_t nv = D / N;
+  const V* x = reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * D);
+  const V* skip = a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * D) : nullptr;
+  const V* bias = reinterpret_cast<const V*>(a.bias);
+  const V* gamma = reinterpret_cast<const V*>(a.gamma);
+  const V* beta = reinterpret_cast<const V*>(a.beta);
+  V* sum_out = a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * D) : nullptr;
+  V* y = reinterpret_cast<V*>(static_cast<T*>(a.y) + row * D);
+  auto load_z = [&](int64_t i, float (&z)[N]) {
+    V xv = x[i];
+    V sv, bv;
+    if (skip) sv = skip[i];
+    if (bias) bv = bias[i];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      z[k] = to_f(xv.v[k]);  // (x + bias) + skip, the reference's order
+      if (bias) z[k] += to_f(bv.v[k]);
+      if (skip) z[k] += to_f(sv.v[k]);
+    }
+  };
+
+  float local = 0.f;
+  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    float z[N];
+    load_z(i, z);
+    V zout;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      zout.v[k] = from_f<T>(z[k]);
+      local += a.rms ? z[k] * z[k] : z[k];
+    }
+    if (sum_out) sum_out[i] = zout;
+  }
+  const float inv_d = 1.f / static_cast<float>(D);
+  float mean = 0.f, rstd;
+  if (a.rms) {
+    rstd = rsqrtf(block_sum(local, red) * inv_d + a.eps);
+  } else {
+    mean = block_sum(local, red) * inv_d;
+    float sq = 0.f;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float z[N];
+      load_z(i, z);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float d = z[k] - mean;
+        sq += d * d;
+      }
+    }
+    rstd = rsqrtf(block_sum(sq, red) * inv_d + a.eps);
+  }
+  if (threadIdx.x == 0) {
+    if (a.mean) a.mean[row] = mean;
+    if (a.inv_std) a.inv_std[row] = rstd;
+  }
+  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    float z[N];
+    load_z(i, z);
+    V g = gamma[i], bt, o;
+    if (beta) bt = beta[i];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float v = (z[k] - mean) * rstd * to_f(g.v[k]);
+      if (beta) v += to_f(bt.v[k]);
+      o.v[k] = from_f<T>(v);
+    }
+    y[i] = o;
+  }
+}
 
 // One warp per row; lane l holds vectors l, l+32, ... (VPL of them) in fp32
 // registers. Same arithmetic order per element as norm_kernel.
@@ -233,13 +320,15 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   if (threads > 512) threads = 512;
   if (threads < 32) threads = 32;
   size_t smem = static_cast<size_t>(a.D) * sizeof(float);
-  if (smem > 48 * 1024) {
-    FUSE_CHECK(smem <= 200 * 1024, "LayerNorm/RMSNorm CUDA kernel: row of " << a.D << " elements is too long");
+  FUSE_CHECK(a.rows < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
+  if (smem > kMaxRowCacheBytes) {
+    pdl_launch(norm_uncached_kernel<T, N>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream, a);
+    return;
+  }
+  if (smem > 48 * 1024)
     FUSED_CUDA_CHECK(cudaFuncSetAttribute(norm_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)),
                      "LayerNorm");
-  }
-  FUSE_CHECK(a.rows < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
   pdl_launch(norm_kernel<T, N>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
 }
 

@@ -1,48 +1,51 @@
-// ONNX LayerNormalization (statistics in fp32, two passes: mean, then
-// centred variance, as the CPU reference) and BatchNormalization (inference)
-// on CUDA.
-#include <cmath>
+// ONNX LayerNormalization and BatchNormalization (inference) on CUDA.
+// LayerNormalization runs on the one CUDA LayerNorm, the fused ops' launch_norm
+// (kernels/cuda/fused_norm.cu); this file adds what ONNX allows beyond it: any
+// axis (X as [rows, prod(dims from axis)]), Scale/B that broadcast to the
+// normalised shape or have another float dtype (made dense first), and the
+// Mean/InvStdDev outputs in X's dtype.
+#include <utility>
 
-#include "kernels/cuda/block_row_stats.cuh"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/float_convert.h"
+#include "kernels/cuda/fused_launch.cuh"
 
 namespace fuseopt {
 namespace cuda {
 namespace {
 
-// ---- LayerNormalization --------------------------------------------------------
-// One block per row of D elements. Scale/B are dense [D] (DENSE) or read
-// through broadcast strides over the normalised shape.
-template <class T, class P, bool DENSE>
-__global__ void layer_norm_kernel(const T* __restrict__ x, const P* __restrict__ g, const P* __restrict__ b,
-                                  T* __restrict__ y, T* __restrict__ mean_out, T* __restrict__ inv_out, int64_t rows,
-                                  int64_t D, float eps, BcastIndex<2> pix) {
-  __shared__ float shm[32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * D;
-    T* yr = y + r * D;
-    const float2 st = block_row_stats(xr, D, eps, shm);
-    const float mean = st.x, inv = st.y;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-      int64_t gi = i, bi = i;
-      if constexpr (!DENSE) {
-        int64_t off[2];
-        pix.offsets(i, off);
-        gi = off[0];
-        bi = off[1];
-      }
-      float v = (float(load_c(xr[i])) - mean) * inv * float(load_c(g[gi]));
-      if (b) v += float(load_c(b[bi]));
-      yr[i] = store_c<T>(static_cast<compute_t<T>>(v));
-    }
-    if (threadIdx.x == 0) {
-      if (mean_out) mean_out[r] = store_c<T>(static_cast<compute_t<T>>(mean));
-      if (inv_out) inv_out[r] = store_c<T>(static_cast<compute_t<T>>(inv));
-    }
-    __syncthreads();
+// ---- LayerNormalization ----------------------------------------------------------
+// dst[i] = src[i] read through broadcast strides over the normalised shape, in T.
+template <class T, class P>
+__global__ void dense_param_kernel(const P* __restrict__ src, BcastIndex<1> ix, T* __restrict__ dst, int64_t D) {
+  CUDA_GRID_STRIDE(i, D) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    dst[i] = store_c<T>(static_cast<compute_t<T>>(float(load_c(src[off[0]]))));
   }
 }
 
+// Scale or B as a dense [D] vector in dtype `dt`: the tensor itself when it is
+// one already (the usual case), else a copy in scratch (as the CPU reference).
+const void* dense_param(KernelContext& ctx, const RtTensor* t, DType dt, const std::vector<int64_t>& norm_shape,
+                        int64_t D) {
+  if (!t) return nullptr;
+  if (t->numel() == D && t->dtype == dt) return t->data;
+  void* dense = ctx.scratch(static_cast<size_t>(D) * dtype_size(dt));
+  const BcastIndex<1> ix = make_index<1>(ctx, norm_shape, {broadcast_strides(t->shape, norm_shape)});
+  dispatch_float(ctx, dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_float(ctx, t->dtype, [&](auto ptag) {
+      using P = typename decltype(ptag)::type;
+      dense_param_kernel<T, P><<<grid_for(D), kThreads, 0, stream_of(ctx)>>>(t->ptr<P>(), ix, static_cast<T*>(dense), D);
+    });
+  });
+  check_launch(ctx);
+  return dense;
+}
+
+// X viewed as [rows, D] (D = prod(dims from axis)); statistics in fp32, two
+// passes (the mean, then the centred variance) as the CPU reference.
 FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
                {DType::Float, DType::Float16, DType::BFloat16}) {
   const RtTensor& x = req_input(ctx, 0);
@@ -61,11 +64,6 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
              "Scale/B " << shape_str(t->shape) << " does not broadcast to " << shape_str(norm_shape));
     DM_CHECK(ctx, t->dtype == scale->dtype, "Scale and B dtypes differ");
   }
-  const bool dense = scale->numel() == D && (!bias || bias->numel() == D);
-  BcastIndex<2> pix{};
-  if (!dense)
-    pix = make_index<2>(ctx, norm_shape,
-                        {broadcast_strides(scale->shape, norm_shape), broadcast_strides(bias ? bias->shape : scale->shape, norm_shape)});
   RtTensor* y = ctx.output(0, x.dtype, x.shape);
   std::vector<int64_t> stat_shape = x.shape;
   for (int64_t i = axis; i < rank; ++i) stat_shape[i] = 1;
@@ -74,23 +72,39 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
   RtTensor* mean_out = wants_output(ctx, 1) ? ctx.output(1, x.dtype, stat_shape) : nullptr;
   RtTensor* inv_out = wants_output(ctx, 2) ? ctx.output(2, x.dtype, stat_shape) : nullptr;
   if (!rows) return;
-  const int threads = D >= 4096 ? 512 : D >= 512 ? 256 : D >= 128 ? 128 : 32;
-  dispatch_float(ctx, x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_float(ctx, scale->dtype, [&](auto ptag) {
-      using P = typename decltype(ptag)::type;
-      auto launch = [&](auto dense_tag) {
-        constexpr bool kDense = decltype(dense_tag)::value;
-        layer_norm_kernel<T, P, kDense><<<static_cast<unsigned>(std::min<int64_t>(rows, 65535)), threads, 0,
-                                          stream_of(ctx)>>>(
-            x.ptr<T>(), scale->ptr<P>(), bias ? bias->ptr<P>() : nullptr, y->ptr<T>(),
-            mean_out ? mean_out->ptr<T>() : nullptr, inv_out ? inv_out->ptr<T>() : nullptr, rows, D, eps, pix);
-      };
-      if (dense) launch(std::true_type{});
-      else launch(std::false_type{});
-    });
-  });
-  check_launch(ctx);
+  cudaStream_t stream = stream_of(ctx);
+  if (D == 0) {  // nothing to normalise: the statistics are 0/0, NaN
+    for (RtTensor* t : {mean_out, inv_out})
+      if (t) check_cuda(ctx, cudaMemsetAsync(t->data, 0xff, t->nbytes(), stream), "LayerNormalization statistics");
+    return;
+  }
+  cuda_fused::NormArgs a;
+  a.dtype = x.dtype;
+  a.rows = rows;
+  a.D = D;
+  a.x = x.data;
+  a.gamma = dense_param(ctx, scale, x.dtype, norm_shape, D);
+  a.beta = dense_param(ctx, bias, x.dtype, norm_shape, D);
+  a.y = y->data;
+  a.eps = eps;
+  // launch_norm writes fp32 statistics: straight into float outputs, else
+  // into scratch and then converted to x's dtype.
+  const bool f32 = x.dtype == DType::Float;
+  auto stat = [&](RtTensor* t) -> float* {
+    if (!t) return nullptr;
+    return f32 ? t->ptr<float>() : static_cast<float*>(ctx.scratch(static_cast<size_t>(rows) * sizeof(float)));
+  };
+  a.mean = stat(mean_out);
+  a.inv_std = stat(inv_out);
+  cuda_fused::launch_norm(a, stream);
+  if (!f32) {
+    const std::pair<RtTensor*, const float*> stats[2] = {{mean_out, a.mean}, {inv_out, a.inv_std}};
+    for (const auto& [t, f] : stats)
+      if (t)
+        DM_CHECK(ctx, launch_float_convert(t->data, x.dtype, f, DType::Float, rows, stream),
+                 "cannot store the statistics as " << dtype_name(x.dtype));
+    check_launch(ctx);
+  }
 }
 
 // ---- BatchNormalization (inference) ---------------------------------------------

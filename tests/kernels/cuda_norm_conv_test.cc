@@ -1,5 +1,6 @@
-// CUDA LayerNormalization, BatchNormalization, pooling and Conv against the
-// CPU reference kernels at odd sizes, fp32 and fp16/bf16 storage.
+// CUDA LayerNormalization, BatchNormalization (kernels/cuda/norm.cu), pooling
+// (pool.cu) and Conv (conv.cu) against the CPU reference kernels at odd sizes,
+// fp32 and fp16/bf16 storage.
 #include <catch2/catch.hpp>
 
 #include "support/cuda_generic_check.h"
@@ -26,6 +27,26 @@ TEST_CASE("cuda LayerNormalization", "[cuda][norm]") {
   Case two_axes("LayerNormalization", 3);  // normalise over the last two axes, Scale broadcast [1, D]
   two_axes.attr(Attribute::make_int("axis", -2)).in(0, randn({4, 3, 33})).in(1, uniform({1, 33}, 0.5f, 1.5f)).in(2, randn({3, 1}));
   two_axes.check();
+}
+
+// Rows beyond launch_norm's shared-memory row cache (51200 fp32 values) take its
+// uncached kernel: vectorisable (60032) and scalar (60022) widths, Scale/B dense and
+// broadcast over two normalised axes, all three outputs.
+TEST_CASE("cuda LayerNormalization over rows longer than the row cache", "[cuda][norm]") {
+  if (!gpu_ready()) return;
+  for (int64_t half : {30016, 30011})
+    for (DType dt : kFloatRuns) {
+      Case dense("LayerNormalization", 3, 3);
+      dense.attr(Attribute::make_int("axis", -2));
+      dense.in(0, randn({3, 2, half}, 1.f, 4.f)).in(1, uniform({2, half}, 0.5f, 1.5f)).in(2, randn({2, half}));
+      INFO("D " << 2 * half << " dense Scale/B");
+      dense.check(dt);
+      Case bcast("LayerNormalization", 3, 3);
+      bcast.attr(Attribute::make_int("axis", -2));
+      bcast.in(0, randn({3, 2, half}, 1.f, 4.f)).in(1, uniform({1, half}, 0.5f, 1.5f)).in(2, randn({2, 1}));
+      INFO("D " << 2 * half << " broadcast Scale/B");
+      bcast.check(dt);
+    }
 }
 
 TEST_CASE("cuda BatchNormalization", "[cuda][norm]") {
