@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: A/B of the cuBLASLt autotuning and the warp-per-row norm
 # (NOTES-perf.md, "v4"). Needs .gpu from `tools/gpu.sh pack` (carried).
-#   1. micro-benchmark, same process, interleaved A B A B (tests/kernels/cuda_tune_bench_test.cc)
+#   1. micro-benchmark, same process, interleaved A B A B (bench/kernels/gemm_tune_bench.cc)
 #   2. the CUDA tests (tools/gpu.sh run -t "[cuda]")
 #   3. BERT-base fp16 32x128 end to end: fuserun device latency with both changes
 #      off (FUSEOPT_GEMM_AUTOTUNE=0 FUSEOPT_NORM_WARP_ROWS=0) and on, alternated.
@@ -15,7 +15,7 @@ G="$ROOT/.gpu"
 export LD_LIBRARY_PATH="$G/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 cd "$ROOT"
 
-FUSEOPT_BENCH_ONLY=tune timeout "${BENCH_S:-45}" "$G/bin/test_kernels" "[.bench]" >"$OUT/tune_bench.log" 2>&1
+FUSEOPT_BENCH_ONLY=tune timeout "${BENCH_S:-45}" "$G/bin/bench_kernels" "[.bench]" >"$OUT/tune_bench.log" 2>&1
 echo "bench rc=$?"
 timeout "${TESTS_S:-80}" tools/gpu.sh run -t "[cuda]" >"$OUT/tests.log" 2>&1
 echo "tests rc=$?"

@@ -1,4 +1,4 @@
-// Micro-benchmark of attention's decode step (hidden: `bin/test_kernels "[.bench]"` or
+// Micro-benchmark of attention's decode step (hidden: `bin/bench_kernels "[.bench]"` or
 // "[decode_bench]"; never decides pass/fail): Llama-3.2-1B shapes (32 query heads, 8 kv heads,
 // head dim 64), 128 and 2048 cached tokens, batch 1 and 8, fp16. Each row: the split-KV
 // kernel (kernels/cuda/fused_attention_decode.cu) and the prefill dispatcher on the same
@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/fused_attention_decode.h"
 #include "kernels/cuda/fused_launch.cuh"
-#include "support/cuda_bench.h"
+#include "cuda_bench.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;

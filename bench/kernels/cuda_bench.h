@@ -1,4 +1,4 @@
-// Shared harness of the hidden CUDA micro-benchmarks (`bin/test_kernels
+// Shared harness of the hidden CUDA micro-benchmarks (`bin/bench_kernels
 // "[.bench]"`): device buffers with random fp16 data, and a median-of-100
 // CUDA-event timer with 20 warm-ups and an index for input rotation.
 #pragma once

@@ -1,5 +1,5 @@
 // Micro-benchmark of the CUDA fused ops (hidden: runs only when asked for,
-// `bin/test_kernels "[.bench]"`; it never decides pass/fail). CUDA events,
+// `bin/bench_kernels "[.bench]"`; it never decides pass/fail). CUDA events,
 // warm-up, median of 100, inputs rotated over 4 sets so L2 does not hold them;
 // figures go to NOTES-perf.md next to ../shared/ANCHORS.md.
 #include <catch2/catch.hpp>
@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
-#include "support/cuda_bench.h"
+#include "cuda_bench.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;

@@ -1,4 +1,4 @@
-// A/B micro-benchmark, same process, same buffers (hidden: `bin/test_kernels
+// A/B micro-benchmark, same process, same buffers (hidden: `bin/bench_kernels
 // "[.bench]"`, FUSEOPT_BENCH_ONLY=tune for this file alone; never decides
 // pass/fail): cuBLASLt heuristic-first vs autotuned algorithms at BERT-base's
 // GEMM shapes, and the block-per-row vs warp-per-row norm at 4096×768.
@@ -17,7 +17,7 @@
 
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
-#include "support/cuda_bench.h"
+#include "cuda_bench.h"
 #include "support/cuda_kernel_check.h"
 
 namespace fuseopt::cuda_fused {

@@ -1,4 +1,4 @@
-// Micro-benchmark (hidden: `bin/test_kernels "[.bench][small_gemm]"`; never
+// Micro-benchmark (hidden: `bin/bench_kernels "[.bench][small_gemm]"`; never
 // decides pass/fail): the small-M GEMM of kernels/cuda/gemm_gelu.cu against
 // cuBLASLt (+ the erf-GELU pass where the activation needs it) at the batch-1
 // BERT/GPT-2 layer shapes. Each figure is one replay of a CUDA graph of 24
@@ -17,7 +17,7 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_gelu.h"
-#include "support/cuda_bench.h"
+#include "cuda_bench.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;
