@@ -1,0 +1,157 @@
+// A GELU GEMM whose output is read only by a LayerNorm over the last axis
+// (the prediction-head transform of BERT-family masked-LM heads:
+// dense -> GELU -> LayerNorm, then the tied vocabulary decoder):
+//
+//   h    = FusedMatMul(A, W, bias?){activation = gelu | gelu_tanh}
+//        | Gelu(FusedMatMul(A, W, bias?){activation = none})     (the opset-20 Gelu op)
+//   x    = h | Reshape(h, shape)           (last dim kept: a 2-D Gemm view, dynamo;
+//                                           before the Gelu op or after the GELU)
+//   root = LayerNormalization(x, gamma, beta?) | fuseopt.LayerNorm(x, gamma, beta?)
+// => fuseopt.FusedMatMulLayerNorm(A, W, bias?, gamma, beta?){transB, alpha, activation, epsilon}
+//    (then the Reshape, when there was one: normalising rows of N commutes with it)
+//
+// Order 350: after LayerNorm (100) has recognised the norm from primitives and
+// FusedMatMul (300) has folded bias and GELU into the GEMM, before
+// LayerNormLinear (600), which would otherwise take the same LayerNorm into the
+// decoder GEMM that reads it. This fusion wins that LayerNorm: on CUDA it turns
+// GEMM + erf-GELU pass + LayerNorm (three launches, h through memory twice) into
+// GEMM + one GELU-and-LayerNorm row kernel, where LayerNormLinear's norm-then-GEMM
+// saves no launch over LayerNorm + GEMM (its norm still writes the normalised rows
+// to scratch). The decoder stays a FusedMatMul (docs/fused_ops.md).
+//
+// Legality: rule 1 (h and the Reshape are read only by the norm; the norm's
+// Mean/InvStdDev unused), rule 2 (W a constant, gamma/beta constants [N]),
+// rule 3 (bias along the last axis), rule 4 (W 2-D; a Reshape that keeps the
+// last dim N), rule 5 (one float dtype), rule 6 (last axis).
+#include "pass/pass.h"
+#include "passes/fusion/fusion_util.h"
+
+namespace fuseopt {
+namespace {
+
+bool is_gelu(const std::string& act) { return act == "gelu" || act == "gelu_tanh"; }
+
+// The activation the fused op gets: the GEMM's own, or the Gelu node's.
+std::string activation_of(const Match& m) {
+  if (const Node* g = m.node("gelu_op")) return g->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
+  return m.node("fmm")->attr_string("activation", "none");
+}
+
+class FusedMatMulLayerNormFusion : public FusionPass {
+ public:
+  std::string name() const override { return "FusedMatMulLayerNorm"; }
+  std::string description() const override {
+    return "FusedMatMul with GELU (or Gelu after it) read only by a last-axis LayerNorm -> fuseopt.FusedMatMulLayerNorm";
+  }
+
+  Pattern pattern() const override {
+    Pattern fmm = Op("FusedMatMul", "A", "W").domain("fuseopt").allow_extra_inputs().as("fmm");
+    // The Reshape of a 2-D Gemm view may come before a Gelu op or after the GELU.
+    Pattern h = AnyOf({Op("Gelu", Op("Reshape", fmm, "shape").as("reshape").optional()).as("gelu_op"), fmm});
+    Pattern x = Op("Reshape", h, "shape").as("reshape").optional();
+    return AnyOf({Op("LayerNormalization", x).allow_extra_inputs().as_node("ln"),
+                  Op("LayerNorm", x).domain("fuseopt").allow_extra_inputs().as_node("ln")});
+  }
+
+  MatchResult match(const Graph&, Node* root) const override {
+    MatchResult r = match_pattern(pattern(), root);
+    if (!r) return r;
+    const Match& m = *r.match;
+    // Only a GELU makes this pattern (a GELU-free GEMM before a norm is not a
+    // candidate at all, so it leaves no rejection in the report).
+    const std::string own = m.node("fmm")->attr_string("activation", "none");
+    const bool ok = m.has("gelu_op") ? (own == "none" || own.empty()) : is_gelu(own);
+    if (!ok) {
+      MatchResult none;
+      none.reason = root->label() + ": the GEMM before the norm has activation '" + own + "', not one GELU";
+      return none;
+    }
+    return r;
+  }
+
+  Status check(const Graph&, const Match& m) const override {
+    const Node* fmm = m.node("fmm");
+    const Node* ln = m.node("ln");
+    const Value* w = m.value("W");
+    if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", fmm->label(), " is not a constant");
+    const auto& wd = w->const_data->dims;
+    if (wd.size() != 2)
+      return Status::reject("rule 4: weight '", w->name, "' of ", fmm->label(), " has shape ", shape_str(wd),
+                            ", not a 2-D [K, N] (the fused op folds A's batch into the GEMM's rows)");
+    const bool trans_b = fmm->attr_int("transB", 0) != 0;
+    const int64_t n = trans_b ? wd[0] : wd[1];
+    const int64_t k = trans_b ? wd[1] : wd[0];
+    if (const auto ak = fusion::last_dim(m.value("A")); ak && *ak != k)
+      return Status::reject("rule 4: A '", m.value("A")->name, "' of ", fmm->label(), " has K=", *ak, ", weight '",
+                            w->name, "' has ", k);
+    if (const auto ar = fusion::rank_of(m.value("A")); ar && *ar < 1)
+      return Status::reject("rule 4: A '", m.value("A")->name, "' of ", fmm->label(), " is a scalar");
+    const Value* bias = fmm->input(2);
+    if (bias)
+      if (Status s = fusion::const_last_axis_vector(bias, "bias", fmm, n); !s) return s;
+
+    const Value* x = ln->input(0);  // what the norm reads
+    if (const Node* r = m.node("reshape")) {
+      // Rows of the reshaped tensor are rows of h exactly when its last dim is N.
+      const auto ld = fusion::last_dim(m.value("reshape"));
+      if (!ld || *ld != n)
+        return Status::reject("rule 4: ", r->label(), " between ", fmm->label(), " and ", ln->label(),
+                              ld ? " makes the last dim " + std::to_string(*ld) : std::string(" has an unknown last dim"),
+                              ", not the GEMM's N=", n);
+    }
+    if (ln->op_type == "LayerNormalization") {
+      const int64_t axis = ln->attr_int("axis", -1);
+      const auto r = fusion::rank_of(x);
+      if (axis != -1 && !(r && axis == *r - 1))
+        return Status::reject("rule 6: ", ln->label(), " normalises from axis ", axis, ", not the last axis only");
+      for (size_t i = 1; i < ln->outputs.size(); ++i)
+        if (ln->outputs[i] && (ln->outputs[i]->num_uses() || ln->outputs[i]->is_graph_output))
+          return Status::reject("rule 1: ", ln->label(), " output '", ln->outputs[i]->name,
+                                "' (Mean/InvStdDev) is read");
+    }
+    const Value* gamma = ln->input(1);
+    const Value* beta = ln->input(2);
+    if (Status s = fusion::const_last_axis_vector(gamma, "gamma", ln, n); !s) return s;
+    if (beta)
+      if (Status s = fusion::const_last_axis_vector(beta, "beta", ln, n); !s) return s;
+    // [1, ..., 1, N] parameters of a higher rank than the norm's input would
+    // broadcast the output to more dims.
+    for (const Value* p : {gamma, beta}) {
+      if (!p || p->const_data->dims.size() == 1) continue;
+      const auto xr = fusion::rank_of(x);
+      if (!xr || static_cast<int64_t>(p->const_data->dims.size()) > *xr)
+        return Status::reject("rule 2: '", p->name, "' of ", ln->label(), " has more dims than the normalised input");
+    }
+    return fusion::same_float_dtype({m.value("A"), w, bias, x, gamma, beta}, ln);
+  }
+
+  void rewrite(const Match& m, Rewriter& rw) const override {
+    Node* fmm = m.node("fmm");
+    Node* ln = m.node("ln");
+    auto vec = [&](Value* v) -> Value* {
+      if (!v || v->const_data->dims.size() == 1) return v;
+      return rw.add_constant(v->name, fusion::as_vector(*v->const_data));
+    };
+    std::string act = activation_of(m);
+    // --approximate-gelu: the user allows erf GELU to run as the tanh form (as FusedMatMul does).
+    if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
+    const float eps = ln->attr_float("epsilon", 1e-5f);
+    std::vector<Value*> in{m.value("A"), m.value("W"), vec(fmm->input(2)), vec(ln->input(1)), vec(ln->input(2))};
+    if (!in.back()) in.pop_back();
+    Node* f = rw.create_node("fuseopt", "FusedMatMulLayerNorm", in,
+                             {Attribute::make_int("transB", fmm->attr_int("transB", 0) != 0 ? 1 : 0),
+                              Attribute::make_float("alpha", fmm->attr_float("alpha", 1.0f)),
+                              Attribute::make_string("activation", act), Attribute::make_float("epsilon", eps)},
+                             1, fmm->name);
+    Value* y = f->output(0);
+    if (const Node* r = m.node("reshape")) {
+      // norm(Reshape(h)) == Reshape(norm(h)) when the last dim stays N: the Reshape moves after the op.
+      y = rw.create_node("", "Reshape", {y, r->input(1)}, r->attrs, 1, r->name)->output(0);
+    }
+    rw.replace_match(m, f, name(), {{ln->output(0), y}});
+  }
+};
+
+}  // namespace
+FUSEOPT_REGISTER_PASS(FusedMatMulLayerNormFusion, PassCategory::Fusion, 350);
+}  // namespace fuseopt
