@@ -60,8 +60,13 @@ def pick(rng, seq):
     return seq[rng.randrange(len(seq))] if len(seq) else None
 
 
-def odd_int(rng):
-    return rng.choice(ODD_INTS)
+def odd_int(rng, unlike=None):
+    return other(rng, ODD_INTS, unlike)
+
+
+def other(rng, choices, current):
+    """A choice that differs from the current value (a mutation must change something)."""
+    return rng.choice([c for c in choices if c != current])
 
 
 # ---- dims and dtypes ------------------------------------------------------------------------
@@ -75,12 +80,13 @@ def mutate_value_dims(m, rng):
     if what == 0 and len(dims):
         d = pick(rng, dims)
         old = d.dim_value if d.HasField("dim_value") else d.dim_param
-        new = rng.choice([0, 1, -1, -7, 1 << 40, (1 << 63) - 1])
+        new = other(rng, [0, 1, -1, -7, 1 << 40, (1 << 63) - 1], old)
         d.dim_value = new
         return f"dims: value '{v.name}' dim {old!r} -> {new}"
     if what == 1 and len(dims):
         d = pick(rng, dims)
-        d.dim_param = rng.choice(["", "batch", "seq", "N*2", "-1", "\u00e9\u0000x"])
+        old = d.dim_param if d.HasField("dim_param") else None
+        d.dim_param = other(rng, ["", "batch", "seq", "N*2", "-1", "\u00e9\u0000x"], old)
         return f"dims: value '{v.name}' a dim -> dim_param {d.dim_param!r}"
     if what == 2:
         v.type.tensor_type.shape.dim.add().dim_value = rng.choice([1, 3])
@@ -97,9 +103,10 @@ def mutate_initializer_dims(m, rng):
         return None
     if len(t.dims) and rng.random() < 0.7:
         k = rng.randrange(len(t.dims))
-        old, t.dims[k] = t.dims[k], rng.choice([0, 1, 3, -1, -5, 1 << 40, (1 << 62)])
+        old = t.dims[k]
+        t.dims[k] = other(rng, [0, 1, 3, -1, -5, 1 << 40, (1 << 62)], old)
         return f"initializer '{t.name}' dim {k}: {old} -> {t.dims[k]} (data unchanged)"
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or not len(t.dims):
         t.dims.append(rng.choice([1, 2]))
         return f"initializer '{t.name}' rank + 1"
     del t.dims[:]
@@ -110,8 +117,9 @@ def mutate_value_dtype(m, rng):
     v = pick(rng, typed_values(m))
     if v is None:
         return None
-    old, new = v.type.tensor_type.elem_type, rng.choice(ODD_DTYPES)
-    v.type.tensor_type.elem_type = new if new >= 0 else 0
+    old = v.type.tensor_type.elem_type
+    new = other(rng, ODD_DTYPES, old)
+    v.type.tensor_type.elem_type = new if new >= 0 else (0 if old else 99)
     return f"dtype: value '{v.name}' {old} -> {v.type.tensor_type.elem_type}"
 
 
@@ -120,7 +128,7 @@ def mutate_initializer_dtype(m, rng):
     if t is None:
         return None
     old = t.data_type
-    t.data_type = max(0, rng.choice(ODD_DTYPES))
+    t.data_type = max(0, other(rng, ODD_DTYPES + [0], old)) if old else other(rng, ODD_DTYPES[1:], old)
     return f"initializer '{t.name}' data_type {old} -> {t.data_type} (data unchanged)"
 
 
@@ -133,7 +141,7 @@ def mutate_value_type_kind(m, rng):
         v.type.ClearField("tensor_type")
         v.type.sequence_type.elem_type.tensor_type.elem_type = TensorProto.FLOAT
         return f"type: value '{v.name}' tensor -> sequence(tensor(float))"
-    if what == 1:
+    if what == 1 and v.type.tensor_type.HasField("shape"):
         v.type.tensor_type.ClearField("shape")
         return f"type: value '{v.name}' shape removed"
     v.ClearField("type")
@@ -149,29 +157,31 @@ def mutate_attribute_value(m, rng):
     a = pick(rng, n.attribute)
     where = f"node '{n.name}' ({n.op_type}) attribute '{a.name}'"
     if a.type == AttributeProto.INT:
-        a.i = odd_int(rng)
+        a.i = odd_int(rng, a.i)
         return f"{where} = {a.i}"
     if a.type == AttributeProto.INTS:
         if len(a.ints) and rng.random() < 0.6:
-            a.ints[rng.randrange(len(a.ints))] = odd_int(rng)
-        elif rng.random() < 0.5:
+            k = rng.randrange(len(a.ints))
+            a.ints[k] = odd_int(rng, a.ints[k])
+        elif rng.random() < 0.5 or not len(a.ints):
             a.ints.append(odd_int(rng))
         else:
             del a.ints[:]
         return f"{where} = {list(a.ints)[:8]}"
     if a.type == AttributeProto.FLOAT:
-        a.f = rng.choice(ODD_FLOATS)
+        a.f = rng.choice([f for f in ODD_FLOATS if f != a.f or f != f])  # NaN never equals itself
         return f"{where} = {a.f}"
     if a.type == AttributeProto.FLOATS:
         a.floats.append(rng.choice(ODD_FLOATS))
         return f"{where} + one float"
     if a.type == AttributeProto.STRING:
-        a.s = rng.choice([b"", b"NOSUCH", b"\xff\xfe", b"x" * 300])
+        a.s = other(rng, [b"", b"NOSUCH", b"\xff\xfe", b"x" * 300], a.s)
         return f"{where} = {a.s[:16]!r}"
     if a.type == AttributeProto.TENSOR:
         t = a.t
         if len(t.dims):
-            t.dims[rng.randrange(len(t.dims))] = rng.choice([0, 7, -1, 1 << 40])
+            k = rng.randrange(len(t.dims))
+            t.dims[k] = other(rng, [0, 7, -1, 1 << 40], t.dims[k])
         else:
             t.dims.append(rng.choice([0, 2, 1 << 40]))
         return f"{where} tensor dims -> {list(t.dims)}"
@@ -184,9 +194,10 @@ def mutate_attribute_type(m, rng):
     if n is None:
         return None
     a = pick(rng, n.attribute)
-    old, a.type = a.type, rng.choice([AttributeProto.INT, AttributeProto.FLOAT, AttributeProto.STRING,
-                                       AttributeProto.INTS, AttributeProto.FLOATS, AttributeProto.TENSOR,
-                                       AttributeProto.GRAPH, AttributeProto.UNDEFINED])
+    old = a.type
+    a.type = other(rng, [AttributeProto.INT, AttributeProto.FLOAT, AttributeProto.STRING, AttributeProto.INTS,
+                         AttributeProto.FLOATS, AttributeProto.TENSOR, AttributeProto.GRAPH,
+                         AttributeProto.UNDEFINED], old)
     return f"node '{n.name}' ({n.op_type}) attribute '{a.name}' type {old} -> {a.type} (value fields unchanged)"
 
 
@@ -268,9 +279,9 @@ def mutate_op_type(m, rng):
         return None
     old = n.op_type
     if rng.random() < 0.8:
-        n.op_type = rng.choice(OP_TYPES)
+        n.op_type = other(rng, OP_TYPES, old)
         return f"node '{n.name}' op {old} -> {n.op_type}"
-    n.domain = rng.choice(["fuseopt", "com.microsoft", "ai.onnx", "no.such.domain", "ai.onnx.ml"])
+    n.domain = other(rng, ["fuseopt", "com.microsoft", "ai.onnx", "no.such.domain", "ai.onnx.ml"], n.domain)
     return f"node '{n.name}' ({old}) domain -> {n.domain!r}"
 
 
@@ -288,6 +299,8 @@ def mutate_nodes(m, rng):
         g.node.add().CopyFrom(n)
         return f"node '{n.name}' ({n.op_type}) twice (same outputs)"
     j = rng.randrange(len(g.node))
+    if j == k:
+        return None
     a, b = onnx.NodeProto(), onnx.NodeProto()
     a.CopyFrom(g.node[k])
     b.CopyFrom(g.node[j])
@@ -302,7 +315,8 @@ def mutate_opset(m, rng):
     what = rng.randrange(5)
     default = [o for o in m.opset_import if o.domain in ("", "ai.onnx")]
     if what == 0 and default:
-        old, default[0].version = default[0].version, rng.choice([0, 1, 6, 11, 12, 16, 24, 99, -1, 1 << 40])
+        old = default[0].version
+        default[0].version = other(rng, [0, 1, 6, 11, 12, 16, 24, 99, -1, 1 << 40], old)
         return f"opset: default {old} -> {default[0].version}"
     if what == 1 and default:
         m.opset_import.remove(default[0])
@@ -315,7 +329,8 @@ def mutate_opset(m, rng):
         o = m.opset_import.add()
         o.domain, o.version = rng.choice(["fuseopt", "com.microsoft", "no.such"]), rng.choice([0, 1, 99])
         return f"opset: + import {o.domain} {o.version}"
-    old, m.ir_version = m.ir_version, rng.choice([0, 1, 3, 4, 7, 11, 99, -1])
+    old = m.ir_version
+    m.ir_version = other(rng, [0, 1, 3, 4, 7, 11, 99, -1], old)
     return f"ir_version {old} -> {m.ir_version}"
 
 

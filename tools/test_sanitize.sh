@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cxx=${FUSEOPT_SANITIZE_CXX:-clang++-15}
 command -v "$cxx" >/dev/null || {
-  echo "test_sanitize: $cxx not found (bash tools/install_deps.sh --sanitize installs clang-15 and libfuzzer-15-dev)" >&2
+  echo "test_sanitize: $cxx not found (bash tools/install_deps.sh --sanitize installs clang-15," \
+       "libfuzzer-15-dev)" >&2
   exit 1
 }
 if [ ! -f build-asan/build.ninja ]; then
