@@ -234,5 +234,7 @@ class ConstFold : public Pass {
 };
 
 }  // namespace
+// First: every other pass then sees Constant nodes as initializers and shape
+// computations folded to constants.
 FUSEOPT_REGISTER_PASS(ConstFold, PassCategory::Cleanup, 100);
 }  // namespace fuseopt

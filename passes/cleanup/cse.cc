@@ -108,5 +108,7 @@ class CommonSubexpressionElimination : public Pass {
 };
 
 }  // namespace
+// After const_fold (100) and identity_elim (200): constants and rewired inputs
+// are final, so equal nodes have equal keys.
 FUSEOPT_REGISTER_PASS(CommonSubexpressionElimination, PassCategory::Cleanup, 300);
 }  // namespace fuseopt

@@ -26,5 +26,6 @@ class DeadCodeElimination : public Pass {
 };
 
 }  // namespace
+// Last of the cleanups: removes what the others left unread.
 FUSEOPT_REGISTER_PASS(DeadCodeElimination, PassCategory::Cleanup, 900);
 }  // namespace fuseopt

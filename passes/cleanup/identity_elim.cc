@@ -58,5 +58,7 @@ class IdentityElimination : public Pass {
 };
 
 }  // namespace
+// After if_fold (150), which can leave the Identity of a pass-through branch;
+// before cse (300), so that chains differing only by an Identity compare equal.
 FUSEOPT_REGISTER_PASS(IdentityElimination, PassCategory::Cleanup, 200);
 }  // namespace fuseopt

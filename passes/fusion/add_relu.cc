@@ -22,5 +22,7 @@ class AddReluFusion : public FusionPass {
 };
 
 }  // namespace
+// After FusedMatMul (300), which takes a GEMM's bias Add + Relu: AddRelu gets the
+// residual Add + Relu left over.
 FUSEOPT_REGISTER_PASS(AddReluFusion, PassCategory::Fusion, 310);
 }  // namespace fuseopt

@@ -77,5 +77,7 @@ class ConvBnFold : public FusionPass {
 };
 
 }  // namespace
+// First fusion: it leaves a standard Conv, so a BatchNormalization no longer stands
+// between the Conv and what reads it when the other fusions run.
 FUSEOPT_REGISTER_PASS(ConvBnFold, PassCategory::Fusion, 50);
 }  // namespace fuseopt

@@ -40,7 +40,7 @@ class FusedMatMulFusion : public FusionPass {
   }
 
   MatchResult match(const Graph&, Node* root) const override {
-    MatchResult r = match_pattern(pattern(), root);
+    MatchResult r = match_pattern(built_pattern(), root);
     if (!r) return r;
     const Match& m = *r.match;
     const bool act = m.has("relu") || m.has("gelu") || m.has("gelu_tanh") || m.has("tanh");
@@ -159,5 +159,8 @@ class FusedMatMulFusion : public FusionPass {
 };
 
 }  // namespace
+// After GatedMatMul (250), which needs the gate's activation still apart; before
+// AddRelu (310: Relu(MatMul + bias) is a FusedMatMul), QkvPack (400) and
+// LayerNormLinear (600), which build on its nodes.
 FUSEOPT_REGISTER_PASS(FusedMatMulFusion, PassCategory::Fusion, 300);
 }  // namespace fuseopt

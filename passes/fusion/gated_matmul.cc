@@ -215,5 +215,6 @@ class GatedMatMulFusion : public FusionPass {
 };
 
 }  // namespace
+// Before FusedMatMul (300) and QkvPack (400): see "Order 250" at the top of the file.
 FUSEOPT_REGISTER_PASS(GatedMatMulFusion, PassCategory::Fusion, 250);
 }  // namespace fuseopt

@@ -78,5 +78,7 @@ class LayerNormFusion : public FusionPass {
 };
 
 }  // namespace
+// First of the norms: SkipLayerNorm (200), FusedMatMulLayerNorm (350) and
+// LayerNormLinear (600) extend the node it writes.
 FUSEOPT_REGISTER_PASS(LayerNormFusion, PassCategory::Fusion, 100);
 }  // namespace fuseopt

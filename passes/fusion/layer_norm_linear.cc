@@ -273,6 +273,8 @@ class LayerNormLinearFusion : public FusionPass {
 
 }  // namespace
 
+// After the norms (100-200) and the GEMM fusions (250-400): it fuses a norm node into
+// the FusedMatMul nodes reading it, an attention block's norm usually one packed GEMM.
 FUSEOPT_REGISTER_PASS(LayerNormLinearFusion, PassCategory::Fusion, 600);
 
 }  // namespace fuseopt

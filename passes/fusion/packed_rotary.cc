@@ -105,5 +105,6 @@ class PackedRotaryFusion : public FusionPass {
 };
 
 }  // namespace
+// After Attention (500) and RotaryEmbedding (450): it rewires their nodes only.
 FUSEOPT_REGISTER_PASS(PackedRotaryFusion, PassCategory::Fusion, 510);
 }  // namespace fuseopt

@@ -226,6 +226,9 @@ class QkvPackFusion : public FusionPass {
 
 }  // namespace
 
+// After FusedMatMul (300): it packs the fused GEMMs that read one input; before
+// RotaryEmbedding (450), Attention (500) and LayerNormLinear (600), which then see
+// one packed projection.
 FUSEOPT_REGISTER_PASS(QkvPackFusion, PassCategory::Fusion, 400);
 
 }  // namespace fuseopt

@@ -77,5 +77,6 @@ class RMSNormFusion : public FusionPass {
 };
 
 }  // namespace
+// With the norms: SkipLayerNorm (200) and LayerNormLinear (600) take fuseopt.RMSNorm too.
 FUSEOPT_REGISTER_PASS(RMSNormFusion, PassCategory::Fusion, 110);
 }  // namespace fuseopt

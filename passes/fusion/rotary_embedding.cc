@@ -432,7 +432,7 @@ class RotaryEmbeddingFusion : public FusionPass {
   // GPT-J's TorchScript export computes the pair-merging Reshape's target from
   // Shape(stack): those shape nodes serve the match only and go with it.
   MatchResult match(const Graph& g, Node* root) const override {
-    MatchResult r = match_pattern(pattern(), root);
+    MatchResult r = match_pattern(built_pattern(), root);
     if (!r || !r.match->has("rot_shape")) return r;
     Match& m = *r.match;
     std::vector<Node*> cone;
@@ -678,5 +678,6 @@ class RotaryEmbeddingFusion : public FusionPass {
 };
 
 }  // namespace
+// After QkvPack (400), before Attention (500): see "Order 450" at the top of the file.
 FUSEOPT_REGISTER_PASS(RotaryEmbeddingFusion, PassCategory::Fusion, 450);
 }  // namespace fuseopt

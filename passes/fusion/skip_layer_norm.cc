@@ -116,5 +116,6 @@ class SkipLayerNormFusion : public FusionPass {
 };
 
 }  // namespace
+// After LayerNorm (100) and RMSNorm (110): it extends their nodes with the residual Add.
 FUSEOPT_REGISTER_PASS(SkipLayerNormFusion, PassCategory::Fusion, 200);
 }  // namespace fuseopt

@@ -14,8 +14,14 @@ const char* category_name(PassCategory c) { return c == PassCategory::Cleanup ? 
 
 const PassOptions FusionPass::kDefaultOptions{};
 
+const Pattern& FusionPass::built_pattern() const {
+  if (!pattern_) pattern_ = pattern();
+  return *pattern_;
+}
+
 int FusionPass::run(Rewriter& rw, PassContext& ctx) {
   options_ = &ctx.options;
+  pattern_ = pattern();  // once per sweep, not per node
   const std::string pname = pattern_name();
   ctx.report.touch_pattern(pname);
   // Consumers first: the longest chain ending at a node is tried before a

@@ -29,18 +29,21 @@
 // How a FusionPass runs (FusionPass::run): the graph's nodes are visited in
 // REVERSE topological order (consumers first, so the longest chain ending at a
 // node is tried before a shorter one starting below it); for each live node,
-// match() (default: match_pattern(pattern(), node)); on a structural match the
+// match() (default: match_pattern(built_pattern(), node)); on a structural match the
 // driver checks rule 1 with check_interior_private(m, kept_outputs(m)), then
 // check(); a failure is recorded in the report as `rejected` with the reason
 // (prefixed with the root node); success is `matched` and rewrite() runs.
+// The pattern is built once per run() (built_pattern()), not once per node.
 //
-// Order keys (lower runs first within a category; leave gaps):
-//   cleanup: 100 const_fold, 200 identity_elim, 300 cse, 900 dce
-//   fusion (suggested): 100 LayerNorm/RMSNorm, 200 SkipLayerNorm, 300 Attention,
-//     400 FusedMatMul, 500 QKV, 600 LayerNormLinear, 900 AddRelu
+// Order: cleanup passes, then fusion passes, each category by the order key of its
+// FUSEOPT_REGISTER_PASS (lower first; leave gaps). The key is set where the pass is
+// defined, with a comment saying which passes it must follow or precede and why;
+// `fuseopt --list-passes` prints the resulting order and tests/unit/pass_order_test.cc
+// pins the relations the fusions rely on.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,9 +82,10 @@ class Pass {
 class FusionPass : public Pass {
  public:
   // The pattern tried at every node (the node is the root: the last node of the chain).
-  // Passes that match by hand override match() instead and may leave this as is.
+  // run() builds it once (built_pattern()) and reuses it for every node. Passes that
+  // match by hand override match() instead and may leave this as is.
   virtual Pattern pattern() const { return Pattern(); }
-  virtual MatchResult match(const Graph& g, Node* root) const { return match_pattern(pattern(), root); }
+  virtual MatchResult match(const Graph& g, Node* root) const { return match_pattern(built_pattern(), root); }
   // Values other than the root's outputs that the fused op will still produce
   // (exempt from rule 1), e.g. SkipLayerNorm's Sum when the residual goes on.
   virtual std::vector<const Value*> kept_outputs(const Match& m) const { return {}; }
@@ -96,10 +100,13 @@ class FusionPass : public Pass {
 
  protected:
   const PassOptions& options() const { return *options_; }
+  // pattern() as built at the start of this run() (or at the first use outside one).
+  const Pattern& built_pattern() const;
 
  private:
   static const PassOptions kDefaultOptions;
   const PassOptions* options_ = &kDefaultOptions;  // set by run() from the context
+  mutable std::optional<Pattern> pattern_;         // set by run(): pattern() may read options()
 };
 
 // ---- registry (self-registration: nothing central lists the passes) -----------------

@@ -109,6 +109,8 @@ class AttentionFusion : public FusionPass {
 
 }  // namespace
 
+// After QkvPack (400) and RotaryEmbedding (450): it reads the packed QKV Split and
+// the rotary op's output as Q/K; before PackedRotary (510), which rewires its nodes.
 FUSEOPT_REGISTER_PASS(AttentionFusion, PassCategory::Fusion, 500);
 
 }  // namespace fuseopt

@@ -1,0 +1,56 @@
+// The pass order relations stated where each pass is defined (the comment at
+// its FUSEOPT_REGISTER_PASS): an order key changed so that one no longer holds
+// fails here, naming the pair.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pass/pass.h"
+
+using namespace fuseopt;
+
+namespace {
+
+int position(const std::string& name) {
+  const std::vector<const PassInfo*> passes = registered_passes();
+  for (size_t i = 0; i < passes.size(); ++i)
+    if (passes[i]->name == name) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("pass order: every relation a pass states at its registration holds", "[pass][order]") {
+  const std::vector<std::pair<const char*, const char*>> first_then = {
+      // cleanup
+      {"const_fold", "if_fold"},
+      {"if_fold", "identity_elim"},
+      {"identity_elim", "cse"},
+      {"cse", "dce"},
+      {"dce", "ConvBnFold"},  // every cleanup before every fusion
+      // the norms, then what extends them
+      {"LayerNorm", "SkipLayerNorm"},
+      {"RMSNorm", "SkipLayerNorm"},
+      {"SkipLayerNorm", "LayerNormLinear"},
+      // GEMMs
+      {"GatedMatMul", "FusedMatMul"},
+      {"GatedMatMul", "QkvPack"},
+      {"FusedMatMul", "AddRelu"},
+      {"FusedMatMul", "QkvPack"},
+      {"QkvPack", "LayerNormLinear"},
+      // attention
+      {"QkvPack", "RotaryEmbedding"},
+      {"RotaryEmbedding", "Attention"},
+      {"Attention", "PackedRotary"},
+      {"LayerNormLinear", "TiedEmbedding"},
+  };
+  for (const auto& [a, b] : first_then) {
+    INFO(a << " must run before " << b);
+    const int pa = position(a), pb = position(b);
+    REQUIRE(pa >= 0);
+    REQUIRE(pb >= 0);
+    CHECK(pa < pb);
+  }
+}
