@@ -252,6 +252,10 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     from->is_graph_output = false;
     bool renamable = !to->is_graph_input && !to->const_data && !to->is_graph_output;
     to->is_graph_output = true;
+    // The output's declared type stays where the replacement's is unknown (an output of
+    // elem_type 0 is no valid model).
+    if (to->dtype == DType::Undefined) to->dtype = from->dtype;
+    if (!to->shape) to->shape = from->shape;
     if (renamable) {
       std::string name = from->name;
       rename_value(from, unique_name(name + "_replaced"));
