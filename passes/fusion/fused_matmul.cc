@@ -19,6 +19,13 @@
 namespace fuseopt {
 namespace {
 
+// The captures of this fusion's pattern (the names reports and -v logs print).
+namespace cap {
+const ValueCapture A{"A"}, W{"W"}, bias{"bias"}, shape{"shape"};
+const NodeCapture bias_add{"bias_add"}, gemm{"gemm"}, mm{"mm"}, relu{"relu"}, reshape{"reshape"},
+    tanh{"tanh"}, w_t{"w_t"};
+}  // namespace cap
+
 // The GELU spellings live in gelu_patterns.h (shared with GatedMatMul).
 using fusion::erf_gelu;
 using fusion::tanh_gelu;
@@ -31,21 +38,21 @@ class FusedMatMulFusion : public FusionPass {
   }
 
   Pattern pattern() const override {
-    Pattern w = AnyOf({Op("Transpose", "W").as("w_t"), Any("W")});
-    Pattern mm = Op("MatMul", "A", w).as("mm");
-    Pattern core = AnyOf({Op("Add", mm, Const("bias")).commutative().as("bias_add"),
-                          Op("Gemm", "A", w).allow_extra_inputs().as("gemm"), mm});
-    Pattern y = Op("Reshape", core, "shape").as("reshape").optional();
-    return AnyOf({Op("Relu", y).as("relu"), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as("tanh"), core});
+    Pattern w = AnyOf({Op("Transpose", cap::W).as(cap::w_t), Any(cap::W)});
+    Pattern mm = Op("MatMul", cap::A, w).as(cap::mm);
+    Pattern core = AnyOf({Op("Add", mm, Const(cap::bias)).commutative().as(cap::bias_add),
+                          Op("Gemm", cap::A, w).allow_extra_inputs().as(cap::gemm), mm});
+    Pattern y = Op("Reshape", core, cap::shape).as(cap::reshape).optional();
+    return AnyOf({Op("Relu", y).as(cap::relu), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as(cap::tanh), core});
   }
 
   MatchResult match(const Graph&, Node* root) const override {
     MatchResult r = match_pattern(built_pattern(), root);
     if (!r) return r;
     const Match& m = *r.match;
-    const bool act = m.has("relu") || m.has("gelu") || m.has("gelu_tanh") || m.has("tanh");
+    const bool act = m.has(cap::relu) || m.has(fusion::gelu_cap::gelu) || m.has(fusion::gelu_cap::gelu_tanh) || m.has(cap::tanh);
     // A bare MatMul (no bias, no activation) is not a fusion candidate at all.
-    if (!act && !m.has("bias_add") && !m.has("gemm")) {
+    if (!act && !m.has(cap::bias_add) && !m.has(cap::gemm)) {
       MatchResult none;
       none.reason = root->label() + ": a MatMul without bias or activation";
       return none;
@@ -54,55 +61,55 @@ class FusedMatMulFusion : public FusionPass {
   }
 
   Status check(const Graph&, const Match& m) const override {
-    const Node* mm = m.has("gemm") ? m.node("gemm") : m.node("mm");
-    const Value* w = m.value("W");
+    const Node* mm = m.has(cap::gemm) ? m.node(cap::gemm) : m.node(cap::mm);
+    const Value* w = m.value(cap::W);
     if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", mm->label(), " is not a constant");
     const auto& wd = w->const_data->dims;
     if (wd.size() < 2)
       return Status::reject("rule 4: weight '", w->name, "' of ", mm->label(), " has shape ", shape_str(wd),
                             ", not [K, N]");
     bool trans_b = false;
-    if (const Node* t = m.node("w_t")) {
+    if (const Node* t = m.node(cap::w_t)) {
       const auto perm = t->attr_ints("perm");
       if (wd.size() != 2 || !(perm.empty() || perm == std::vector<int64_t>{1, 0}))
         return Status::reject("rule 4: ", t->label(), " before the weight is not a 2-D [1, 0] transpose");
       trans_b = true;
     }
-    if (const Node* g = m.node("gemm")) {
+    if (const Node* g = m.node(cap::gemm)) {
       if (g->attr_int("transA", 0) != 0)
         return Status::reject("rule 4: ", g->label(), " has transA=1 on a non-constant A");
       if (wd.size() != 2) return Status::reject("rule 4: weight of ", g->label(), " is not 2-D");
       if (g->attr_int("transB", 0) != 0) trans_b = !trans_b;
     }
     const int64_t n = trans_b ? wd[wd.size() - 2] : wd.back();
-    const auto k = fusion::last_dim(m.value("A"));
+    const auto k = fusion::last_dim(m.value(cap::A));
     const int64_t wk = trans_b ? wd.back() : wd[wd.size() - 2];
     if (k && *k != wk)
-      return Status::reject("rule 4: A '", m.value("A")->name, "' has K=", *k, ", weight '", w->name, "' has ", wk);
+      return Status::reject("rule 4: A '", m.value(cap::A)->name, "' has K=", *k, ", weight '", w->name, "' has ", wk);
     const Value* bias = bias_value(m);
     if (bias) {
-      if (const Node* g = m.node("gemm"); g && bias->const_data && bias->const_data->numel() == 1) {
+      if (const Node* g = m.node(cap::gemm); g && bias->const_data && bias->const_data->numel() == 1) {
         // A scalar C broadcasts to every column: exact as a [N] bias.
       } else {
-        const Node* at = m.has("bias_add") ? m.node("bias_add") : m.node("gemm");
+        const Node* at = m.has(cap::bias_add) ? m.node(cap::bias_add) : m.node(cap::gemm);
         if (Status s = fusion::const_last_axis_vector(bias, "bias", at, n); !s) return s;
         // [1, ..., 1, N] must not add dims to the product.
         const int64_t br = bias->const_data->dims.size();
-        const auto ar = fusion::rank_of(m.value("A"));
+        const auto ar = fusion::rank_of(m.value(cap::A));
         const int64_t out_rank = std::max<int64_t>(ar.value_or(0), static_cast<int64_t>(wd.size()));
         if (br > 1 && (!ar || br > out_rank))
           return Status::reject("rule 3: bias '", bias->name, "' of ", at->label(), " has more dims than the product");
       }
     }
-    return fusion::same_float_dtype({m.value("A"), w, bias}, mm);
+    return fusion::same_float_dtype({m.value(cap::A), w, bias}, mm);
   }
 
   void rewrite(const Match& m, Rewriter& rw) const override {
-    Value* w = m.value("W");
-    bool trans_b = m.has("w_t");
+    Value* w = m.value(cap::W);
+    bool trans_b = m.has(cap::w_t);
     float alpha = 1.0f;
     Value* bias = bias_value(m);
-    if (const Node* g = m.node("gemm")) {
+    if (const Node* g = m.node(cap::gemm)) {
       if (g->attr_int("transB", 0) != 0) trans_b = !trans_b;
       alpha = g->attr_float("alpha", 1.0f);
       const float beta = g->attr_float("beta", 1.0f);
@@ -129,19 +136,19 @@ class FusedMatMulFusion : public FusionPass {
         }
       }
     }
-    std::string act = m.has("relu")        ? "relu"
-                      : m.has("gelu")      ? "gelu"
-                      : m.has("gelu_tanh") ? "gelu_tanh"
-                      : m.has("tanh")      ? "tanh"
+    std::string act = m.has(cap::relu)        ? "relu"
+                      : m.has(fusion::gelu_cap::gelu)      ? "gelu"
+                      : m.has(fusion::gelu_cap::gelu_tanh) ? "gelu_tanh"
+                      : m.has(cap::tanh)      ? "tanh"
                                            : "none";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
-    const Node* mm = m.has("gemm") ? m.node("gemm") : m.node("mm");
-    Node* f = rw.create_node("fuseopt", "FusedMatMul", {m.value("A"), w, bias},
+    const Node* mm = m.has(cap::gemm) ? m.node(cap::gemm) : m.node(cap::mm);
+    Node* f = rw.create_node("fuseopt", "FusedMatMul", {m.value(cap::A), w, bias},
                              {Attribute::make_int("transB", trans_b ? 1 : 0), Attribute::make_float("alpha", alpha),
                               Attribute::make_string("activation", act)},
                              1, mm->name);
-    if (const Node* r = m.node("reshape")) {
+    if (const Node* r = m.node(cap::reshape)) {
       // act(Reshape(core)) == Reshape(act(core)): the Reshape moves after the fused op.
       Node* nr = rw.create_node("", "Reshape", {f->output(0), r->input(1)}, r->attrs, 1, r->name);
       rw.replace_match(m, f, name(), {{m.root->output(0), nr->output(0)}});
@@ -152,8 +159,8 @@ class FusedMatMulFusion : public FusionPass {
 
  private:
   static Value* bias_value(const Match& m) {
-    if (m.has("bias_add")) return m.value("bias");
-    if (const Node* g = m.node("gemm")) return g->input(2);
+    if (m.has(cap::bias_add)) return m.value(cap::bias);
+    if (const Node* g = m.node(cap::gemm)) return g->input(2);
     return nullptr;
   }
 };

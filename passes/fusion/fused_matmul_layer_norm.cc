@@ -29,12 +29,18 @@
 namespace fuseopt {
 namespace {
 
+// The captures of this fusion's pattern (the names reports and -v logs print).
+namespace cap {
+const ValueCapture A{"A"}, W{"W"}, shape{"shape"};
+const NodeCapture fmm{"fmm"}, gelu_op{"gelu_op"}, ln{"ln"}, reshape{"reshape"};
+}  // namespace cap
+
 bool is_gelu(const std::string& act) { return act == "gelu" || act == "gelu_tanh"; }
 
 // The activation the fused op gets: the GEMM's own, or the Gelu node's.
 std::string activation_of(const Match& m) {
-  if (const Node* g = m.node("gelu_op")) return g->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
-  return m.node("fmm")->attr_string("activation", "none");
+  if (const Node* g = m.node(cap::gelu_op)) return g->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
+  return m.node(cap::fmm)->attr_string("activation", "none");
 }
 
 class FusedMatMulLayerNormFusion : public FusionPass {
@@ -45,22 +51,22 @@ class FusedMatMulLayerNormFusion : public FusionPass {
   }
 
   Pattern pattern() const override {
-    Pattern fmm = Op("FusedMatMul", "A", "W").domain("fuseopt").allow_extra_inputs().as("fmm");
+    Pattern fmm = Op("FusedMatMul", cap::A, cap::W).domain("fuseopt").allow_extra_inputs().as(cap::fmm);
     // The Reshape of a 2-D Gemm view may come before a Gelu op or after the GELU.
-    Pattern h = AnyOf({Op("Gelu", Op("Reshape", fmm, "shape").as("reshape").optional()).as("gelu_op"), fmm});
-    Pattern x = Op("Reshape", h, "shape").as("reshape").optional();
-    return AnyOf({Op("LayerNormalization", x).allow_extra_inputs().as_node("ln"),
-                  Op("LayerNorm", x).domain("fuseopt").allow_extra_inputs().as_node("ln")});
+    Pattern h = AnyOf({Op("Gelu", Op("Reshape", fmm, cap::shape).as(cap::reshape).optional()).as(cap::gelu_op), fmm});
+    Pattern x = Op("Reshape", h, cap::shape).as(cap::reshape).optional();
+    return AnyOf({Op("LayerNormalization", x).allow_extra_inputs().as_node(cap::ln),
+                  Op("LayerNorm", x).domain("fuseopt").allow_extra_inputs().as_node(cap::ln)});
   }
 
   MatchResult match(const Graph&, Node* root) const override {
-    MatchResult r = match_pattern(pattern(), root);
+    MatchResult r = match_pattern(built_pattern(), root);
     if (!r) return r;
     const Match& m = *r.match;
     // Only a GELU makes this pattern (a GELU-free GEMM before a norm is not a
     // candidate at all, so it leaves no rejection in the report).
-    const std::string own = m.node("fmm")->attr_string("activation", "none");
-    const bool ok = m.has("gelu_op") ? (own == "none" || own.empty()) : is_gelu(own);
+    const std::string own = m.node(cap::fmm)->attr_string("activation", "none");
+    const bool ok = m.has(cap::gelu_op) ? (own == "none" || own.empty()) : is_gelu(own);
     if (!ok) {
       MatchResult none;
       none.reason = root->label() + ": the GEMM before the norm has activation '" + own + "', not one GELU";
@@ -70,9 +76,9 @@ class FusedMatMulLayerNormFusion : public FusionPass {
   }
 
   Status check(const Graph&, const Match& m) const override {
-    const Node* fmm = m.node("fmm");
-    const Node* ln = m.node("ln");
-    const Value* w = m.value("W");
+    const Node* fmm = m.node(cap::fmm);
+    const Node* ln = m.node(cap::ln);
+    const Value* w = m.value(cap::W);
     if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", fmm->label(), " is not a constant");
     const auto& wd = w->const_data->dims;
     if (wd.size() != 2)
@@ -81,19 +87,19 @@ class FusedMatMulLayerNormFusion : public FusionPass {
     const bool trans_b = fmm->attr_int("transB", 0) != 0;
     const int64_t n = trans_b ? wd[0] : wd[1];
     const int64_t k = trans_b ? wd[1] : wd[0];
-    if (const auto ak = fusion::last_dim(m.value("A")); ak && *ak != k)
-      return Status::reject("rule 4: A '", m.value("A")->name, "' of ", fmm->label(), " has K=", *ak, ", weight '",
+    if (const auto ak = fusion::last_dim(m.value(cap::A)); ak && *ak != k)
+      return Status::reject("rule 4: A '", m.value(cap::A)->name, "' of ", fmm->label(), " has K=", *ak, ", weight '",
                             w->name, "' has ", k);
-    if (const auto ar = fusion::rank_of(m.value("A")); ar && *ar < 1)
-      return Status::reject("rule 4: A '", m.value("A")->name, "' of ", fmm->label(), " is a scalar");
+    if (const auto ar = fusion::rank_of(m.value(cap::A)); ar && *ar < 1)
+      return Status::reject("rule 4: A '", m.value(cap::A)->name, "' of ", fmm->label(), " is a scalar");
     const Value* bias = fmm->input(2);
     if (bias)
       if (Status s = fusion::const_last_axis_vector(bias, "bias", fmm, n); !s) return s;
 
     const Value* x = ln->input(0);  // what the norm reads
-    if (const Node* r = m.node("reshape")) {
+    if (const Node* r = m.node(cap::reshape)) {
       // Rows of the reshaped tensor are rows of h exactly when its last dim is N.
-      const auto ld = fusion::last_dim(m.value("reshape"));
+      const auto ld = fusion::last_dim(m.value(cap::reshape));
       if (!ld || *ld != n)
         return Status::reject("rule 4: ", r->label(), " between ", fmm->label(), " and ", ln->label(),
                               ld ? " makes the last dim " + std::to_string(*ld) : std::string(" has an unknown last dim"),
@@ -122,12 +128,12 @@ class FusedMatMulLayerNormFusion : public FusionPass {
       if (!xr || static_cast<int64_t>(p->const_data->dims.size()) > *xr)
         return Status::reject("rule 2: '", p->name, "' of ", ln->label(), " has more dims than the normalised input");
     }
-    return fusion::same_float_dtype({m.value("A"), w, bias, x, gamma, beta}, ln);
+    return fusion::same_float_dtype({m.value(cap::A), w, bias, x, gamma, beta}, ln);
   }
 
   void rewrite(const Match& m, Rewriter& rw) const override {
-    Node* fmm = m.node("fmm");
-    Node* ln = m.node("ln");
+    Node* fmm = m.node(cap::fmm);
+    Node* ln = m.node(cap::ln);
     auto vec = [&](Value* v) -> Value* {
       if (!v || v->const_data->dims.size() == 1) return v;
       return rw.add_constant(v->name, fusion::as_vector(*v->const_data));
@@ -136,7 +142,7 @@ class FusedMatMulLayerNormFusion : public FusionPass {
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (as FusedMatMul does).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     const float eps = ln->attr_float("epsilon", 1e-5f);
-    std::vector<Value*> in{m.value("A"), m.value("W"), vec(fmm->input(2)), vec(ln->input(1)), vec(ln->input(2))};
+    std::vector<Value*> in{m.value(cap::A), m.value(cap::W), vec(fmm->input(2)), vec(ln->input(1)), vec(ln->input(2))};
     if (!in.back()) in.pop_back();
     Node* f = rw.create_node("fuseopt", "FusedMatMulLayerNorm", in,
                              {Attribute::make_int("transB", fmm->attr_int("transB", 0) != 0 ? 1 : 0),
@@ -144,7 +150,7 @@ class FusedMatMulLayerNormFusion : public FusionPass {
                               Attribute::make_string("activation", act), Attribute::make_float("epsilon", eps)},
                              1, fmm->name);
     Value* y = f->output(0);
-    if (const Node* r = m.node("reshape")) {
+    if (const Node* r = m.node(cap::reshape)) {
       // norm(Reshape(h)) == Reshape(norm(h)) when the last dim stays N: the Reshape moves after the op.
       y = rw.create_node("", "Reshape", {y, r->input(1)}, r->attrs, 1, r->name)->output(0);
     }
@@ -153,5 +159,7 @@ class FusedMatMulLayerNormFusion : public FusionPass {
 };
 
 }  // namespace
+// After LayerNorm (100) and FusedMatMul (300), before LayerNormLinear (600): see "Order 350"
+// at the top of the file.
 FUSEOPT_REGISTER_PASS(FusedMatMulLayerNormFusion, PassCategory::Fusion, 350);
 }  // namespace fuseopt

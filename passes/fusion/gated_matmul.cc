@@ -30,6 +30,14 @@
 namespace fuseopt {
 namespace {
 
+// The captures of this fusion's pattern (the names reports and -v logs print).
+namespace cap {
+const ValueCapture A{"A"}, W{"W"}, Wg{"Wg"}, Wu{"Wu"}, bg{"bg"}, bu{"bu"}, pb{"pb"};
+const NodeCapture g_add{"g_add"}, g_mm{"g_mm"}, g_slice{"g_slice"}, out{"out"}, p_add{"p_add"}, p_mm{"p_mm"},
+    relu{"relu"}, sigmoid{"sigmoid"}, silu{"silu"}, split{"split"}, u_add{"u_add"}, u_mm{"u_mm"},
+    u_slice{"u_slice"};
+}  // namespace cap
+
 // [K, Ng] | [K, Nu] -> [K, Ng + Nu] (row-major, any element size).
 Tensor concat_columns(const Tensor& g, const Tensor& u) {
   const size_t es = dtype_size(g.dtype);
@@ -60,27 +68,27 @@ class GatedMatMulFusion : public FusionPass {
 
   Pattern pattern() const override {
     // Separate gate and up GEMMs.
-    Pattern g_mm = Op("MatMul", "A", "Wg").as("g_mm");
-    Pattern gate = AnyOf({Op("Add", g_mm, "bg").commutative().as("g_add"), g_mm});
-    Pattern u_mm = Op("MatMul", "A", "Wu").as("u_mm");
-    Pattern up = AnyOf({Op("Add", u_mm, "bu").commutative().as("u_add"), u_mm});
+    Pattern g_mm = Op("MatMul", cap::A, cap::Wg).as(cap::g_mm);
+    Pattern gate = AnyOf({Op("Add", g_mm, cap::bg).commutative().as(cap::g_add), g_mm});
+    Pattern u_mm = Op("MatMul", cap::A, cap::Wu).as(cap::u_mm);
+    Pattern up = AnyOf({Op("Add", u_mm, cap::bu).commutative().as(cap::u_add), u_mm});
     // One packed GEMM whose halves are taken by a Split or by two Slices.
-    Pattern p_mm = Op("MatMul", "A", "W").as("p_mm");
-    Pattern packed = AnyOf({Op("Add", p_mm, "pb").commutative().as("p_add"), p_mm});
-    Pattern split_gate = Op("Split", packed).allow_extra_inputs().as_node("split").out(0);
-    Pattern split_up = Op("Split", packed).allow_extra_inputs().as_node("split").out(1);
-    Pattern slice_gate = Op("Slice", packed).allow_extra_inputs().as("g_slice");
-    Pattern slice_up = Op("Slice", packed).allow_extra_inputs().as("u_slice");
+    Pattern p_mm = Op("MatMul", cap::A, cap::W).as(cap::p_mm);
+    Pattern packed = AnyOf({Op("Add", p_mm, cap::pb).commutative().as(cap::p_add), p_mm});
+    Pattern split_gate = Op("Split", packed).allow_extra_inputs().as_node(cap::split).out(0);
+    Pattern split_up = Op("Split", packed).allow_extra_inputs().as_node(cap::split).out(1);
+    Pattern slice_gate = Op("Slice", packed).allow_extra_inputs().as(cap::g_slice);
+    Pattern slice_up = Op("Slice", packed).allow_extra_inputs().as(cap::u_slice);
     return AnyOf({gated(gate, up), gated(split_gate, split_up), gated(slice_gate, slice_up)});
   }
 
   Status check(const Graph&, const Match& m) const override {
-    if (m.has("p_mm")) return check_packed(m);
-    const Node* gmm = m.node("g_mm");
-    const Node* umm = m.node("u_mm");
+    if (m.has(cap::p_mm)) return check_packed(m);
+    const Node* gmm = m.node(cap::g_mm);
+    const Node* umm = m.node(cap::u_mm);
     if (gmm == umm) return Status::reject("rule 4: gate and up are the same GEMM ", gmm->label());
-    const Value* wg = m.value("Wg");
-    const Value* wu = m.value("Wu");
+    const Value* wg = m.value(cap::Wg);
+    const Value* wu = m.value(cap::Wu);
     for (auto [w, mm] : {std::pair{wg, gmm}, std::pair{wu, umm}}) {
       if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", mm->label(), " is not a constant");
       if (w->const_data->dims.size() != 2)
@@ -95,11 +103,11 @@ class GatedMatMulFusion : public FusionPass {
     if (gd[1] != ud[1])
       return Status::reject("rule 4: gate ", gmm->label(), " has N=", gd[1], ", up ", umm->label(), " has N=", ud[1],
                             ": the product would broadcast");
-    if (const auto k = fusion::last_dim(m.value("A")); k && *k != gd[0])
-      return Status::reject("rule 4: A '", m.value("A")->name, "' has K=", *k, ", weights have ", gd[0]);
+    if (const auto k = fusion::last_dim(m.value(cap::A)); k && *k != gd[0])
+      return Status::reject("rule 4: A '", m.value(cap::A)->name, "' has K=", *k, ", weights have ", gd[0]);
     const int64_t n = gd[1];
-    const auto ar = fusion::rank_of(m.value("A"));
-    for (auto [b, at] : {std::pair{m.value("bg"), m.node("g_add")}, std::pair{m.value("bu"), m.node("u_add")}}) {
+    const auto ar = fusion::rank_of(m.value(cap::A));
+    for (auto [b, at] : {std::pair{m.value(cap::bg), m.node(cap::g_add)}, std::pair{m.value(cap::bu), m.node(cap::u_add)}}) {
       if (!b) continue;
       if (Status s = fusion::const_last_axis_vector(b, "bias", at, n); !s) return s;
       const int64_t br = static_cast<int64_t>(b->const_data->dims.size());
@@ -107,46 +115,46 @@ class GatedMatMulFusion : public FusionPass {
       if (br > 1 && (!ar || br > *ar))
         return Status::reject("rule 3: bias '", b->name, "' of ", at->label(), " has more dims than the product");
     }
-    return fusion::same_float_dtype({m.value("A"), wg, wu, m.value("bg"), m.value("bu")}, m.node("out"));
+    return fusion::same_float_dtype({m.value(cap::A), wg, wu, m.value(cap::bg), m.value(cap::bu)}, m.node(cap::out));
   }
 
   void rewrite(const Match& m, Rewriter& rw) const override {
-    if (m.has("p_mm")) {
+    if (m.has(cap::p_mm)) {
       // Already packed: W and its bias are the op's inputs as they are ([1, ..., 1, 2N] -> [2N]).
-      Value* bias = m.value("pb");
+      Value* bias = m.value(cap::pb);
       if (bias && bias->const_data->dims.size() != 1) bias = rw.add_constant(bias->name, fusion::as_vector(*bias->const_data));
-      emit(m, rw, m.value("W"), bias, m.node("p_mm")->name);
+      emit(m, rw, m.value(cap::W), bias, m.node(cap::p_mm)->name);
       return;
     }
-    const Tensor& wg = *m.value("Wg")->const_data;
-    const Tensor& wu = *m.value("Wu")->const_data;
+    const Tensor& wg = *m.value(cap::Wg)->const_data;
+    const Tensor& wu = *m.value(cap::Wu)->const_data;
     const int64_t n = wg.dims[1];
-    Value* w = rw.add_constant(m.value("Wg")->name + "_gated", concat_columns(wg, wu));
+    Value* w = rw.add_constant(m.value(cap::Wg)->name + "_gated", concat_columns(wg, wu));
     Value* bias = nullptr;
-    if (m.value("bg") || m.value("bu")) {
-      const Tensor bg = bias_or_zeros(m.value("bg"), wg.dtype, n);
-      const Tensor bu = bias_or_zeros(m.value("bu"), wg.dtype, n);
+    if (m.value(cap::bg) || m.value(cap::bu)) {
+      const Tensor bg = bias_or_zeros(m.value(cap::bg), wg.dtype, n);
+      const Tensor bu = bias_or_zeros(m.value(cap::bu), wg.dtype, n);
       Tensor b(wg.dtype, {2 * n});
       std::copy(bg.bytes.begin(), bg.bytes.end(), b.bytes.begin());
       std::copy(bu.bytes.begin(), bu.bytes.end(), b.bytes.begin() + bg.bytes.size());
-      bias = rw.add_constant(m.node("g_mm")->name + "_gated_bias", b);
+      bias = rw.add_constant(m.node(cap::g_mm)->name + "_gated_bias", b);
     }
-    emit(m, rw, w, bias, m.node("g_mm")->name);
+    emit(m, rw, w, bias, m.node(cap::g_mm)->name);
   }
 
  private:
   // Mul(act(gate), up) for every activation spelling.
   static Pattern gated(const Pattern& gate, const Pattern& up) {
-    Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as("sigmoid")).commutative().as("silu");
-    Pattern act = AnyOf({silu, Op("Relu", gate).as("relu"), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
-    return Op("Mul", act, up).commutative().as("out");
+    Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as(cap::sigmoid)).commutative().as(cap::silu);
+    Pattern act = AnyOf({silu, Op("Relu", gate).as(cap::relu), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
+    return Op("Mul", act, up).commutative().as(cap::out);
   }
 
   void emit(const Match& m, Rewriter& rw, Value* w, Value* bias, const std::string& base) const {
-    std::string act = m.has("silu") ? "silu" : m.has("relu") ? "relu" : m.has("gelu") ? "gelu" : "gelu_tanh";
+    std::string act = m.has(cap::silu) ? "silu" : m.has(cap::relu) ? "relu" : m.has(fusion::gelu_cap::gelu) ? "gelu" : "gelu_tanh";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
-    Node* f = rw.create_node("fuseopt", "GatedMatMul", {m.value("A"), w, bias},
+    Node* f = rw.create_node("fuseopt", "GatedMatMul", {m.value(cap::A), w, bias},
                              {Attribute::make_string("activation", act)}, 1, base + "_gated");
     rw.replace_match(m, f, name(), {{m.root->output(0), f->output(0)}});
   }
@@ -161,29 +169,29 @@ class GatedMatMulFusion : public FusionPass {
 
   // The packed form: W [K, 2N] constant, bias [2N], halves [0, N) and [N, 2N) of the last axis.
   static Status check_packed(const Match& m) {
-    const Node* pmm = m.node("p_mm");
-    const Value* w = m.value("W");
+    const Node* pmm = m.node(cap::p_mm);
+    const Value* w = m.value(cap::W);
     if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", pmm->label(), " is not a constant");
     const auto& wd = w->const_data->dims;
     if (wd.size() != 2)
       return Status::reject("rule 2: weight '", w->name, "' of ", pmm->label(), " has shape ", shape_str(wd),
                             ", not [K, 2N]");
-    if (const auto k = fusion::last_dim(m.value("A")); k && *k != wd[0])
-      return Status::reject("rule 4: A '", m.value("A")->name, "' has K=", *k, ", weight has ", wd[0]);
+    if (const auto k = fusion::last_dim(m.value(cap::A)); k && *k != wd[0])
+      return Status::reject("rule 4: A '", m.value(cap::A)->name, "' has K=", *k, ", weight has ", wd[0]);
     const int64_t two_n = wd[1];
     if (two_n % 2 != 0)
       return Status::reject("rule 4: packed weight '", w->name, "' has an odd width ", two_n, ": no equal halves");
     const int64_t n = two_n / 2;
-    const auto ar = fusion::rank_of(m.value("A"));
-    if (!ar) return Status::reject("rule 4: rank of A '", m.value("A")->name, "' unknown: cannot prove the last axis");
+    const auto ar = fusion::rank_of(m.value(cap::A));
+    if (!ar) return Status::reject("rule 4: rank of A '", m.value(cap::A)->name, "' unknown: cannot prove the last axis");
     const int64_t last = *ar - 1;  // A·W with a 2-D W has A's rank
     auto is_last = [&](int64_t axis) { return axis == -1 || axis == last; };
-    if (const Value* b = m.value("pb")) {
-      if (Status s = fusion::const_last_axis_vector(b, "bias", m.node("p_add"), two_n); !s) return s;
+    if (const Value* b = m.value(cap::pb)) {
+      if (Status s = fusion::const_last_axis_vector(b, "bias", m.node(cap::p_add), two_n); !s) return s;
       if (b->const_data->dims.size() > 1 && static_cast<int64_t>(b->const_data->dims.size()) > last + 1)
-        return Status::reject("rule 3: bias '", b->name, "' of ", m.node("p_add")->label(), " has more dims than the product");
+        return Status::reject("rule 3: bias '", b->name, "' of ", m.node(cap::p_add)->label(), " has more dims than the product");
     }
-    if (const Node* sp = m.node("split")) {
+    if (const Node* sp = m.node(cap::split)) {
       if (sp->outputs.size() != 2) return Status::reject("rule 4: ", sp->label(), " has ", sp->outputs.size(), " outputs, not 2");
       if (!is_last(sp->attr_int("axis", 0))) return Status::reject("rule 4: ", sp->label(), " does not split the last axis");
       std::vector<int64_t> sizes = sp->attr_ints("split");
@@ -196,7 +204,7 @@ class GatedMatMulFusion : public FusionPass {
                               ", not two halves of ", n);
     } else {
       // Two Slices: gate = [0, N), up = [N, 2N) (an end past 2N is clamped), step 1, last axis.
-      for (auto [sl, lo, hi] : {std::tuple{m.node("g_slice"), int64_t{0}, n}, std::tuple{m.node("u_slice"), n, two_n}}) {
+      for (auto [sl, lo, hi] : {std::tuple{m.node(cap::g_slice), int64_t{0}, n}, std::tuple{m.node(cap::u_slice), n, two_n}}) {
         const auto starts = const_ints(sl, 1, {}), ends = const_ints(sl, 2, {});
         const auto axes = const_ints(sl, 3, {0}), steps = const_ints(sl, 4, {1});
         if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
@@ -210,7 +218,7 @@ class GatedMatMulFusion : public FusionPass {
                                 " columns, not [", lo, ", ", hi, ")");
       }
     }
-    return fusion::same_float_dtype({m.value("A"), w, m.value("pb")}, m.node("out"));
+    return fusion::same_float_dtype({m.value(cap::A), w, m.value(cap::pb)}, m.node(cap::out));
   }
 };
 

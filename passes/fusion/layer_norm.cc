@@ -9,6 +9,13 @@
 namespace fuseopt {
 namespace {
 
+// The captures of this fusion's pattern (the names reports and -v logs print).
+namespace cap {
+const ValueCapture beta{"beta"}, eps{"eps"}, gamma{"gamma"}, two{"two"}, x{"x"};
+const NodeCapture add_eps{"add_eps"}, d{"d"}, mean{"mean"}, norm{"norm"}, recip{"recip"}, scale{"scale"},
+    shift{"shift"}, sq{"sq"}, sqrt{"sqrt"}, var{"var"};
+}  // namespace cap
+
 class LayerNormFusion : public FusionPass {
  public:
   std::string name() const override { return "LayerNorm"; }
@@ -16,54 +23,54 @@ class LayerNormFusion : public FusionPass {
     return "ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization (fuseopt.LayerNorm before opset 17)";
   }
   Pattern pattern() const override {
-    Pattern x = Any("x");
-    Pattern mean = Op("ReduceMean", x).allow_extra_inputs().as("mean");
-    Pattern d = Op("Sub", x, mean).as("d");
-    Pattern sq = AnyOf({Op("Pow", d, Const("two").equals(2.0)).as("sq"), Op("Mul", d, d).as("sq")});
-    Pattern var = Op("ReduceMean", sq).allow_extra_inputs().as("var");
-    Pattern sd = Op("Sqrt", Op("Add", var, Any("eps")).commutative().as("add_eps")).as("sqrt");
-    Pattern norm = AnyOf({Op("Div", d, sd).as("norm"),
-                          Op("Mul", d, Op("Reciprocal", sd).as("recip")).commutative().as("norm"),
-                          Op("Mul", d, Op("Div", Const().equals(1.0), sd).as("recip")).commutative().as("norm")});
-    Pattern scaled = Op("Mul", norm, Any("gamma")).commutative().as("scale");
+    Pattern x = Any(cap::x);
+    Pattern mean = Op("ReduceMean", x).allow_extra_inputs().as(cap::mean);
+    Pattern d = Op("Sub", x, mean).as(cap::d);
+    Pattern sq = AnyOf({Op("Pow", d, Const(cap::two).equals(2.0)).as(cap::sq), Op("Mul", d, d).as(cap::sq)});
+    Pattern var = Op("ReduceMean", sq).allow_extra_inputs().as(cap::var);
+    Pattern sd = Op("Sqrt", Op("Add", var, Any(cap::eps)).commutative().as(cap::add_eps)).as(cap::sqrt);
+    Pattern norm = AnyOf({Op("Div", d, sd).as(cap::norm),
+                          Op("Mul", d, Op("Reciprocal", sd).as(cap::recip)).commutative().as(cap::norm),
+                          Op("Mul", d, Op("Div", Const().equals(1.0), sd).as(cap::recip)).commutative().as(cap::norm)});
+    Pattern scaled = Op("Mul", norm, Any(cap::gamma)).commutative().as(cap::scale);
     // Only a [D]-like constant is a beta; any other Add after the norm stays outside.
-    Pattern beta = Const("beta").where(
+    Pattern beta = Const(cap::beta).where(
         [](const Value& v) { return !v.const_data->dims.empty() && v.const_data->numel() == v.const_data->dims.back(); },
         "a [D] beta");
-    return Op("Add", scaled, beta).commutative().optional().as("shift");
+    return Op("Add", scaled, beta).commutative().optional().as(cap::shift);
   }
   Status check(const Graph&, const Match& m) const override {
-    const Value* x = m.value("x");
-    for (const char* rm : {"mean", "var"}) {
-      const Node* n = m.node(rm);
+    const Value* x = m.value(cap::x);
+    for (const NodeCapture* rm : {&cap::mean, &cap::var}) {
+      const Node* n = m.node(*rm);
       if (Status s = fusion::reduce_mean_last_axis(n, x); !s) return s;
     }
     float eps = 0;
-    if (Status s = fusion::scalar_epsilon(m.value("eps"), m.node("add_eps"), &eps); !s) return s;
+    if (Status s = fusion::scalar_epsilon(m.value(cap::eps), m.node(cap::add_eps), &eps); !s) return s;
     const auto d = fusion::last_dim(x);
-    if (Status s = fusion::const_last_axis_vector(m.value("gamma"), "gamma", m.node("scale"), d.value_or(-1)); !s)
+    if (Status s = fusion::const_last_axis_vector(m.value(cap::gamma), "gamma", m.node(cap::scale), d.value_or(-1)); !s)
       return s;
-    const int64_t gn = m.constant("gamma")->dims.back();
-    if (m.has("beta"))
-      if (Status s = fusion::const_last_axis_vector(m.value("beta"), "beta", m.node("shift"), gn); !s) return s;
+    const int64_t gn = m.constant(cap::gamma)->dims.back();
+    if (m.has(cap::beta))
+      if (Status s = fusion::const_last_axis_vector(m.value(cap::beta), "beta", m.node(cap::shift), gn); !s) return s;
     // gamma/beta of rank > x's rank would broadcast the output to more dims.
     const auto xr = fusion::rank_of(x);
-    for (const char* p : {"gamma", "beta"}) {
-      if (!m.has(p)) continue;
-      const int64_t pr = *fusion::rank_of(m.value(p));
+    for (const ValueCapture* p : {&cap::gamma, &cap::beta}) {
+      if (!m.has(*p)) continue;
+      const int64_t pr = *fusion::rank_of(m.value(*p));
       if (pr != 1 && (!xr || pr > *xr))
-        return Status::reject("rule 2: ", p, " '", m.value(p)->name, "' has more dims than the normalised input");
+        return Status::reject("rule 2: ", p->name, " '", m.value(*p)->name, "' has more dims than the normalised input");
     }
-    return fusion::same_float_dtype({x, m.value("gamma"), m.has("beta") ? m.value("beta") : nullptr},
+    return fusion::same_float_dtype({x, m.value(cap::gamma), m.has(cap::beta) ? m.value(cap::beta) : nullptr},
                                     m.root);
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
-    float eps = static_cast<float>(*scalar_value(m.value("eps")));
-    Value* gamma = m.value("gamma");
-    Value* beta = m.has("beta") ? m.value("beta") : nullptr;
+    float eps = static_cast<float>(*scalar_value(m.value(cap::eps)));
+    Value* gamma = m.value(cap::gamma);
+    Value* beta = m.has(cap::beta) ? m.value(cap::beta) : nullptr;
     if (gamma->const_data->dims.size() != 1) gamma = rw.add_constant(gamma->name, fusion::as_vector(*gamma->const_data));
     if (beta && beta->const_data->dims.size() != 1) beta = rw.add_constant(beta->name, fusion::as_vector(*beta->const_data));
-    std::vector<Value*> in{m.value("x"), gamma};
+    std::vector<Value*> in{m.value(cap::x), gamma};
     if (beta) in.push_back(beta);
     Node* f;
     if (rw.opset("") >= 17) {

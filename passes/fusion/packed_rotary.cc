@@ -23,6 +23,11 @@ int64_t last_dim(const Value* v) {
   return v->shape->back().value;
 }
 
+// The nodes match() binds (by hand: the nodes are already fused ops).
+namespace cap {
+const NodeCapture attention{"attention"}, rot_q{"rot_q"}, rot_k{"rot_k"}, split{"split"};
+}  // namespace cap
+
 class PackedRotaryFusion : public FusionPass {
  public:
   std::string name() const override { return "PackedRotary"; }
@@ -49,7 +54,7 @@ class PackedRotaryFusion : public FusionPass {
     Match m;
     m.root = root;
     m.matched = {root, rq, rk, sp};
-    m.nodes = {{"attention", root}, {"rot_q", rq}, {"rot_k", rk}, {"split", sp}};
+    m.nodes = {{cap::attention.name, root}, {cap::rot_q.name, rq}, {cap::rot_k.name, rk}, {cap::split.name, sp}};
     r.match = std::move(m);
     return r;
   }
@@ -57,7 +62,8 @@ class PackedRotaryFusion : public FusionPass {
     return {m.root->outputs.begin(), m.root->outputs.end()};  // the attention node stays
   }
   Status check(const Graph&, const Match& m) const override {
-    const Node *att = m.node("attention"), *rq = m.node("rot_q"), *rk = m.node("rot_k"), *sp = m.node("split");
+    const Node *att = m.node(cap::attention), *rq = m.node(cap::rot_q), *rk = m.node(cap::rot_k),
+               *sp = m.node(cap::split);
     const Value* p = sp->input(0);
     if (!p || !p->shape || p->shape->size() != 3)
       return Status::reject("the Split input of ", sp->label(), " is not known to be 3-D [B, S, W]");
@@ -86,7 +92,8 @@ class PackedRotaryFusion : public FusionPass {
     return fusion::same_float_dtype({p, sp->output(0), rq->output(0), rk->output(0)}, rq);
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
-    Node *att = m.node("attention"), *rq = m.node("rot_q"), *rk = m.node("rot_k"), *sp = m.node("split");
+    Node *att = m.node(cap::attention), *rq = m.node(cap::rot_q), *rk = m.node(cap::rot_k),
+               *sp = m.node(cap::split);
     const int64_t h = rq->attr_int("num_heads", 0), hkv = rk->attr_int("num_heads", 0);
     std::vector<Attribute> attrs = {Attribute::make_int("num_heads", h + 2 * hkv),
                                     Attribute::make_int("rotated_heads", h + hkv)};

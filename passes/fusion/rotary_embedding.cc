@@ -49,6 +49,14 @@
 namespace fuseopt {
 namespace {
 
+// The captures of this fusion's pattern (the names reports and -v logs print).
+namespace cap {
+const ValueCapture C{"C"}, S{"S"}, rot_shape{"rot_shape"}, x{"x"}, xr{"xr"};
+const NodeCapture add{"add"}, cat_pass{"cat_pass"}, mul_cos{"mul_cos"}, mul_sin{"mul_sin"}, neg{"neg"},
+    rot{"rot"}, sl_neg{"sl_neg"}, sl_pass{"sl_pass"}, sl_pos{"sl_pos"}, sl_rot{"sl_rot"}, stack{"stack"},
+    uq_neg{"uq_neg"}, uq_pos{"uq_pos"};
+}  // namespace cap
+
 const Tensor* const_of(const Value* v) {
   if (!v) return nullptr;
   if (v->const_data) return v->const_data.get();
@@ -422,10 +430,10 @@ class RotaryEmbeddingFusion : public FusionPass {
   }
 
   Pattern pattern() const override {
-    Pattern full = core(Any("xr"));
-    Pattern sl_rot = Op("Slice", "x").allow_extra_inputs().as("sl_rot");
+    Pattern full = core(Any(cap::xr));
+    Pattern sl_rot = Op("Slice", cap::x).allow_extra_inputs().as(cap::sl_rot);
     Pattern partial =
-        Op("Concat", core(sl_rot), Op("Slice", "x").allow_extra_inputs().as("sl_pass")).commutative().as("cat_pass");
+        Op("Concat", core(sl_rot), Op("Slice", cap::x).allow_extra_inputs().as(cap::sl_pass)).commutative().as(cap::cat_pass);
     return AnyOf({partial, full});
   }
 
@@ -436,7 +444,7 @@ class RotaryEmbeddingFusion : public FusionPass {
     if (!r || !r.match->has("rot_shape")) return r;
     Match& m = *r.match;
     std::vector<Node*> cone;
-    std::vector<Value*> todo{m.value("rot_shape")};
+    std::vector<Value*> todo{m.value(cap::rot_shape)};
     while (!todo.empty() && cone.size() < 32) {
       Value* v = todo.back();
       todo.pop_back();
@@ -531,29 +539,29 @@ class RotaryEmbeddingFusion : public FusionPass {
 
   // Add(Mul(xr, C), Mul(rot(xr), S)) for both rotation spellings.
   static Pattern core(const Pattern& xr) {
-    Pattern half = Op("Concat", Op("Neg", Op("Slice", xr).allow_extra_inputs().as("sl_neg")).as("neg"),
-                      Op("Slice", xr).allow_extra_inputs().as("sl_pos"))
+    Pattern half = Op("Concat", Op("Neg", Op("Slice", xr).allow_extra_inputs().as(cap::sl_neg)).as(cap::neg),
+                      Op("Slice", xr).allow_extra_inputs().as(cap::sl_pos))
                        .commutative()
-                       .as("rot");
+                       .as(cap::rot);
     Pattern stack =
-        Op("Concat", Op("Unsqueeze", Op("Neg", Op("Slice", xr).allow_extra_inputs().as("sl_neg")).as("neg")).allow_extra_inputs().as("uq_neg"),
-           Op("Unsqueeze", Op("Slice", xr).allow_extra_inputs().as("sl_pos")).allow_extra_inputs().as("uq_pos"))
+        Op("Concat", Op("Unsqueeze", Op("Neg", Op("Slice", xr).allow_extra_inputs().as(cap::sl_neg)).as(cap::neg)).allow_extra_inputs().as(cap::uq_neg),
+           Op("Unsqueeze", Op("Slice", xr).allow_extra_inputs().as(cap::sl_pos)).allow_extra_inputs().as(cap::uq_pos))
             .commutative()
-            .as("stack");
-    Pattern inter = Op("Reshape", stack, Any("rot_shape")).as("rot");
-    return Op("Add", Op("Mul", xr, Any("C")).commutative().as("mul_cos"),
-              Op("Mul", AnyOf({half, inter}), Any("S")).commutative().as("mul_sin"))
+            .as(cap::stack);
+    Pattern inter = Op("Reshape", stack, Any(cap::rot_shape)).as(cap::rot);
+    return Op("Add", Op("Mul", xr, Any(cap::C)).commutative().as(cap::mul_cos),
+              Op("Mul", AnyOf({half, inter}), Any(cap::S)).commutative().as(cap::mul_sin))
         .commutative()
-        .as("add");
+        .as(cap::add);
   }
 
   Status plan(const Match& m, Plan& p) const {
-    const bool partial = m.has("cat_pass");
-    Value* xr = partial ? m.value("sl_rot") : m.value("xr");
-    Value* x = partial ? m.value("x") : xr;
-    const Node* mul_cos = m.node("mul_cos");
-    const Node* mul_sin = m.node("mul_sin");
-    p.interleaved = m.has("stack");
+    const bool partial = m.has(cap::cat_pass);
+    Value* xr = partial ? m.value(cap::sl_rot) : m.value(cap::xr);
+    Value* x = partial ? m.value(cap::x) : xr;
+    const Node* mul_cos = m.node(cap::mul_cos);
+    const Node* mul_sin = m.node(cap::mul_sin);
+    p.interleaved = m.has(cap::stack);
     auto xrs = shape_of(xr), xs = shape_of(x);
     if (!xrs || !xs || xrs->size() != 4 || xs->size() != 4)
       return Status::reject("rule 4: '", x->name, "' is not a tensor of known rank 4 ([B, H, S, D] or [B, S, H, D])");
@@ -565,15 +573,15 @@ class RotaryEmbeddingFusion : public FusionPass {
     const int64_t h = p.r / 2;
 
     // Rule 5 first: everything below compares shapes of values of one dtype.
-    if (Status s = fusion::same_float_dtype({x, m.value("C"), m.value("S")}, m.root); !s) return s;
+    if (Status s = fusion::same_float_dtype({x, m.value(cap::C), m.value(cap::S)}, m.root); !s) return s;
     if (fusion::value_dtype(x) == DType::Undefined)
       return Status::reject("rule 5: dtype of '", x->name, "' is unknown");
 
     // Partial rotary: xr = x[..., :R], root = Concat(y, x[..., R:]) in this order.
     if (partial) {
-      const Node* cat = m.node("cat_pass");
-      const Node* sr = m.node("sl_rot");
-      const Node* sp = m.node("sl_pass");
+      const Node* cat = m.node(cap::cat_pass);
+      const Node* sr = m.node(cap::sl_rot);
+      const Node* sp = m.node(cap::sl_pass);
       auto a = last_axis_slice(sr, 4), b = last_axis_slice(sp, 4);
       if (!is_last_axis(cat->attr_int("axis", 0), 4))
         return Status::reject("rule 4: ", cat->label(), " does not concatenate the last axis");
@@ -582,14 +590,14 @@ class RotaryEmbeddingFusion : public FusionPass {
         return Status::reject("rule 4: ", sr->label(), " is not x[..., 0:R] of the last axis (R <= head size ", p.d, ")");
       if (!b || b->start != p.r || b->step != 1 || b->end < p.d)
         return Status::reject("rule 4: ", sp->label(), " is not the pass-through part x[..., ", p.r, ":] of the last axis");
-      if (cat->input(0) != m.value("add"))
+      if (cat->input(0) != m.value(cap::add))
         return Status::reject("rule 4: ", cat->label(), " puts the pass-through part ", sp->label(),
                               " before the rotated part: not concatenated back in order");
     }
 
     // The rotation: Slices at exactly h and R (or even/odd), Neg on the second half, -x2 first.
-    const Node* sn = m.node("sl_neg");
-    const Node* spos = m.node("sl_pos");
+    const Node* sn = m.node(cap::sl_neg);
+    const Node* spos = m.node(cap::sl_pos);
     auto neg = last_axis_slice(sn, 4), pos = last_axis_slice(spos, 4);
     if (!neg || !pos)
       return Status::reject("rule 4: ", (!neg ? sn : spos)->label(), " is not a constant slice of the last axis");
@@ -599,24 +607,24 @@ class RotaryEmbeddingFusion : public FusionPass {
         return Status::reject("rule 4: ", sn->label(), " and ", spos->label(),
                               " are not the even/odd elements x[..., 0::2], x[..., 1::2]");
       if (neg->start != 1)
-        return Status::reject("rule 4: ", m.node("neg")->label(), " negates the even elements, not the odd ones");
-      for (const char* u : {"uq_neg", "uq_pos"}) {
-        auto ax = axes_of(m.node(u));
+        return Status::reject("rule 4: ", m.node(cap::neg)->label(), " negates the even elements, not the odd ones");
+      for (const NodeCapture* u : {&cap::uq_neg, &cap::uq_pos}) {
+        auto ax = axes_of(m.node(*u));
         if (!ax || ax->size() != 1 || ((*ax)[0] != -1 && (*ax)[0] != 4))
-          return Status::reject("rule 4: ", m.node(u)->label(), " does not add a last axis");
+          return Status::reject("rule 4: ", m.node(*u)->label(), " does not add a last axis");
       }
-      const Node* st = m.node("stack");
+      const Node* st = m.node(cap::stack);
       if (!is_last_axis(st->attr_int("axis", 0), 5))
         return Status::reject("rule 4: ", st->label(), " does not stack on the last axis");
-      if (st->input(0) != m.value("uq_neg"))
+      if (st->input(0) != m.value(cap::uq_neg))
         return Status::reject("rule 4: ", st->label(), " stacks x1 before -x2: not rotate_every_two");
-      auto rs = shape_of(m.value("rot"));
+      auto rs = shape_of(m.value(cap::rot));
       bool same = rs && rs->size() == 4;
       for (size_t i = 0; same && i < 4; ++i) same = same_dim((*rs)[i], (*xrs)[i]);
       if (!same)
-        return Status::reject("rule 4: ", m.node("rot")->label(), " does not give back x's shape ", shape_str(*xrs));
+        return Status::reject("rule 4: ", m.node(cap::rot)->label(), " does not give back x's shape ", shape_str(*xrs));
     } else {
-      const Node* rot = m.node("rot");
+      const Node* rot = m.node(cap::rot);
       if (!is_last_axis(rot->attr_int("axis", 0), 4))
         return Status::reject("rule 4: ", rot->label(), " does not concatenate the last axis");
       const bool neg_hi = neg->start == h && neg->end >= p.r && neg->step == 1;
@@ -624,19 +632,19 @@ class RotaryEmbeddingFusion : public FusionPass {
       const bool neg_lo = neg->start == 0 && neg->end == h && neg->step == 1;
       const bool pos_hi = pos->start == h && pos->end >= p.r && pos->step == 1;
       if (neg_lo && pos_hi)
-        return Status::reject("rule 4: ", m.node("neg")->label(), " negates the first half, not the second");
+        return Status::reject("rule 4: ", m.node(cap::neg)->label(), " negates the first half, not the second");
       if (!neg_hi || !pos_lo)
         return Status::reject("rule 4: ", sn->label(), " and ", spos->label(), " do not split the last axis at R/2 = ", h,
                               " and R = ", p.r);
-      if (rot->input(0) != m.value("neg"))
+      if (rot->input(0) != m.value(cap::neg))
         return Status::reject("rule 4: ", rot->label(), " concatenates x1 before -x2: not rotate_half");
     }
 
     // Layout from cos's broadcast: [b, 1, S, R] (BHSD) or [b, S, 1, R] (BSHD), b = 1 or B.
     bool bhsd = true, bshd = true;
-    for (const char* which : {"C", "S"}) {
-      const Value* c = m.value(which);
-      const Node* mul = which[0] == 'C' ? mul_cos : mul_sin;
+    for (const ValueCapture* which : {&cap::C, &cap::S}) {
+      const Value* c = m.value(*which);
+      const Node* mul = which == &cap::C ? mul_cos : mul_sin;
       auto cs = shape_of(c);
       if (!cs || cs->size() > 4)
         return Status::reject("rule 3: '", c->name, "' of ", mul->label(), " has unknown rank or rank > 4");
@@ -659,8 +667,8 @@ class RotaryEmbeddingFusion : public FusionPass {
     }
 
     // The caches.
-    Value* c = m.value("C");
-    Value* s = m.value("S");
+    Value* c = m.value(cap::C);
+    Value* s = m.value(cap::S);
     if (p.interleaved) {
       if (Status st = plan_interleaved(c, p.layout, *xrs, p.r, mul_cos, p.cos); !st) return st;
       if (Status st = plan_interleaved(s, p.layout, *xrs, p.r, mul_sin, p.sin); !st) return st;

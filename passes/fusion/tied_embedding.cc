@@ -59,6 +59,11 @@ bool equals_transposed_view(const Tensor& w, bool trans_b, const Tensor& e) {
   return true;
 }
 
+// The values match() binds (by hand: the weight and the table it copies).
+namespace cap {
+const ValueCapture W{"W"}, E{"E"};
+}  // namespace cap
+
 class TiedEmbeddingFusion : public FusionPass {
  public:
   std::string name() const override { return "TiedEmbedding"; }
@@ -85,8 +90,8 @@ class TiedEmbeddingFusion : public FusionPass {
       Match m;
       m.root = root;
       m.matched.push_back(root);
-      m.values["W"] = w;
-      m.values["E"] = e;
+      m.values[cap::W.name] = w;
+      m.values[cap::E.name] = e;
       r.match = std::move(m);
       return r;
     }
@@ -96,8 +101,8 @@ class TiedEmbeddingFusion : public FusionPass {
   }
 
   Status check(const Graph&, const Match& m) const override {
-    const Value* w = m.value("W");
-    const Value* e = m.value("E");
+    const Value* w = m.value(cap::W);
+    const Value* e = m.value(cap::E);
     const bool tb = m.root->attr_int("transB", 0) != 0;
     if (!equals_transposed_view(*w->const_data, tb, *e->const_data))
       return Status::reject("rule 2: weight '", w->name, "' of ", m.root->label(), " is not the embedding table '",
@@ -107,7 +112,7 @@ class TiedEmbeddingFusion : public FusionPass {
 
   void rewrite(const Match& m, Rewriter& rw) const override {
     Node* g = m.root;
-    Value* e = m.value("E");
+    Value* e = m.value(cap::E);
     // op(W) == Eᵀ, so the GEMM reads E transposed whatever its transB was.
     const int64_t tb = 1;
     if (g->is("MatMul")) {

@@ -4,26 +4,31 @@
 //   #include "pass/pass.h"
 //   namespace fuseopt {
 //   namespace {
+//   namespace cap {  // the pattern's captures: a misspelt one does not compile
+//   const ValueCapture a{"a"}, b{"b"};
+//   const NodeCapture add{"add"}, relu{"relu"};
+//   }  // namespace cap
 //   class AddReluFusion : public FusionPass {
 //    public:
 //     std::string name() const override { return "AddRelu"; }
 //     std::string description() const override { return "Relu(Add(a, b)) -> fuseopt.AddRelu"; }
 //     Pattern pattern() const override {
-//       return Op("Relu", Op("Add", "a", "b").commutative().as("add")).as("relu");
+//       return Op("Relu", Op("Add", cap::a, cap::b).commutative().as(cap::add)).as(cap::relu);
 //     }
 //     Status check(const Graph& g, const Match& m) const override {
 //       // Rule 1 (interior values private) was already checked by the driver.
-//       if (m.value("a")->dtype != m.value("b")->dtype)
-//         return Status::reject("rule 5: ", m.node("add")->label(), " mixes dtypes");
+//       if (m.value(cap::a)->dtype != m.value(cap::b)->dtype)
+//         return Status::reject("rule 5: ", m.node(cap::add)->label(), " mixes dtypes");
 //       return Status::ok();
 //     }
 //     void rewrite(const Match& m, Rewriter& rw) const override {
-//       Node* f = rw.create_node("fuseopt", "AddRelu", {m.value("a"), m.value("b")});
+//       Node* f = rw.create_node("fuseopt", "AddRelu", {m.value(cap::a), m.value(cap::b)});
 //       rw.replace_match(m, f, name());
 //     }
 //   };
 //   }  // namespace
-//   FUSEOPT_REGISTER_PASS(AddReluFusion, PassCategory::Fusion, 900);
+//   // After FusedMatMul (300), which takes a GEMM's bias Add + Relu.
+//   FUSEOPT_REGISTER_PASS(AddReluFusion, PassCategory::Fusion, 310);
 //   }  // namespace fuseopt
 //
 // How a FusionPass runs (FusionPass::run): the graph's nodes are visited in

@@ -1,8 +1,13 @@
 // The pattern DSL: a pattern is written as the expression it matches and is
 // matched from a ROOT node (the last node of the chain) by walking producers.
 //
-//   // Relu(Add(x, y)), either operand order, capturing both nodes and values:
-//   Pattern p = Op("Relu", Op("Add", "x", "y").commutative().as("add")).as("relu");
+//   // Relu(Add(x, y)), either operand order, capturing both nodes and values.
+//   // Captures are declared once as typed handles; the pattern and the pass's
+//   // check()/rewrite() use the handles, so a misspelt capture does not compile:
+//   const ValueCapture x{"x"}, y{"y"};
+//   const NodeCapture add{"add"}, relu{"relu"};
+//   Pattern p = Op("Relu", Op("Add", x, y).commutative().as(add)).as(relu);
+//   ... m.value(x), m.node(add), m.value(relu) (an .as() node's output value)
 //
 //   // LayerNorm's variance path: the same sub-pattern object used twice must
 //   // match the SAME node both times (captures with one name are consistent).
@@ -18,7 +23,9 @@
 //   Op("Add", inner, Const("beta")).commutative().optional()   // optional Add-beta
 //
 // Semantics
-// - A string where a Pattern is expected is Any(name): `Op("Add", "x", "y")`.
+// - A ValueCapture (or a string) where a Pattern is expected is Any(name):
+//   `Op("Add", x, y)`. Handles carry the name the report and -v logs print; the
+//   string forms remain for tests and one-off patterns.
 // - Op(types, inputs...) matches a value produced by a node whose op_type is one
 //   of `types` ("A|B|C"), in the default ONNX domain unless .domain() says
 //   otherwise, whose value is output 0 (see .out()), and which has exactly as
@@ -47,11 +54,22 @@ namespace fuseopt {
 
 struct PatternNode;  // private representation (pattern.cc)
 
+// Typed capture handles (see the top of this file). A ValueCapture names a value
+// (Any, Const, or the output of an Op captured with .as()); a NodeCapture names a
+// node (.as(), which also captures its output value, or .as_node()).
+struct ValueCapture {
+  std::string name;
+};
+struct NodeCapture {
+  std::string name;
+};
+
 class Pattern {
  public:
   Pattern();  // Any() without a capture
   Pattern(const char* capture_name);         // NOLINT: implicit, == Any(name)
   Pattern(const std::string& capture_name);  // NOLINT: implicit, == Any(name)
+  Pattern(const ValueCapture& c) : Pattern(c.name) {}  // NOLINT: implicit, == Any(c)
   explicit Pattern(std::shared_ptr<PatternNode> n) : node_(std::move(n)) {}
 
   // ---- on any pattern --------------------------------------------------------
@@ -66,6 +84,8 @@ class Pattern {
   // ---- on Op patterns -----------------------------------------------------------
   Pattern& as(const std::string& capture_name);       // capture node + its value
   Pattern& as_node(const std::string& capture_name);  // capture only the node (multi-output ops)
+  Pattern& as(const NodeCapture& c) { return as(c.name); }
+  Pattern& as_node(const NodeCapture& c) { return as_node(c.name); }
   Pattern& commutative();        // two-input op: also try the inputs swapped
   Pattern& optional();           // node may be absent: then the value matches input 0's pattern
   Pattern& optional_through(int input_index);  // absent: match this input's pattern instead
@@ -94,6 +114,8 @@ class Pattern {
 // ---- constructors ---------------------------------------------------------------
 Pattern Any(const std::string& capture_name = "");    // any value (also graph inputs/constants)
 Pattern Const(const std::string& capture_name = "");  // a value with const_data (initializer)
+inline Pattern Any(const ValueCapture& c) { return Any(c.name); }
+inline Pattern Const(const ValueCapture& c) { return Const(c.name); }
 Pattern Absent();                                      // an omitted optional input (nullptr)
 Pattern AnyOf(std::vector<Pattern> alternatives);      // first that matches (with backtracking)
 Pattern OpN(const std::string& types, std::vector<Pattern> inputs);
@@ -112,11 +134,18 @@ class Match {
   std::map<std::string, Value*> values; // captures by name (Any, Const, Op .as)
   std::vector<Node*> matched;           // every node the pattern covered, root first, each once
 
-  // nullptr when the name was not captured (e.g. inside an absent optional node).
+  // nullptr when the capture did not bind (e.g. inside an absent optional node).
+  Node* node(const NodeCapture& c) const { return node(c.name); }
+  Value* value(const ValueCapture& c) const { return value(c.name); }
+  Value* value(const NodeCapture& c) const { return value(c.name); }  // the output an .as() node matched
+  bool has(const ValueCapture& c) const { return has(c.name); }
+  bool has(const NodeCapture& c) const { return has(c.name); }
+  // The constant data of a captured value; nullptr if absent or not constant.
+  const Tensor* constant(const ValueCapture& c) const { return constant(c.name); }
+  // The same by name (tests, one-off patterns).
   Node* node(const std::string& name) const;
   Value* value(const std::string& name) const;
   bool has(const std::string& name) const { return nodes.count(name) || values.count(name); }
-  // The constant data of a captured value; nullptr if absent or not constant.
   const Tensor* constant(const std::string& name) const;
   bool covers(const Node* n) const;  // n is one of `matched`
   std::string node_names() const;    // "'a', 'b'" for messages
