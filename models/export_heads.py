@@ -214,7 +214,10 @@ def export_graph(pm, args, names, outs, dims, path, opset, exporter, torch):
             made = {}
 
             def dim(n):
-                return made.setdefault(n, torch.export.Dim(n, min=1 if "batch" in n else 2, max=4096))
+                # A sequence dim ranges up to the position table: beyond it the model cannot run,
+                # and a larger bound makes the exporter write Min(positions, seq) dims.
+                top = 4096 if "batch" in n else SIZE["positions"]
+                return made.setdefault(n, torch.export.Dim(n, min=1 if "batch" in n else 2, max=top))
             ds = (tuple({ax: dim(n) for ax, n in dims[k].items()} for k in names),)
             prog = torch.onnx.export(pm, args, dynamic_shapes=ds, input_names=names, output_names=outs,
                                      opset_version=opset, dynamo=True, external_data=big)
@@ -333,8 +336,11 @@ def export_kv(name, opset, exporter, out_root, torch, tf):
             torch.onnx.export(step, tuple(trace), path, input_names=in_names, output_names=out_names,
                               opset_version=opset, dynamic_axes=dyn, dynamo=False)
         else:
-            auto = torch.export.Dim.AUTO
-            ds = ({0: auto, 1: auto}, {0: auto, 1: auto}, tuple({0: auto, 2: auto} for _ in past_names))
+            # One batch dim shared by every input (with AUTO each input got its own symbol and the
+            # mask's view(batch, -1) came out as ((s43*s53)//s56)); the lengths AUTO, which
+            # lets the exporter find mask length = past + new itself.
+            auto, batch = torch.export.Dim.AUTO, torch.export.Dim("batch", min=1, max=64)
+            ds = ({0: batch, 1: auto}, {0: batch, 1: auto}, tuple({0: batch, 2: auto} for _ in past_names))
             prog = torch.onnx.export(step, tuple(trace), dynamic_shapes=ds, input_names=in_names,
                                      output_names=out_names, opset_version=opset, dynamo=True, external_data=False)
             prog.save(path)
