@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/broadcast.h"
 #include "kernels/cpu/dm_util.h"
 
 namespace fuseopt::dm {
@@ -417,18 +418,46 @@ inline DimRange resolve_shape_range(KernelContext& ctx, int64_t rank) {
   return {start, std::max<int64_t>(0, end - start)};
 }
 
-// MatMul batch broadcasting: row-major element strides of one operand's
-// batch dims inside the broadcast batch shape out_batch (0 where the operand
-// is broadcast); matrix_size is the operand's elements per batch item.
+// MatMul batch broadcasting: the broadcast batch dims of A's and B's batch dims
+// (numpy, right-aligned); a conflict throws naming the node and both operands'
+// full shapes, the message starting with `what` ("FusedMatMul " or "").
+inline std::vector<int64_t> matmul_batch_shape(const Node& n, const std::vector<int64_t>& abatch,
+                                               const std::vector<int64_t>& bbatch, const std::vector<int64_t>& a_shape,
+                                               const std::vector<int64_t>& b_shape, const char* what) {
+  const size_t brank = std::max(abatch.size(), bbatch.size());
+  std::vector<int64_t> out_batch(brank, 1);
+  for (const auto* s : {&abatch, &bbatch})
+    for (size_t k = 0; k < s->size(); ++k) {
+      int64_t& o = out_batch[brank - s->size() + k];
+      const int64_t d = (*s)[k];
+      FUSE_CHECK(d == o || d == 1 || o == 1, n.label() << ": " << what << "batch dims cannot be broadcast: "
+                                                       << shape_str(a_shape) << " vs " << shape_str(b_shape));
+      if (o == 1) o = d;
+    }
+  return out_batch;
+}
+
+// Element offsets into A and B of output batch item bi (row-major over
+// out_batch), given each operand's batch_strides.
+inline std::pair<int64_t, int64_t> batch_item_offsets(int64_t bi, const std::vector<int64_t>& out_batch,
+                                                      const std::vector<int64_t>& sa, const std::vector<int64_t>& sb) {
+  int64_t oa = 0, ob = 0, rem = bi;
+  for (size_t d = out_batch.size(); d-- > 0;) {
+    const int64_t idx = rem % out_batch[d];
+    rem /= out_batch[d];
+    oa += idx * sa[d];
+    ob += idx * sb[d];
+  }
+  return {oa, ob};
+}
+
+// Element strides of one operand's batch dims inside out_batch (0 where the
+// operand is broadcast): its broadcast strides in units of matrix_size, the
+// operand's elements per batch item.
 inline std::vector<int64_t> batch_strides(const std::vector<int64_t>& batch, const std::vector<int64_t>& out_batch,
                                           int64_t matrix_size) {
-  std::vector<int64_t> s(out_batch.size(), 0);
-  int64_t stride = matrix_size;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    const size_t i = batch.size() - 1 - k, o = out_batch.size() - 1 - k;
-    s[o] = batch[i] == 1 ? 0 : stride;
-    stride *= batch[i];
-  }
+  std::vector<int64_t> s = broadcast_strides(batch, out_batch);
+  for (int64_t& v : s) v *= matrix_size;
   return s;
 }
 

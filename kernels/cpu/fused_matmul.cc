@@ -47,16 +47,8 @@ FUSEOPT_KERNEL(CpuFusedMatMul, "fuseopt", "FusedMatMul", Backend::CPU, {DType::F
 
   // Broadcast the batch dims.
   std::vector<int64_t> abatch(ashape.begin(), ashape.end() - 2), bbatch(b->shape.begin(), b->shape.end() - 2);
-  const size_t brank = std::max(abatch.size(), bbatch.size());
-  std::vector<int64_t> out_batch(brank, 1);
-  for (const auto* s : {&abatch, &bbatch})
-    for (size_t k = 0; k < s->size(); ++k) {
-      int64_t& o = out_batch[brank - s->size() + k];
-      const int64_t d = (*s)[k];
-      FUSE_CHECK(d == o || d == 1 || o == 1, n.label() << ": FusedMatMul batch dims cannot be broadcast: "
-                                                       << shape_str(a->shape) << " vs " << shape_str(b->shape));
-      if (o == 1) o = d;
-    }
+  const std::vector<int64_t> out_batch =
+      dm::matmul_batch_shape(n, abatch, bbatch, a->shape, b->shape, "FusedMatMul ");  // shared with CUDA
   const std::vector<int64_t> sa = batch_strides(abatch, out_batch, M * K);
   const std::vector<int64_t> sb = batch_strides(bbatch, out_batch, K * N);
 
@@ -75,13 +67,7 @@ FUSEOPT_KERNEL(CpuFusedMatMul, "fuseopt", "FusedMatMul", Backend::CPU, {DType::F
     std::vector<float> acc(static_cast<size_t>(N));
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t bi = r / M, i = r % M;
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (size_t d = brank; d-- > 0;) {
-        const int64_t idx = rem % out_batch[d];
-        rem /= out_batch[d];
-        oa += idx * sa[d];
-        ob += idx * sb[d];
-      }
+      const auto [oa, ob] = dm::batch_item_offsets(bi, out_batch, sa, sb);  // shared with CUDA
       const float* arow = pa + oa + i * K;
       const float* bm = pb + ob;
       if (trans_b) {

@@ -16,6 +16,7 @@
 #include "kernels/cuda/float_convert.h"
 #include "kernels/cuda/index_errors.h"
 #include "runtime/backend.h"
+#include "util/allocation.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -61,8 +62,8 @@ class DevicePool {
     }
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" +
-                  std::to_string(reserved_ >> 20) + " MiB already reserved): " + cudaGetErrorString(e));
+      throw AllocationError("out of GPU memory allocating " + byte_size_text(bytes) + " (" +
+                            byte_size_text(reserved_, false) + " already reserved): " + cudaGetErrorString(e));
     }
     reserved_ += cls;
     live_[p] = cls;
@@ -177,8 +178,8 @@ class CudaBackend final : public BackendImpl {
     }
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      throw Error("out of GPU memory allocating an output of " + std::to_string(bytes) + " bytes: " +
-                  cudaGetErrorString(e));
+      throw AllocationError("out of GPU memory allocating an output of " + byte_size_text(bytes) + ": " +
+                            cudaGetErrorString(e));
     }
     const int dev = device_;
     return std::shared_ptr<void>(p, [dev](void* q) {

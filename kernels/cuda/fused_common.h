@@ -53,13 +53,6 @@ inline bool is_gpu_float(DType t) {
 
 inline cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
-// Product of dims [0, end).
-inline int64_t prod(const std::vector<int64_t>& s, size_t end) {
-  int64_t p = 1;
-  for (size_t i = 0; i < end && i < s.size(); ++i) p *= s[i];
-  return p;
-}
-
 // Multiprocessors of the device current at the first call (132 on an H200;
 // also the fallback when the query fails), for sizing grids.
 inline int sm_count() {
@@ -85,11 +78,6 @@ inline void check_same_dtype(const KernelContext& ctx, const RtTensor* t, DType 
   if (!t) return;
   FUSE_CHECK(t->dtype == dt, ctx.node().label() << ": " << what << " is " << dtype_name(t->dtype)
                                                 << " but the op runs in " << dtype_name(dt));
-}
-
-// Numpy broadcast of two shapes; throws Error naming the node (dm::broadcast_shape).
-inline std::vector<int64_t> broadcast2(const Node& n, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  return dm::broadcast_shape({a, b}, n);
 }
 
 // True when `s` without its leading 1s equals the trailing dims of `out`:

@@ -33,30 +33,36 @@ using cuda_pdl::pdl_begin;
 using cuda_pdl::pdl_launch;
 
 constexpr int kWarpRowsPerBlock = 4;
-// Rows up to this many bytes of fp32 are cached in shared memory (norm_kernel);
-// longer ones take norm_uncached_kernel.
+// Rows up to this many bytes of fp32 are cached in shared memory by the block
+// kernel; longer ones are re-read from global memory per pass.
 constexpr size_t kMaxRowCacheBytes = 200 * 1024;
 
+// One row of a launch_norm call seen as N-element vectors: the operands' row
+// pointers and the per-element arithmetic every kernel below shares, so the
+// block and warp kernels compute each element the same way.
 template <class T, int N>
-__global__ void norm_kernel(NormArgs a) {
-  extern __shared__ float row_cache[];
-  __shared__ float red[32];
-  pdl_begin();  // launched through pdl_launch: nothing global is touched before this
+struct NormRow {
   using V = Vec<T, N>;
-  const int64_t row = blockIdx.x;
-  const int64_t D = a.D;
-  const int64_t nv = D / N;
-  const V* x = reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * D);
-  const V* skip = a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * D) : nullptr;
-  const V* bias = reinterpret_cast<const V*>(a.bias);
-  const V* gamma = reinterpret_cast<const V*>(a.gamma);
-  const V* beta = reinterpret_cast<const V*>(a.beta);
-  V* sum_out = a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * D) : nullptr;
-  V* y = reinterpret_cast<V*>(static_cast<T*>(a.y) + row * D);
+  const V* x;
+  const V* skip;
+  const V* bias;
+  const V* gamma;
+  const V* beta;
+  V* sum;
+  V* y;
 
-  float local = 0.f;
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+  __device__ __forceinline__ NormRow(const NormArgs& a, int64_t row)
+      : x(reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * a.D)),
+        skip(a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * a.D) : nullptr),
+        bias(reinterpret_cast<const V*>(a.bias)),
+        gamma(reinterpret_cast<const V*>(a.gamma)),
+        beta(reinterpret_cast<const V*>(a.beta)),
+        sum(a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * a.D) : nullptr),
+        y(reinterpret_cast<V*>(static_cast<T*>(a.y) + row * a.D)) {}
+
+  // z = (x + bias) + skip at vector i, in fp32 (the reference's order), and Sum
+  // written when the call has one.
+  __device__ __forceinline__ void load_z(int64_t i, float (&z)[N]) const {
     V xv = x[i];
     V sv, bv;
     if (skip) sv = skip[i];
@@ -64,120 +70,28 @@ __global__ void norm_kernel(NormArgs a) {
     V zout;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float z = to_f(xv.v[k]);  // (x + bias) + skip, the reference's order
-      if (bias) z += to_f(bv.v[k]);
-      if (skip) z += to_f(sv.v[k]);
-      row_cache[i * N + k] = z;
-      zout.v[k] = from_f<T>(z);
-      local += a.rms ? z * z : z;
+      z[k] = to_f(xv.v[k]);
+      if (bias) z[k] += to_f(bv.v[k]);
+      if (skip) z[k] += to_f(sv.v[k]);
+      zout.v[k] = from_f<T>(z[k]);
     }
-    if (sum_out) sum_out[i] = zout;
+    if (sum) sum[i] = zout;
   }
-  const float inv_d = 1.f / static_cast<float>(D);
-  float mean = 0.f, rstd;
-  if (a.rms) {
-    float ms = block_sum(local, red) * inv_d;
-    rstd = rsqrtf(ms + a.eps);
-  } else {
-    mean = block_sum(local, red) * inv_d;
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x * N; i < D; i += blockDim.x * N) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        float d = row_cache[i + k] - mean;
-        sq += d * d;
-      }
-    }
-    float var = block_sum(sq, red) * inv_d;
-    rstd = rsqrtf(var + a.eps);
-  }
-  if (threadIdx.x == 0) {
-    if (a.mean) a.mean[row] = mean;
-    if (a.inv_std) a.inv_std[row] = rstd;
-  }
-  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-    V g = gamma[i], bt, o;
-    if (beta) bt = beta[i];
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      float v = (row_cache[i * N + k] - mean) * rstd * to_f(g.v[k]);
-      if (beta) v += to_f(bt.v[k]);
-      o.v[k] = from_f<T>(v);
-    }
-    y[i] = o;
-  }
-}
-
-
-// Rows too long for the shared-memory cache (over 51200 elements: ONNX
-// LayerNormalization over several axes): z is recomputed from global memory
-// in each pass (sum, centred variance, output), with norm_kernel's arithmetic
-// per element.
-template <class T, int N>
-__global__ void norm_uncached_kernel(NormArgs a) {
-  __shared__ float red[32];
-  pdl_begin();
-  using V = Vec<T, N>;
-  const int64_t row = blockIdx.x;
-  const int64_t D = a.D;
-  const int64_t nv = D / N;
-  const V* x = reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * D);
-  const V* skip = a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * D) : nullptr;
-  const V* bias = reinterpret_cast<const V*>(a.bias);
-  const V* gamma = reinterpret_cast<const V*>(a.gamma);
-  const V* beta = reinterpret_cast<const V*>(a.beta);
-  V* sum_out = a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * D) : nullptr;
-  V* y = reinterpret_cast<V*>(static_cast<T*>(a.y) + row * D);
-  auto load_z = [&](int64_t i, float (&z)[N]) {
+  // z again for a later pass (no Sum write).
+  __device__ __forceinline__ void reload_z(int64_t i, float (&z)[N]) const {
     V xv = x[i];
     V sv, bv;
     if (skip) sv = skip[i];
     if (bias) bv = bias[i];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      z[k] = to_f(xv.v[k]);  // (x + bias) + skip, the reference's order
+      z[k] = to_f(xv.v[k]);
       if (bias) z[k] += to_f(bv.v[k]);
       if (skip) z[k] += to_f(sv.v[k]);
     }
-  };
-
-  float local = 0.f;
-  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-    float z[N];
-    load_z(i, z);
-    V zout;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      zout.v[k] = from_f<T>(z[k]);
-      local += a.rms ? z[k] * z[k] : z[k];
-    }
-    if (sum_out) sum_out[i] = zout;
   }
-  const float inv_d = 1.f / static_cast<float>(D);
-  float mean = 0.f, rstd;
-  if (a.rms) {
-    rstd = rsqrtf(block_sum(local, red) * inv_d + a.eps);
-  } else {
-    mean = block_sum(local, red) * inv_d;
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      float z[N];
-      load_z(i, z);
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const float d = z[k] - mean;
-        sq += d * d;
-      }
-    }
-    rstd = rsqrtf(block_sum(sq, red) * inv_d + a.eps);
-  }
-  if (threadIdx.x == 0) {
-    if (a.mean) a.mean[row] = mean;
-    if (a.inv_std) a.inv_std[row] = rstd;
-  }
-  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-    float z[N];
-    load_z(i, z);
+  // y = (z - mean) * rstd * gamma (+ beta) at vector i.
+  __device__ __forceinline__ void store_y(int64_t i, const float (&z)[N], float mean, float rstd) const {
     V g = gamma[i], bt, o;
     if (beta) bt = beta[i];
 #pragma unroll
@@ -188,26 +102,96 @@ __global__ void norm_uncached_kernel(NormArgs a) {
     }
     y[i] = o;
   }
+};
+
+// 1/sqrt(reduced / D + eps): the row's rstd from its reduced mean square or
+// centred sum of squares.
+__device__ __forceinline__ float norm_rstd(float reduced, float inv_d, float eps) {
+  return rsqrtf(reduced * inv_d + eps);
+}
+
+// sq += sum over the vector of (z - mean)^2, in element order.
+template <int N>
+__device__ __forceinline__ void add_centred_squares(float& sq, const float (&z)[N], float mean) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const float d = z[k] - mean;
+    sq += d * d;
+  }
+}
+
+// The optional fp32 statistics outputs of one row (one thread writes them).
+__device__ __forceinline__ void store_stats(const NormArgs& a, int64_t row, float mean, float rstd) {
+  if (a.mean) a.mean[row] = mean;
+  if (a.inv_std) a.inv_std[row] = rstd;
+}
+
+// One block per row. CACHED: the row (x + skip + bias, in fp32) is kept in
+// dynamic shared memory, so the input is read once; otherwise (rows beyond
+// kMaxRowCacheBytes: ONNX LayerNormalization over several axes) z is
+// recomputed from global memory in each pass. Same arithmetic either way.
+template <class T, int N, bool CACHED>
+__global__ void norm_block_kernel(NormArgs a) {
+  extern __shared__ float row_cache[];
+  __shared__ float red[32];
+  pdl_begin();  // launched through pdl_launch: nothing global is touched before this
+  const int64_t row = blockIdx.x;
+  const int64_t D = a.D;
+  const int64_t nv = D / N;
+  const NormRow<T, N> r(a, row);
+  auto z_again = [&](int64_t i, float (&z)[N]) {  // z of vector i in the later passes
+    if constexpr (CACHED) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) z[k] = row_cache[i * N + k];
+    } else {
+      r.reload_z(i, z);
+    }
+  };
+
+  float local = 0.f;
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    float z[N];
+    r.load_z(i, z);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if constexpr (CACHED) row_cache[i * N + k] = z[k];
+      local += a.rms ? z[k] * z[k] : z[k];
+    }
+  }
+  const float inv_d = 1.f / static_cast<float>(D);
+  float mean = 0.f, rstd;
+  if (a.rms) {
+    rstd = norm_rstd(block_sum(local, red), inv_d, a.eps);
+  } else {
+    mean = block_sum(local, red) * inv_d;
+    float sq = 0.f;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float z[N];
+      z_again(i, z);
+      add_centred_squares(sq, z, mean);
+    }
+    rstd = norm_rstd(block_sum(sq, red), inv_d, a.eps);
+  }
+  if (threadIdx.x == 0) store_stats(a, row, mean, rstd);
+  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    float z[N];
+    z_again(i, z);
+    r.store_y(i, z, mean, rstd);
+  }
 }
 
 // One warp per row; lane l holds vectors l, l+32, ... (VPL of them) in fp32
-// registers. Same arithmetic order per element as norm_kernel.
+// registers. Same arithmetic order per element as norm_block_kernel.
 template <class T, int N, int VPL>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormArgs a) {
-  using V = Vec<T, N>;
   pdl_begin();  // before the early return: see kernels/cuda/pdl.cuh
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (row >= a.rows) return;
   const int64_t D = a.D;
   const int nv = static_cast<int>(D / N);
-  const V* x = reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * D);
-  const V* skip = a.skip ? reinterpret_cast<const V*>(static_cast<const T*>(a.skip) + (row % a.skip_rows) * D) : nullptr;
-  const V* bias = reinterpret_cast<const V*>(a.bias);
-  const V* gamma = reinterpret_cast<const V*>(a.gamma);
-  const V* beta = reinterpret_cast<const V*>(a.beta);
-  V* sum_out = a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * D) : nullptr;
-  V* y = reinterpret_cast<V*>(static_cast<T*>(a.y) + row * D);
+  const NormRow<T, N> r(a, row);
 
   float z[VPL][N];
   float local = 0.f;
@@ -215,21 +199,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormA
   for (int j = 0; j < VPL; ++j) {
     const int i = lane + 32 * j;
     if (i < nv) {
-      V xv = x[i];
-      V sv, bv;
-      if (skip) sv = skip[i];
-      if (bias) bv = bias[i];
-      V zout;
+      r.load_z(i, z[j]);
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        float v = to_f(xv.v[k]);  // (x + bias) + skip, the reference's order
-        if (bias) v += to_f(bv.v[k]);
-        if (skip) v += to_f(sv.v[k]);
-        z[j][k] = v;
-        zout.v[k] = from_f<T>(v);
-        local += a.rms ? v * v : v;
-      }
-      if (sum_out) sum_out[i] = zout;
+      for (int k = 0; k < N; ++k) local += a.rms ? z[j][k] * z[j][k] : z[j][k];
     } else {
 #pragma unroll
       for (int k = 0; k < N; ++k) z[j][k] = 0.f;
@@ -238,39 +210,20 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormA
   const float inv_d = 1.f / static_cast<float>(D);
   float mean = 0.f, rstd;
   if (a.rms) {
-    rstd = rsqrtf(warp_sum(local) * inv_d + a.eps);
+    rstd = norm_rstd(warp_sum(local), inv_d, a.eps);
   } else {
     mean = warp_sum(local) * inv_d;
     float sq = 0.f;
 #pragma unroll
     for (int j = 0; j < VPL; ++j)
-      if (lane + 32 * j < nv) {
-#pragma unroll
-        for (int k = 0; k < N; ++k) {
-          const float dv = z[j][k] - mean;
-          sq += dv * dv;
-        }
-      }
-    rstd = rsqrtf(warp_sum(sq) * inv_d + a.eps);
+      if (lane + 32 * j < nv) add_centred_squares(sq, z[j], mean);
+    rstd = norm_rstd(warp_sum(sq), inv_d, a.eps);
   }
-  if (lane == 0) {
-    if (a.mean) a.mean[row] = mean;
-    if (a.inv_std) a.inv_std[row] = rstd;
-  }
+  if (lane == 0) store_stats(a, row, mean, rstd);
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
     const int i = lane + 32 * j;
-    if (i < nv) {
-      V g = gamma[i], bt, o;
-      if (beta) bt = beta[i];
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        float v = (z[j][k] - mean) * rstd * to_f(g.v[k]);
-        if (beta) v += to_f(bt.v[k]);
-        o.v[k] = from_f<T>(v);
-      }
-      y[i] = o;
-    }
+    if (i < nv) r.store_y(i, z[j], mean, rstd);
   }
 }
 
@@ -322,14 +275,14 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   size_t smem = static_cast<size_t>(a.D) * sizeof(float);
   FUSE_CHECK(a.rows < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
   if (smem > kMaxRowCacheBytes) {
-    pdl_launch(norm_uncached_kernel<T, N>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream, a);
+    pdl_launch(norm_block_kernel<T, N, false>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream, a);
     return;
   }
   if (smem > 48 * 1024)
-    FUSED_CUDA_CHECK(cudaFuncSetAttribute(norm_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FUSED_CUDA_CHECK(cudaFuncSetAttribute(norm_block_kernel<T, N, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)),
                      "LayerNorm");
-  pdl_launch(norm_kernel<T, N>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
+  pdl_launch(norm_block_kernel<T, N, true>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
 }
 
 }  // namespace

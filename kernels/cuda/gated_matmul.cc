@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/dm_util.h"  // dm::prod
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gated_matmul.h"
@@ -50,7 +51,7 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   std::vector<int64_t> yshape = a->shape;
   yshape.back() = N;
   RtTensor* y = ctx.output(0, dt, yshape);
-  const int64_t rows = cuda_fused::prod(a->shape, a->rank() - 1);
+  const int64_t rows = dm::prod(a->shape, 0, a->rank() - 1);
   if (rows == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
 

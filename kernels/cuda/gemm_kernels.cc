@@ -1,17 +1,8 @@
-// CUDA kernels for MatMul, Gemm, fuseopt.FusedMatMul and fuseopt.LayerNormLinear,
-// all through one cuBLASLt GEMM (bias and ReLU / tanh-GELU in its epilogue).
-//
-// tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
-// so the GEMM runs with the BIAS epilogue and one elementwise pass applies
-// tanh in place (the small-M kernel is not used for it).
-// erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
-// runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
-// epilogue and one fused elementwise kernel applies erf-GELU in place; or,
-// for small M with FUSEOPT_GEMM_GELU=1, one kernel does GEMM + bias + erf-GELU
-// (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8). With
-// FUSEOPT_SMALL_GEMM=1 that kernel takes every small-M GEMM it handles.
-// Attribute handling mirrors kernels/cpu/fused_matmul.cc and
-// fused_layer_norm_linear.cc.
+// CUDA kernels for MatMul and Gemm, and the GEMM host layer they share with
+// fuseopt.FusedMatMul (fused_matmul.cc) and LayerNormLinear
+// (fused_layer_norm_linear.cc): kernels/cuda/gemm_host.h says what each piece
+// does. Attribute handling mirrors kernels/cpu/matmul_gemm.cc and
+// kernels/cpu/fused_matmul.cc.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -23,14 +14,13 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_gelu.h"
+#include "kernels/cuda/gemm_host.h"
 
 namespace fuseopt {
-namespace {
+namespace cuda_gemm {
 
 using cuda_fused::GemmDesc;
 using cuda_fused::GemmEpilogue;
-
-enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
 
 Act parse_act(const Node& n) {
   const std::string a = n.attr_string("activation", "none");
@@ -42,6 +32,8 @@ Act parse_act(const Node& n) {
   throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh)");
 }
 
+namespace {
+
 cuda_fused::SmallGemmAct small_act(Act a) {
   switch (a) {
     case Act::Relu: return cuda_fused::SmallGemmAct::Relu;
@@ -51,9 +43,8 @@ cuda_fused::SmallGemmAct small_act(Act a) {
   }
 }
 
-// The small-M kernel of gemm_gelu.cu where it is switched on and applies
-// (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.
-// Split-K partials (large K) go to scratch, asked for only when needed.
+}  // namespace
+
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
   if (act == Act::Tanh) return false;  // no tanh epilogue in that kernel: cuBLASLt + the tanh pass
@@ -63,7 +54,6 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
                                        ws ? ctx.scratch(ws) : nullptr);
 }
 
-// The epilogue doing bias + activation; erf-GELU and tanh need a pass afterwards.
 GemmEpilogue epilogue_for(Act act, bool bias) {
   switch (act) {
     case Act::Relu: return bias ? GemmEpilogue::ReluBias : GemmEpilogue::Relu;
@@ -72,8 +62,6 @@ GemmEpilogue epilogue_for(Act act, bool bias) {
   }
 }
 
-// The activations no cuBLASLt epilogue has, as one in-place pass over Y [rows, N]
-// (the bias is already in, from the BIAS epilogue).
 void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream) {
   if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y, nullptr, rows, N, stream);
   if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
@@ -85,11 +73,20 @@ cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
 
 bool use_tf32(const KernelContext& ctx) { return ctx.precision() == Precision::TF32; }
 
-// Shared with the CPU reference kernels.
-using dm::batch_strides;
+GemmDesc gemm_desc(const KernelContext& ctx, DType dt, int64_t M, int64_t N, int64_t K, bool trans_b, Act act,
+                   const void* bias) {
+  GemmDesc g;
+  g.dtype = dt;
+  g.tf32 = use_tf32(ctx);
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.trans_b = trans_b;
+  g.epilogue = epilogue_for(act, bias != nullptr);
+  g.bias = bias;
+  return g;
+}
 
-// MatMul semantics (numpy): A [..., M, K] or [K]; B [..., K, N] (or [..., N, K]
-// with trans_b) or [K]; batch dims broadcast. Writes output 0.
 void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool trans_b, float alpha, Act act,
                 const RtTensor* bias) {
   const Node& n = ctx.node();
@@ -113,16 +110,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
                n.label() << ": bias " << shape_str(bias->shape) << " is not [" << N << "]");
 
   std::vector<int64_t> abatch(ashape.begin(), ashape.end() - 2), bbatch(bshape.begin(), bshape.end() - 2);
-  const size_t brank = std::max(abatch.size(), bbatch.size());
-  std::vector<int64_t> out_batch(brank, 1);
-  for (const auto* s : {&abatch, &bbatch})
-    for (size_t k = 0; k < s->size(); ++k) {
-      int64_t& o = out_batch[brank - s->size() + k];
-      const int64_t d = (*s)[k];
-      FUSE_CHECK(d == o || d == 1 || o == 1, n.label() << ": batch dims cannot be broadcast: "
-                                                       << shape_str(a->shape) << " vs " << shape_str(b->shape));
-      if (o == 1) o = d;
-    }
+  const std::vector<int64_t> out_batch = dm::matmul_batch_shape(n, abatch, bbatch, a->shape, b->shape, "");
   std::vector<int64_t> yshape = out_batch;
   if (!a_vector) yshape.push_back(M);
   if (!b_vector) yshape.push_back(N);
@@ -138,15 +126,8 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   const int64_t batches = shape_numel(out_batch);
   const int64_t na = shape_numel(abatch), nb = shape_numel(bbatch);
   const size_t esz = dtype_size(dt);
-  GemmDesc g;
-  g.dtype = dt;
-  g.tf32 = use_tf32(ctx);
-  g.N = N;
-  g.K = K;
-  g.trans_b = trans_b;
+  GemmDesc g = gemm_desc(ctx, dt, 0, N, K, trans_b, act, bias ? bias->data : nullptr);  // M per path below
   g.alpha = alpha;
-  g.epilogue = epilogue_for(act, bias != nullptr);
-  g.bias = bias ? bias->data : nullptr;
   auto scratch = scratch_of(ctx);
 
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
@@ -169,17 +150,11 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
     cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
   } else {
     // General broadcast: one GEMM per output batch item (the algorithm is cached).
-    const std::vector<int64_t> sa = batch_strides(abatch, out_batch, M * K);
-    const std::vector<int64_t> sb = batch_strides(bbatch, out_batch, K * N);
+    const std::vector<int64_t> sa = dm::batch_strides(abatch, out_batch, M * K);
+    const std::vector<int64_t> sb = dm::batch_strides(bbatch, out_batch, K * N);
     g.M = M;
     for (int64_t bi = 0; bi < batches; ++bi) {
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (size_t d = brank; d-- > 0;) {
-        const int64_t idx = rem % out_batch[d];
-        rem /= out_batch[d];
-        oa += idx * sa[d];
-        ob += idx * sb[d];
-      }
+      const auto [oa, ob] = dm::batch_item_offsets(bi, out_batch, sa, sb);
       cuda_fused::gemm(g, static_cast<const char*>(a->data) + oa * esz, static_cast<const char*>(b->data) + ob * esz,
                        static_cast<char*>(y->data) + bi * M * N * esz, stream, scratch);
     }
@@ -187,26 +162,20 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   apply_pass_activation(act, dt, y->data, batches * M, N, stream);
 }
 
-const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
+}  // namespace cuda_gemm
 
-}  // namespace
+using cuda_fused::GemmDesc;
+using cuda_fused::GemmEpilogue;
+using cuda_gemm::Act;
+using cuda_gemm::opt_input;
+using cuda_gemm::run_matmul;
+using cuda_gemm::scratch_of;
 
 FUSEOPT_KERNEL(CudaMatMul, "", "MatMul", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
   const RtTensor* a = ctx.input(0);
   const RtTensor* b = ctx.input(1);
   FUSE_CHECK(a && b, ctx.node().label() << ": MatMul needs inputs A and B");
   run_matmul(ctx, a, b, false, 1.f, Act::None, nullptr);
-}
-
-FUSEOPT_KERNEL(CudaFusedMatMul, "fuseopt", "FusedMatMul", Backend::CUDA,
-               {DType::Float, DType::Float16, DType::BFloat16}) {
-  const Node& n = ctx.node();
-  const RtTensor* a = ctx.input(0);
-  const RtTensor* b = opt_input(ctx, 1);
-  const RtTensor* bias = opt_input(ctx, 2);
-  FUSE_CHECK(a && b, n.label() << ": FusedMatMul needs inputs A and B");
-  FUSE_CHECK(b->rank() >= 2, n.label() << ": FusedMatMul needs B of rank >= 2, got " << shape_str(b->shape));
-  run_matmul(ctx, a, b, n.attr_int("transB", 0) != 0, n.attr_float("alpha", 1.f), parse_act(n), bias);
 }
 
 // ONNX Gemm: Y = alpha·op(A)·op(B) + beta·C, C unidirectionally broadcast to [M, N].
@@ -239,14 +208,8 @@ FUSEOPT_KERNEL(CudaGemm, "", "Gemm", Backend::CUDA, {DType::Float, DType::Float1
   if (M == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
   const bool use_c = c && beta != 0.f;
-  GemmDesc g;
-  g.dtype = dt;
-  g.tf32 = use_tf32(ctx);
-  g.M = M;
-  g.N = N;
-  g.K = K;
+  GemmDesc g = cuda_gemm::gemm_desc(ctx, dt, M, N, K, tb, Act::None, nullptr);
   g.trans_a = ta;
-  g.trans_b = tb;
   g.alpha = alpha;
   if (use_c && beta == 1.f && cm == 1 && cn == N) {
     g.epilogue = GemmEpilogue::Bias;  // a row-vector C is a bias
@@ -263,86 +226,6 @@ FUSEOPT_KERNEL(CudaGemm, "", "Gemm", Backend::CUDA, {DType::Float, DType::Float1
     return;
   }
   cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch_of(ctx));
-}
-
-// fuseopt.LayerNormLinear: the norm kernel writes the normalised rows to
-// scratch (and Sum when declared), then one cuBLASLt GEMM with the epilogue.
-FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
-               {DType::Float, DType::Float16, DType::BFloat16}) {
-  const Node& n = ctx.node();
-  const RtTensor* x = ctx.input(0);
-  const RtTensor* gamma = opt_input(ctx, 1);
-  const RtTensor* beta = opt_input(ctx, 2);
-  const RtTensor* w = opt_input(ctx, 3);
-  const RtTensor* bias = opt_input(ctx, 4);
-  const RtTensor* skip = opt_input(ctx, 5);
-  FUSE_CHECK(x && gamma && w, n.label() << ": X, gamma and W are required");
-  FUSE_CHECK(x->rank() >= 1, n.label() << ": X must have rank >= 1");
-  const DType dt = x->dtype;
-  FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA LayerNormLinear supports float/float16/bfloat16");
-  for (const RtTensor* t : {gamma, beta, w, bias, skip}) cuda_fused::check_same_dtype(ctx, t, dt, "input");
-  const int64_t K = x->shape.back();
-  const bool trans_b = n.attr_int("transB", 0) != 0;
-  const Act act = parse_act(n);
-  FUSE_CHECK(w->rank() == 2, n.label() << ": W must be 2-D, got rank " << w->rank());
-  const int64_t N = trans_b ? w->shape[0] : w->shape[1];
-  FUSE_CHECK((trans_b ? w->shape[1] : w->shape[0]) == K,
-             n.label() << ": W " << shape_str(w->shape) << " does not match K=" << K);
-  cuda_fused::check_vector(ctx, gamma, K, "gamma");
-  cuda_fused::check_vector(ctx, beta, K, "beta");
-  cuda_fused::check_vector(ctx, bias, N, "bias");
-  // Z = X + skip broadcasts like numpy (a [1, S, K] position table, a [S, K]
-  // skip); the sum is commutative, so the full-shape operand is read row by
-  // row and the other with a row period.
-  std::vector<int64_t> zshape = x->shape;
-  const RtTensor* full = x;
-  const RtTensor* other = skip;
-  if (skip) {
-    zshape = cuda_fused::broadcast2(n, x->shape, skip->shape);
-    FUSE_CHECK(zshape.back() == K && skip->shape.back() == K, n.label() << ": skip must have the last dim K=" << K);
-    if (x->shape != zshape) std::swap(full, other);
-    FUSE_CHECK(full->shape == zshape && cuda_fused::is_suffix_of(other->shape, zshape),
-               n.label() << ": CUDA LayerNormLinear cannot broadcast X " << shape_str(x->shape) << " with skip "
-                         << shape_str(skip->shape));
-  }
-  const int64_t rows = K == 0 ? 0 : shape_numel(zshape) / K;
-  std::vector<int64_t> yshape = zshape;
-  yshape.back() = N;
-  RtTensor* y = ctx.output(0, dt, yshape);
-  RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, zshape) : nullptr;
-  if (rows == 0 || N == 0) return;
-  FUSE_CHECK(K > 0, n.label() << ": empty normalisation axis");
-  cudaStream_t stream = cuda_fused::stream_of(ctx);
-
-  void* z = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));
-  cuda_fused::NormArgs na;
-  na.dtype = dt;
-  na.rows = rows;
-  na.D = K;
-  na.x = full->data;
-  na.skip = other ? other->data : nullptr;
-  na.skip_rows = other ? other->numel() / K : 0;
-  na.gamma = gamma->data;
-  na.beta = beta ? beta->data : nullptr;
-  na.y = z;
-  na.sum = sum ? sum->data : nullptr;
-  na.eps = n.attr_float("epsilon", 1e-5f);
-  na.rms = n.attr_int("rms", 0) != 0;
-  cuda_fused::launch_norm(na, stream);
-
-  if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
-    return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
-  GemmDesc g;
-  g.dtype = dt;
-  g.tf32 = use_tf32(ctx);
-  g.M = rows;
-  g.N = N;
-  g.K = K;
-  g.trans_b = trans_b;
-  g.epilogue = epilogue_for(act, bias != nullptr);
-  g.bias = bias ? bias->data : nullptr;
-  cuda_fused::gemm(g, z, w->data, y->data, stream, scratch_of(ctx));
-  apply_pass_activation(act, dt, y->data, rows, N, stream);
 }
 
 }  // namespace fuseopt

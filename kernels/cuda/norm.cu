@@ -6,6 +6,7 @@
 // Mean/InvStdDev outputs in X's dtype.
 #include <utility>
 
+#include "kernels/common/norm_rows.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/float_convert.h"
 #include "kernels/cuda/fused_launch.cuh"
@@ -52,16 +53,13 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
   const RtTensor* scale = opt_input(ctx, 1);
   const RtTensor* bias = opt_input(ctx, 2);
   DM_CHECK(ctx, scale, "needs X and Scale");
-  DM_CHECK(ctx, x.rank() >= 1, "X must have rank >= 1");
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", -1), rank);
+  const dm::NormRows nr = dm::resolve_norm_rows(ctx, x);  // shared with RMSNormalization
+  const int64_t rank = static_cast<int64_t>(x.rank()), axis = nr.axis, rows = nr.rows, D = nr.D;
+  const std::vector<int64_t>& norm_shape = nr.norm_shape;
   const float eps = ctx.node().attr_float("epsilon", 1e-5f);
-  const int64_t rows = dm::prod(x.shape, 0, axis), D = dm::prod(x.shape, axis, rank);
-  const std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
   for (const RtTensor* t : {scale, bias}) {
     if (!t) continue;
-    DM_CHECK(ctx, broadcast_shape({t->shape, norm_shape}, ctx.node()) == norm_shape,
-             "Scale/B " << shape_str(t->shape) << " does not broadcast to " << shape_str(norm_shape));
+    dm::check_broadcasts_to_norm(ctx, *t, norm_shape, "Scale/B");
     DM_CHECK(ctx, t->dtype == scale->dtype, "Scale and B dtypes differ");
   }
   RtTensor* y = ctx.output(0, x.dtype, x.shape);

@@ -2,6 +2,7 @@
 // elements, mean square in fp32, scale dense [D] or read through broadcast
 // strides over the normalised shape. CPU reference:
 // kernels/cpu/rms_normalization.cc.
+#include "kernels/common/norm_rows.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace fuseopt {
@@ -39,14 +40,11 @@ FUSEOPT_KERNEL(CudaRMSNormalization, "", "RMSNormalization", Backend::CUDA,
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor* scale = opt_input(ctx, 1);
   DM_CHECK(ctx, scale, "needs X and scale");
-  DM_CHECK(ctx, x.rank() >= 1, "X must have rank >= 1");
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  const int64_t axis = norm_axis(ctx, ctx.node().attr_int("axis", -1), rank);
+  const dm::NormRows nr = dm::resolve_norm_rows(ctx, x);  // shared with LayerNormalization
+  const int64_t rows = nr.rows, D = nr.D;
+  const std::vector<int64_t>& norm_shape = nr.norm_shape;
   const float eps = ctx.node().attr_float("epsilon", 1e-5f);
-  const int64_t rows = dm::prod(x.shape, 0, axis), D = dm::prod(x.shape, axis, rank);
-  const std::vector<int64_t> norm_shape(x.shape.begin() + axis, x.shape.end());
-  DM_CHECK(ctx, broadcast_shape({scale->shape, norm_shape}, ctx.node()) == norm_shape,
-           "scale " << shape_str(scale->shape) << " does not broadcast to " << shape_str(norm_shape));
+  dm::check_broadcasts_to_norm(ctx, *scale, norm_shape, "scale");
   const bool dense = scale->numel() == D;
   BcastIndex<1> pix{};
   if (!dense) pix = make_index<1>(ctx, norm_shape, {broadcast_strides(scale->shape, norm_shape)});

@@ -111,7 +111,7 @@ def _names(arg: str | Iterable[str] | None, what: str) -> list[str] | None:
 def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | None = None,
              disable: str | Sequence[str] | None = None, approximate_gelu: bool = False,
              emit: str = "fuseopt", input_shapes: Mapping[str, Any] | Sequence[str] | None = None,
-             fp16: bool = False, keep_io_types: bool = False, max_iterations: int = 10):
+             fp16: bool = False, keep_io_types: bool = False, max_iterations: int = 10, validate: bool = True):
     """Optimizes a model; returns (onnx.ModelProto, Report).
 
     model: a path (external data next to it is read as the CLI does), an
@@ -125,6 +125,8 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
       {"batch": 1} for a symbolic dim, or ["input_ids=1x128", "batch=1"].
     fp16: write a float16 model (--fp16; norm statistics, softmax and reductions stay fp32);
       keep_io_types: with fp16, float graph inputs/outputs stay float32 (--keep-io-types).
+    validate: check every node against its operator's schema at the model's opset and every
+      tensor proto before anything else (False: as --no-validate); a refusal is a fuseopt.Error.
 
     Optimized weights over 1.8 GiB come back through a temporary model with
     external data, loaded into the returned ModelProto and deleted.
@@ -145,6 +147,7 @@ def optimize(model: str | os.PathLike | Any, *, passes: str | Sequence[str] | No
     args.input_shapes = _shape_specs(input_shapes)
     args.fp16 = bool(fp16)
     args.keep_io_types = bool(keep_io_types)
+    args.validate = bool(validate)
     with tempfile.TemporaryDirectory(prefix="fuseopt-") as tmp:
         if _is_path(model):
             data, path, report = _fuseopt.optimize_path(os.fspath(model), args, tmp)
@@ -274,18 +277,19 @@ class InferenceSession:
     backend: "cuda" or "cpu"; default "cuda" when a GPU is usable, else "cpu".
     precision: "fp32", "tf32", "fp16" or "bf16" (fp16/bf16 need CUDA).
     profile: time every node (see profile()); turns CUDA graph capture off.
+    validate: check the model's nodes against their schemas on load (False: as fuserun --no-validate).
     """
 
     def __init__(self, model: str | os.PathLike | Any, backend: str | None = None, precision: str = "fp32", *,
-                 profile: bool = False, cuda_graphs: bool = True, threads: int = 0):
+                 profile: bool = False, cuda_graphs: bool = True, threads: int = 0, validate: bool = True):
         if backend is not None and not isinstance(backend, str):
             raise TypeError("backend must be 'cuda', 'cpu' or None")
         if _is_path(model):
             self._s = _fuseopt.Session(os.fspath(model), b"", "", "", backend or "", precision, bool(profile),
-                                       bool(cuda_graphs), int(threads))
+                                       bool(cuda_graphs), int(threads), bool(validate))
         else:
             self._s = _fuseopt.Session("", _model_bytes(model), _label(model), os.getcwd(), backend or "",
-                                       precision, bool(profile), bool(cuda_graphs), int(threads))
+                                       precision, bool(profile), bool(cuda_graphs), int(threads), bool(validate))
         self._inputs = self._s.inputs()
         self._outputs = self._s.outputs()
 

@@ -27,6 +27,8 @@
 #include "ir/tensor.h"
 #include "onnx_io/emit_standard.h"
 #include "onnx_io/onnx_io.h"
+#include "onnx_io/op_schemas.h"
+#include "onnx_io/validate_model.h"
 #include "pass/fusion_report.h"
 #include "pass/pass_manager.h"
 #include "runtime/backend.h"
@@ -52,6 +54,7 @@ struct OptimizeArgs {
   std::string emit = "fuseopt";  // output form, as fuseopt --emit
   std::vector<std::string> input_shapes;  // "NAME=DIMS" specs, as fuseopt --input-shape
   bool fp16 = false, keep_io_types = false;  // as fuseopt --fp16 / --keep-io-types
+  bool validate = true;                      // false: as fuseopt --no-validate
   // Optimized weights above this come back through a file with external data
   // (tests lower it to exercise that path on a small model).
   size_t external_data_over = kAutoExternalDataBytes;
@@ -128,7 +131,9 @@ py::tuple optimize_path(const std::string& path, const OptimizeArgs& a, const st
     py::gil_scoped_release nogil;
     PassManager check(manager_options(a));  // unknown pass names and emit modes fail before any I/O,
     parse_emit_mode(a.emit);                 // as in the CLI
-    auto g = load_model(path);
+    LoadOptions lo;
+    lo.validate = a.validate;
+    auto g = load_model(path, lo);
     o = optimize_graph(*g, path, a, tmp_dir);
   }
   return to_python(std::move(o));
@@ -143,7 +148,9 @@ py::tuple optimize_bytes(const py::bytes& data, const std::string& label, const 
     PassManager check(manager_options(a));
     parse_emit_mode(a.emit);
     FUSE_CHECK(!bytes.empty(), label << ": empty model");
-    auto g = load_model_from_bytes(bytes, base_dir, label);
+    LoadOptions lo;
+    lo.validate = a.validate;
+    auto g = load_model_from_bytes(bytes, base_dir, label, lo);
     bytes.clear();
     bytes.shrink_to_fit();
     o = optimize_graph(*g, label, a, tmp_dir);
@@ -193,7 +200,8 @@ PYBIND11_MODULE(_fuseopt, m) {
       .def_readwrite("emit", &OptimizeArgs::emit)
       .def_readwrite("input_shapes", &OptimizeArgs::input_shapes)
       .def_readwrite("fp16", &OptimizeArgs::fp16)
-      .def_readwrite("keep_io_types", &OptimizeArgs::keep_io_types);
+      .def_readwrite("keep_io_types", &OptimizeArgs::keep_io_types)
+      .def_readwrite("validate", &OptimizeArgs::validate);
 
   py::class_<PatternStats>(m, "PatternStats")
       .def_readonly("name", &PatternStats::pattern)
@@ -281,6 +289,47 @@ PYBIND11_MODULE(_fuseopt, m) {
   m.def("optimize_path", &optimize_path, py::arg("path"), py::arg("args"), py::arg("tmp_dir"));
   m.def("optimize_bytes", &optimize_bytes, py::arg("data"), py::arg("label"), py::arg("base_dir"), py::arg("args"),
         py::arg("tmp_dir"));
+  // For tests/py/test_schema_validation.py: the signature the load-time
+  // validation checks a node of (domain, op) against at `opset` (None when the
+  // op does not exist there), and the validation alone on a serialized model.
+  m.def("_op_signature", [](const std::string& domain, const std::string& op, int64_t opset) -> py::object {
+    const OpSignature* s = canonical_domain(domain) == "fuseopt" ? fuseopt_op_signature(op)
+                                                                 : onnx_op_signature(domain, op, opset);
+    if (!s) return py::none();
+    auto formals = [](const std::vector<OpSignature::Formal>& fs) {
+      py::list out;
+      for (const auto& f : fs) {
+        const char* opt = f.option == OpSignature::Option::Single     ? "single"
+                          : f.option == OpSignature::Option::Optional ? "optional"
+                                                                      : "variadic";
+        out.append(py::make_tuple(f.name, opt, f.min_arity));
+      }
+      return out;
+    };
+    py::dict attrs;
+    for (const auto& [name, a] : s->attributes) attrs[py::str(name)] = py::make_tuple(attr_type_name(a.type), a.required);
+    py::dict d;
+    d["since_version"] = s->since_version;
+    d["min_inputs"] = s->min_inputs;
+    d["max_inputs"] = s->max_inputs;
+    d["min_outputs"] = s->min_outputs;
+    d["max_outputs"] = s->max_outputs;
+    d["inputs"] = formals(s->inputs);
+    d["outputs"] = formals(s->outputs);
+    d["attributes"] = attrs;
+    d["any_attributes"] = s->any_attributes;
+    d["deprecated"] = s->deprecated;
+    d["deprecation_warning"] = s->deprecation_warning;
+    return d;
+  }, py::arg("domain"), py::arg("op"), py::arg("opset"));
+  m.def("_op_names", [](const std::string& domain) {
+    return canonical_domain(domain) == "fuseopt" ? fuseopt_op_names() : onnx_op_names(domain);
+  }, py::arg("domain"));
+  m.def("_validate_model", [](const py::bytes& data, const std::string& label) {
+    std::string bytes = data;
+    py::gil_scoped_release nogil;
+    validate_model_bytes(bytes, label);
+  }, py::arg("data"), py::arg("label"));
   m.def("list_passes", [] {
     std::vector<py::dict> out;
     for (const PassInfo* p : registered_passes()) {

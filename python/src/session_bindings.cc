@@ -187,7 +187,7 @@ class PySession {
   // data (if any) lies relative to `base_dir`.
   PySession(const std::string& path, const py::bytes& data, const std::string& label, const std::string& base_dir,
             const std::string& backend, const std::string& precision, bool profile, bool cuda_graphs,
-            int threads) {
+            int threads, bool validate) {
     std::string bytes = data;
     SessionOptions so;
     so.backend = parse_backend(backend);
@@ -196,12 +196,14 @@ class PySession {
     so.cuda_graphs = cuda_graphs;
     so.threads = threads;
     FUSE_CHECK(threads >= 0, "threads must be 0 (all cores) or more");
+    LoadOptions lo;
+    lo.validate = validate;  // false: as fuserun --no-validate
     py::gil_scoped_release nogil;
     if (bytes.empty()) {
-      graph_ = load_model(path);
+      graph_ = load_model(path, lo);
       label_ = path;
     } else {
-      graph_ = load_model_from_bytes(bytes, base_dir, label);
+      graph_ = load_model_from_bytes(bytes, base_dir, label, lo);
       label_ = label;
     }
     bytes.clear();
@@ -432,9 +434,10 @@ void fuseopt_bind_session(py::module_& m) {
 
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::string&, const py::bytes&, const std::string&, const std::string&, const std::string&,
-                    const std::string&, bool, bool, int>(),
+                    const std::string&, bool, bool, int, bool>(),
            py::arg("path"), py::arg("data"), py::arg("label"), py::arg("base_dir"), py::arg("backend"),
-           py::arg("precision"), py::arg("profile"), py::arg("cuda_graphs"), py::arg("threads"))
+           py::arg("precision"), py::arg("profile"), py::arg("cuda_graphs"), py::arg("threads"),
+           py::arg("validate") = true)
       .def("inputs", &PySession::inputs)
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, py::arg("output_names"), py::arg("feeds"), py::arg("device_feeds") = py::dict(),

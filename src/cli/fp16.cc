@@ -95,7 +95,7 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
       r.constants_kept_fp32++;
       continue;
     }
-    v->const_data = std::make_shared<Tensor>(to_half(*v->const_data));
+    v->const_data = g.store_constant(to_half(*v->const_data));  // spilled like any new constant
     v->dtype = DType::Float16;
     r.constants_converted++;
   }

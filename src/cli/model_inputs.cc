@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "onnx_io/tensor_proto.h"
+#include "util/allocation.h"
 #include "util/error.h"
 
 namespace fuseopt::cli {
@@ -208,7 +209,11 @@ std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std
     std::mt19937_64 rng(seed * 1000003ull + k++);
     const std::vector<int64_t>& dims = shapes.at(v->name);
     DType dt = v->dtype == DType::Undefined ? DType::Float : v->dtype;
-    Tensor t(dt, dims);
+    // A --shape of 2^40 elements: one line naming the input and the size, not std::bad_alloc.
+    auto what = [&] { return "input '" + v->name + "' " + shape_str(dims) + " " + dtype_name(dt); };
+    const uint64_t bytes = tensor_bytes_checked(dims, dtype_size(dt), what);
+    check_host_capacity(what(), bytes);
+    Tensor t = with_allocation_context(bytes, "host", what, [&] { return Tensor(dt, dims); });
     const int64_t n = t.numel();
     const std::string name = lower_name(v->name);
     const bool mask = name.find("mask") != std::string::npos;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace fuseopt {
 
@@ -123,9 +124,31 @@ Value* Graph::add_initializer(const std::string& hint, Tensor t) {
   Shape s;
   for (int64_t d : t.dims) s.push_back(Dim::of(d));
   v->shape = s;
-  v->const_data = std::make_shared<Tensor>(std::move(t));
+  v->const_data = store_constant(std::move(t));
   initializers.push_back(v);
   return v;
+}
+
+void Graph::spill_constants_to(const std::string& dir, size_t min_bytes) {
+  spill_ = std::make_shared<ScratchFile>(dir);
+  spill_min_bytes_ = min_bytes;
+  weight_files.push_back(spill_->file());
+}
+
+TensorPtr Graph::store_constant(Tensor t) {
+  if (!spill_ || t.dtype == DType::String || t.bytes.is_view() || t.bytes.size() < spill_min_bytes_)
+    return std::make_shared<const Tensor>(std::move(t));
+  Tensor s;
+  s.dtype = t.dtype;
+  s.dims = std::move(t.dims);
+  s.bytes = TensorBytes::view(spill_->append(t.bytes.data(), t.bytes.size()));
+  t = Tensor();  // the memory copy goes now, and with it
+  release_weight_pages();  // the weight pages read to compute it
+  return std::make_shared<const Tensor>(std::move(s));
+}
+
+void Graph::release_weight_pages() const {
+  for (const auto& f : weight_files) f->release_resident();
 }
 
 void Graph::erase_value(Value* v) {

@@ -16,6 +16,8 @@
 namespace fuseopt {
 
 struct Node;
+class MappedFile;
+class ScratchFile;
 
 // A dimension: a known size, or a symbol ("batch", "seq", "seq*4").
 struct Dim {
@@ -131,6 +133,22 @@ class Graph {
   std::string source_path;             // file it came from ("" if built in code)
   bool had_external_data = false;
   std::vector<std::string> external_files;  // side files the weights were read from
+  // The files whose memory maps constants view (the loaded model's side
+  // files; the scratch file of spilled constants).
+  std::vector<std::shared_ptr<MappedFile>> weight_files;
+
+  // --- constants that do not fit in memory -----------------------------------
+  // From now on a new constant of at least `min_bytes` (a packed QKV weight,
+  // a folded or converted one) is written to an unlinked scratch file in
+  // `dir` and kept as a read-only view of it, not in memory; save_model
+  // copies it file to file. The output's bytes do not change.
+  void spill_constants_to(const std::string& dir, size_t min_bytes);
+  // The one way a new constant's Tensor becomes graph data: spilled as above,
+  // or shared in memory.
+  TensorPtr store_constant(Tensor t);
+  // Drops the pages of mapped weights that were read so far from the
+  // process (passes read weights to pack or fold them; the file keeps them).
+  void release_weight_pages() const;
 
 
   // --- values ----------------------------------------------------------------
@@ -191,6 +209,8 @@ class Graph {
   std::map<uint64_t, Value*> value_order_;
   std::unordered_map<const Value*, uint64_t> value_seq_;
   uint64_t next_value_seq_ = 0;
+  std::shared_ptr<ScratchFile> spill_;
+  size_t spill_min_bytes_ = 0;
 };
 
 }  // namespace fuseopt

@@ -1,12 +1,48 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace fuseopt {
+
+namespace {
+std::atomic<uint64_t> g_view_copies{0};
+}  // namespace
+
+uint64_t tensor_view_copies() { return g_view_copies.load(); }
+
+TensorBytes TensorBytes::view(std::shared_ptr<const MappedSpan> span) {
+  TensorBytes b;
+  FUSE_CHECK(span, "internal: a tensor view of no mapping");
+  b.view_data_ = span->data();
+  b.view_size_ = span->size();
+  b.view_ = std::move(span);
+  return b;
+}
+
+std::vector<uint8_t>& TensorBytes::writable() {
+  if (view_) {
+    own_.assign(view_data_, view_data_ + view_size_);
+    view_.reset();
+    view_data_ = nullptr;
+    view_size_ = 0;
+    g_view_copies++;
+  }
+  return own_;
+}
+
+bool TensorBytes::operator==(const TensorBytes& o) const {
+  return size() == o.size() && (size() == 0 || data() == o.data() || std::memcmp(data(), o.data(), size()) == 0);
+}
+
+void TensorBytes::release_resident() const {
+  if (view_) view_->release_resident();
+}
 
 size_t dtype_size(DType t) {
   switch (t) {

@@ -18,6 +18,15 @@ const FunctionBodyBuilder* find_function_body(const std::string& domain, const s
   return it == registry().end() ? nullptr : &it->second;
 }
 
+std::vector<std::pair<std::string, std::string>> registered_function_bodies() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, b] : registry()) {
+    const size_t sep = key.find('\x1f');
+    out.emplace_back(key.substr(0, sep), key.substr(sep + 1));
+  }
+  return out;
+}
+
 static std::map<std::string, OverloadSelector>& overloads() {
   static std::map<std::string, OverloadSelector> r;
   return r;

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -19,6 +20,9 @@ using FunctionBodyBuilder =
 
 void register_function_body(const std::string& domain, const std::string& op, FunctionBodyBuilder b);
 const FunctionBodyBuilder* find_function_body(const std::string& domain, const std::string& op);
+// Every (domain, op) with a registered body (the validation's catalogue test
+// checks each fused op also has a signature).
+std::vector<std::pair<std::string, std::string>> registered_function_bodies();
 
 // IR-10 function overloads: a fused op whose body depends on its optional
 // inputs or attributes registers a selector; save_model writes the returned

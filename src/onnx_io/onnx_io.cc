@@ -1,9 +1,13 @@
 #include "onnx_io/onnx_io.h"
 
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,8 +16,10 @@
 
 #include "onnx_io/function_bodies.h"
 #include "onnx_io/tensor_proto.h"
+#include "onnx_io/validate_model.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/mapped_file.h"
 
 namespace fs = std::filesystem;
 
@@ -120,10 +126,12 @@ void write_attribute(const Attribute& a, onnx::AttributeProto* p) {
 
 }  // namespace
 
-std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std::string& base_dir,
-                                             const std::string& label, const LoadOptions& opts) {
-  onnx::ModelProto model;
-  FUSE_CHECK(model.ParseFromString(bytes), label << ": not a valid ONNX model (protobuf parse failed; truncated or not an .onnx file?)");
+namespace {
+
+// The Graph of a parsed model. Takes the initializers' inline bytes out of
+// `model` as it goes, so a big inline model is not held twice.
+std::unique_ptr<Graph> graph_from_proto(onnx::ModelProto& model, const std::string& base_dir,
+                                        const std::string& label, const LoadOptions& opts) {
   FUSE_CHECK(model.has_graph() && model.ir_version() > 0,
              label << ": not a valid ONNX model (no graph or no ir_version)");
 
@@ -136,23 +144,34 @@ std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std
   int64_t opset = g->opset("");
   FUSE_CHECK(opset <= kMaxKnownOpset, label << ": default-domain opset " << opset
                                             << " is newer than this fuseopt knows (up to " << kMaxKnownOpset << ")");
+  // Before anything reads a node or a tensor: schemas, tensor protos, scopes.
+  if (opts.validate) validate_model(model, label);
   for (const auto& f : model.functions()) g->functions.push_back(f.SerializeAsString());
 
-  const onnx::GraphProto& gp = model.graph();
+  onnx::GraphProto& gp = *model.mutable_graph();
   g->name = gp.name();
   {
+    // The shells without copying the initializers (all the weights) on the way.
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
+    inits.Swap(gp.mutable_initializer());
     onnx::GraphProto shell = gp;
     shell.clear_node(); shell.clear_initializer(); shell.clear_input(); shell.clear_output();
     shell.clear_value_info(); shell.clear_sparse_initializer();
     g->graph_shell = shell.SerializeAsString();
+    inits.Swap(gp.mutable_initializer());
+    onnx::GraphProto graph;
+    graph.Swap(model.mutable_graph());
     onnx::ModelProto mshell = model;
+    model.mutable_graph()->Swap(&graph);
     mshell.clear_graph(); mshell.clear_functions(); mshell.clear_opset_import();
     g->model_shell = mshell.SerializeAsString();
   }
 
-  for (const auto& init : gp.initializer()) {
+  ExternalFiles files;  // each side file opened once; big tensors are views of its mapping
+  for (auto& init : *gp.mutable_initializer()) {
     Value* v = g->create_value(init.name());
-    Tensor t = tensor_from_proto(init, base_dir, label);
+    Tensor t = tensor_from_proto(init, base_dir, label, &files);
+    if (init.has_raw_data()) std::string().swap(*init.mutable_raw_data());  // the Tensor has the bytes now
     if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       g->had_external_data = true;
       for (const auto& e : init.external_data())
@@ -166,9 +185,10 @@ std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std
     Shape s;
     for (int64_t d : t.dims) s.push_back(Dim::of(d));
     v->shape = s;
-    v->const_data = std::make_shared<Tensor>(std::move(t));
+    v->const_data = std::make_shared<const Tensor>(std::move(t));
     g->initializers.push_back(v);
   }
+  for (auto& [path, file] : files.by_path) g->weight_files.push_back(file);
   FUSE_CHECK(gp.sparse_initializer_size() == 0, label << ": sparse initializers are not supported");
   for (const auto& in : gp.input()) {
     Value* v = g->find(in.name());
@@ -245,18 +265,36 @@ std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std
   return g;
 }
 
+constexpr const char* kParseFailed = ": not a valid ONNX model (protobuf parse failed; truncated or not an .onnx file?)";
+
+}  // namespace
+
+std::unique_ptr<Graph> load_model_from_bytes(const std::string& bytes, const std::string& base_dir,
+                                             const std::string& label, const LoadOptions& opts) {
+  onnx::ModelProto model;
+  FUSE_CHECK(model.ParseFromString(bytes), label << kParseFailed);
+  return graph_from_proto(model, base_dir, label, opts);
+}
+
 std::unique_ptr<Graph> load_model(const std::string& path, const LoadOptions& opts) {
   std::error_code ec;
   FUSE_CHECK(fs::exists(path, ec), path << ": no such file");
   FUSE_CHECK(fs::is_regular_file(path, ec), path << ": not a regular file");
-  std::ifstream f(path, std::ios::binary);
-  FUSE_CHECK(f, path << ": cannot open for reading");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
-  FUSE_CHECK(!bytes.empty(), path << ": file is empty");
+  const uintmax_t size = fs::file_size(path, ec);
+  FUSE_CHECK(!ec && size > 0, path << ": file is empty");
+  // A protobuf message cannot exceed 2 GiB: such a model must keep its weights in external data.
+  FUSE_CHECK(size < (uintmax_t(2) << 30), path << ": the file is " << size / (1 << 20)
+                                                << " MiB; an .onnx file of 2 GiB or more cannot be parsed (protobuf's "
+                                                   "limit): save the model with its weights as external data");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  FUSE_CHECK(fd >= 0, path << ": cannot open for reading");
+  onnx::ModelProto model;
+  // Parsed straight from the file: no copy of its bytes in memory first.
+  const bool parsed = model.ParseFromFileDescriptor(fd);
+  ::close(fd);
+  FUSE_CHECK(parsed, path << kParseFailed);
   fs::path base = fs::path(path).parent_path();
-  auto g = load_model_from_bytes(bytes, base.empty() ? "." : base.string(), path, opts);
+  auto g = graph_from_proto(model, base.empty() ? "." : base.string(), path, opts);
   g->source_path = path;
   return g;
 }
@@ -268,6 +306,9 @@ onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*,
   if (!g.model_shell.empty()) model.ParseFromString(g.model_shell);
   if (model.producer_name().empty()) model.set_producer_name("fuseopt");
   model.set_ir_version(g.ir_version);
+  // IR 3 lists every initializer among the graph inputs; the IR keeps initializers
+  // apart and writes them so, which IR 4 allows (validate_model refuses the other).
+  if (model.ir_version() < 4 && !g.initializers.empty()) model.set_ir_version(4);
   for (const auto& [dom, ver] : g.opset_imports) {
     auto* op = model.add_opset_import();
     op->set_domain(dom);
@@ -330,6 +371,18 @@ onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*,
   return model;
 }
 
+// Into the file, not a string first (an inline model is up to 1.8 GiB).
+void write_deterministic(const onnx::ModelProto& m, AtomicFile& f) {
+  google::protobuf::io::FileOutputStream fos(f.fd());
+  {
+    google::protobuf::io::CodedOutputStream cos(&fos);
+    cos.SetSerializationDeterministic(true);
+    FUSE_CHECK(m.SerializeToCodedStream(&cos) && !cos.HadError(),
+               f.path() << ": failed to write the model (over 2 GiB? use external data)");
+  }
+  FUSE_CHECK(fos.Flush(), f.path() << ": write failed: " << std::strerror(fos.GetErrno()));  // not Close: the fd is f's
+}
+
 std::string serialize_deterministic(const onnx::ModelProto& m) {
   std::string out;
   {
@@ -387,8 +440,9 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opts
       return;
     }
     // Align each tensor to 4 KiB so the side file can be memory-mapped.
+    static const char kZeros[4096] = {};
     uint64_t pad = (4096 - offset % 4096) % 4096;
-    data_file.write(std::string(pad, '\0'));
+    data_file.write(kZeros, pad);
     offset += pad;
     tensor_to_proto_header(ten, v->name, t);
     t->set_data_location(onnx::TensorProto::EXTERNAL);
@@ -400,13 +454,17 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opts
     add("location", data_name);
     add("offset", std::to_string(offset));
     add("length", std::to_string(ten.bytes.size()));
-    data_file.write(std::string(reinterpret_cast<const char*>(ten.bytes.data()), ten.bytes.size()));
+    // A mapped weight (passed through, or spilled by a pass) goes file to file;
+    // its pages are never read into this process.
+    if (const MappedSpan* span = ten.bytes.span())
+      data_file.copy_from(span->file().fd(), span->file_offset(), span->size(), span->file().path());
+    else
+      data_file.write(ten.bytes.data(), ten.bytes.size());
     offset += ten.bytes.size();
   };
   onnx::ModelProto m = to_proto(g, write_init);
-  std::string bytes = serialize_deterministic(m);
   AtomicFile model_file(path);
-  model_file.write(bytes);
+  write_deterministic(m, model_file);
   if (external) data_file.commit();
   model_file.commit();
 }

@@ -14,6 +14,9 @@ constexpr int64_t kMaxKnownOpset = 23;
 
 struct LoadOptions {
   bool verify = true;  // topo-sort and check the graph (cycle, dangling inputs)
+  // Check every node against its operator's schema and every tensor proto
+  // before the Graph is built (validate_model.h); --no-validate turns it off.
+  bool validate = true;
 };
 
 // Throws fuseopt::Error with a one-line message naming the file on any problem.

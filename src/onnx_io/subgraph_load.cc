@@ -57,7 +57,11 @@ LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const st
   }
   std::string base = outer.source_path.empty() ? "." : std::filesystem::path(outer.source_path).parent_path().string();
   if (base.empty()) base = ".";
-  r.graph = load_model_from_bytes(model.SerializeAsString(), base, label);
+  // The body was validated with the model around it (or the user turned
+  // validation off); on its own it would miss the outer opsets' context.
+  LoadOptions lo;
+  lo.validate = false;
+  r.graph = load_model_from_bytes(model.SerializeAsString(), base, label, lo);
   return r;
 }
 

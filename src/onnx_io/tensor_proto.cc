@@ -1,13 +1,16 @@
 #include "onnx_io/tensor_proto.h"
 
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace fs = std::filesystem;
 
@@ -47,7 +50,7 @@ uint64_t checked_bytes(const std::vector<int64_t>& dims, size_t elem_size, const
 }
 
 void read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label, Tensor& t,
-                   uint64_t need) {
+                   uint64_t need, ExternalFiles* files) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
@@ -62,26 +65,47 @@ void read_external(const onnx::TensorProto& p, const std::string& base_dir, cons
   FUSE_CHECK(!loc.is_absolute(), who << ": external data location '" << location << "' is absolute; only paths inside the model's folder are allowed");
   for (const auto& part : loc)
     FUSE_CHECK(part != "..", who << ": external data location '" << location << "' escapes the model's folder");
-  fs::path full = fs::path(base_dir) / loc;
-  std::ifstream f(full, std::ios::binary);
-  std::error_code ec;
-  FUSE_CHECK(fs::is_regular_file(full, ec), who << ": external data file '" << full.string() << "' is missing or not a regular file");
-  FUSE_CHECK(f, who << ": cannot open external data file '" << full.string() << "'");
+  const std::string full = (fs::path(base_dir) / loc).lexically_normal().string();
+  std::shared_ptr<MappedFile> own;
+  std::shared_ptr<MappedFile>& file = files ? files->by_path[full] : own;
+  if (!file) {
+    std::error_code ec;
+    FUSE_CHECK(fs::is_regular_file(full, ec), who << ": external data file '" << full << "' is missing or not a regular file");
+    try {
+      file = MappedFile::open(full);
+    } catch (const Error&) {
+      throw Error(who + ": cannot open external data file '" + full + "'");
+    }
+  }
   FUSE_CHECK(length < 0 || static_cast<uint64_t>(length) == need,
              who << ": external data length " << length << " does not match its shape (" << need << " bytes)");
-  f.seekg(0, std::ios::end);
-  uint64_t size = static_cast<uint64_t>(f.tellg());
-  FUSE_CHECK(offset <= size && need <= size - offset,
-             who << ": external data file '" << full.string() << "' is too short (truncated?)");
+  FUSE_CHECK(offset <= file->size() && need <= file->size() - offset,
+             who << ": external data file '" << full << "' is too short (truncated?)");
+  if (need >= (files ? files->map_min_bytes : map_external_min_bytes())) {
+    t.bytes = TensorBytes::view(file->map(offset, static_cast<size_t>(need)));  // read-only, never copied
+    return;
+  }
   t.bytes.resize(need);  // only once the file is known to hold it
-  f.seekg(static_cast<std::streamoff>(offset));
-  f.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(need));
-  FUSE_CHECK(f, who << ": reading external data from '" << full.string() << "' failed");
+  for (uint64_t done = 0; done < need;) {
+    ssize_t r = ::pread(file->fd(), t.bytes.data() + done, need - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    FUSE_CHECK(r > 0, who << ": reading external data from '" << full << "' failed");
+    done += static_cast<uint64_t>(r);
+  }
 }
 
 }  // namespace
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label) {
+size_t map_external_min_bytes() {
+  static const size_t n = [] {
+    const char* e = std::getenv("FUSEOPT_MAP_MIN_BYTES");
+    return e && *e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : kMapExternalMinBytes;
+  }();
+  return n;
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& label,
+                         ExternalFiles* files) {
   DType dt = static_cast<DType>(p.data_type());
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   for (int64_t d : dims)
@@ -97,7 +121,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   const uint64_t need = checked_bytes(dims, dtype_size(dt), label + ": tensor '" + p.name() + "'");
   try {
     if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-      read_external(p, base_dir, label, t, need);
+      read_external(p, base_dir, label, t, need, files);
     } else if (p.has_raw_data()) {
       FUSE_CHECK(p.raw_data().size() == need, "raw data is " << p.raw_data().size() << " bytes, shape needs " << need);
       t.bytes.resize(need);
@@ -139,7 +163,7 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
     for (const auto& s : t.strings) p->add_string_data(s);
     return;
   }
-  p->set_raw_data(std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size()));
+  p->set_raw_data(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
 }
 
 }  // namespace fuseopt

@@ -102,6 +102,8 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
         }
         rw.infer_shapes();
       }
+      // Weights a pass read (to pack, fold or check them) need not stay resident.
+      g.release_weight_pages();
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       report.record_pass_run(pass.name(), category_name(categories_[i]), rewrites, c, ms);
       if (rewrites > 0 || c.total() > 0)

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "runtime/backend.h"
+#include "util/allocation.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -19,8 +20,10 @@ class CpuBackend final : public BackendImpl {
   void* alloc(size_t bytes) override {
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
+    // More than the machine has could only "succeed" by overcommit and end in the OOM killer.
+    check_host_capacity("", bytes);
     void* p = std::aligned_alloc(64, rounded);
-    FUSE_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes");
+    if (!p) throw AllocationError("out of host memory allocating " + byte_size_text(bytes));
     return p;
   }
   void free(void* p) override { std::free(p); }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runtime/session_impl.h"
+#include "util/allocation.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -197,7 +198,10 @@ void Session::Impl::bind_inputs(Plan& p, const Views& inputs) {
       // captured graph reads its inputs from fixed addresses. Host code that
       // reads it (rare: small integer inputs) copies it down and the profile
       // records that (StepContext::host_input).
-      void* dst = p.ensure(p.input_bufs[id], static_cast<size_t>(in.numel()) * dtype_size(want));
+      void* dst = with_allocation_context(
+          static_cast<uint64_t>(in.numel()) * dtype_size(want), "device",
+          [&] { return "input '" + sl.v->name + "' " + shape_str(in.shape) + " " + dtype_name(want); },
+          [&] { return p.ensure(p.input_bufs[id], static_cast<size_t>(in.numel()) * dtype_size(want)); });
       copy_device_input(dst, want, in);
       sl.dev = RtTensor{want, in.shape, dst, be.kind()};
       sl.has_dev = true;
@@ -216,7 +220,10 @@ void Session::Impl::bind_inputs(Plan& p, const Views& inputs) {
       sl.has_dev = true;
       continue;
     }
-    void* dst = p.ensure(p.input_bufs[id], host.nbytes());
+    void* dst = with_allocation_context(
+        host.nbytes(), "device",
+        [&] { return "input '" + sl.v->name + "' " + shape_str(host.shape) + " " + dtype_name(host.dtype); },
+        [&] { return p.ensure(p.input_bufs[id], host.nbytes()); });
     be.copy_from_host(dst, host.data, host.nbytes());
     prof().input_upload_bytes += static_cast<int64_t>(host.nbytes());
     sl.dev = RtTensor{host.dtype, host.shape, dst, be.kind()};

@@ -337,14 +337,15 @@ void Session::Impl::setup() {
   for (Slot& sl : slots) {
     if (!sl.is_const || compute_dtype(sl.host.dtype) == sl.host.dtype) continue;
     if (sl.host.dtype == DType::Float && parameter_only(sl.v)) continue;
-    Tensor t(sl.host.dtype, sl.host.shape);
-    if (t.bytes.size()) std::memcpy(t.bytes.data(), sl.host.data, t.bytes.size());
-    owned_consts.push_back(convert_float(t, compute_dtype(sl.host.dtype)));
+    owned_consts.push_back(convert_float(sl.host, compute_dtype(sl.host.dtype)));  // read in place
+    // The converted copy is what runs; a mapped original's pages need not stay.
+    if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
     const Tensor& c = owned_consts.back();
     sl.host = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
   }
-  // Constants: on the CPU backend they are used in place; on a device they
-  // are uploaded once if a device step reads them.
+  // Constants: on the CPU backend they are used in place (a mapped weight is
+  // read from its mapping); on a device they are uploaded once if a device
+  // step reads them.
   for (Slot& sl : slots) {
     if (!sl.is_const) continue;
     if (!device) {
@@ -355,6 +356,10 @@ void Session::Impl::setup() {
       void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
       const_device_allocs.push_back(p);
       be.copy_from_host(p, sl.host.data, sl.host.nbytes());
+      // One tensor at a time, straight from a memory-mapped weight: once it
+      // is staged, its pages need not stay in this process (a host step that
+      // reads it later faults them in again from the file).
+      if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
       sl.dev = RtTensor{sl.host.dtype, sl.host.shape, p, be.kind()};
       sl.has_dev = true;
       const_bytes += sl.host.nbytes();

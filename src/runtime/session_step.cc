@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/session_impl.h"
+#include "util/allocation.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -30,7 +31,11 @@ const RtTensor& Session::Impl::device_view(Plan& p, int id) {
   size_t bytes = std::max<size_t>(sl.host.nbytes(), 1);
   if (up.first == nullptr || up.second < bytes) {
     if (up.first) be.free(up.first);
-    up = {be.alloc(bytes), bytes};
+    up = {nullptr, 0};
+    void* mem = with_allocation_context(
+        bytes, "device", [&] { return "uploading value '" + sl.v->name + "' " + shape_str(sl.host.shape); },
+        [&] { return be.alloc(bytes); });
+    up = {mem, bytes};
     be.copy_from_host(up.first, sl.host.data, sl.host.nbytes());
   } else if (p.runs == 0) {
     be.copy_from_host(up.first, sl.host.data, sl.host.nbytes());
@@ -63,7 +68,7 @@ class StepContext final : public KernelContext {
   RtTensor* alias_output(size_t i, size_t input_j, const std::vector<int64_t>& shape) override;
   void* scratch(size_t bytes) override {
     BufferPool* pool = pool_for_step();
-    void* p = pool->acquire(bytes);
+    void* p = acquire(pool, bytes, [&] { return st_.n().label() + ": scratch buffer"; });
     temps_.push_back({pool, p});
     return p;
   }
@@ -77,6 +82,12 @@ class StepContext final : public KernelContext {
 
  private:
   BufferPool* pool_for_step() const { return st_.on_host ? plan_.host_pool : plan_.dev_pool; }
+  // pool->acquire(bytes), an allocation failure naming what it was for (what()).
+  template <class What>
+  void* acquire(BufferPool* pool, uint64_t bytes, What&& what) {
+    const bool host = pool == plan_.host_pool || !im_.device;
+    return with_allocation_context(bytes, host ? "host" : "device", what, [&] { return pool->acquire(bytes); });
+  }
   Slot* out_slot(size_t i) {
     FUSE_CHECK(i < st_.outs.size(), st_.n().label() << ": kernel wrote output " << i << " but the node declares "
                                                    << st_.outs.size());
@@ -113,7 +124,8 @@ const RtTensor* StepContext::host_input(size_t i) {
   // Device data needed on the host: copy and record it.
   im_.be.synchronize();
   im_.be.raise_device_errors();  // e.g. an out-of-range index upstream: report it, not its zeros
-  void* p = plan_.host_pool->acquire(sl.dev.nbytes());
+  void* p = acquire(plan_.host_pool, sl.dev.nbytes(),
+                    [&] { return st_.n().label() + ": host copy of '" + sl.v->name + "' " + shape_str(sl.dev.shape); });
   im_.be.copy_to_host(p, sl.dev.data, sl.dev.nbytes());
   sl.host = RtTensor{sl.dev.dtype, sl.dev.shape, p, Backend::CPU};
   sl.has_host = true;
@@ -136,8 +148,13 @@ RtTensor* StepContext::output(size_t i, DType dtype, const std::vector<int64_t>&
     FUSE_CHECK(d >= 0, st_.n().label() << ": kernel asked for output shape " << shape_str(shape));
   Slot* sl = out_slot(i);
   BufferPool* pool = pool_for_step();
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  void* p = pool->acquire(bytes);
+  auto what = [&] {
+    const Value* v = st_.n().output(i);
+    return st_.n().label() + ": output " + std::to_string(i) + (v ? " '" + v->name + "'" : std::string()) + " " +
+           shape_str(shape) + " " + dtype_name(dtype);
+  };
+  const uint64_t bytes = tensor_bytes_checked(shape, dtype_size(dtype), what);  // no wrap-around to a small buffer
+  void* p = acquire(pool, bytes, what);
   Backend where = st_.on_host ? Backend::CPU : im_.be.kind();
   if (!sl) {  // omitted optional output: a throwaway buffer
     temps_.push_back({pool, p});
@@ -324,6 +341,8 @@ void Session::Impl::run_step(Plan& p, Step& st) {
       std::string msg = e.what();
       if (msg.find("'" + n.name + "'") == std::string::npos) msg = n.label() + ": " + msg;
       throw Error(msg + " (inputs: " + shapes_of(views) + ")");
+    } catch (const std::bad_alloc&) {  // a kernel's own working memory
+      throw AllocationError(n.label() + ": out of host memory in the kernel (inputs: " + shapes_of(views) + ")");
     } catch (const std::exception& e) {
       throw Error(n.label() + ": " + e.what() + " (inputs: " + shapes_of(views) + ")");
     }

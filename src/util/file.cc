@@ -2,13 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace fs = std::filesystem;
 
@@ -19,33 +22,39 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   fs::path p(path_);
   fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   std::string tmpl = (dir / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = mkstemp(tmpl.data());
-  FUSE_CHECK(fd >= 0, path_ << ": cannot write in folder '" << dir.string() << "': " << std::strerror(errno));
+  fd_ = mkstemp(tmpl.data());
+  FUSE_CHECK(fd_ >= 0, path_ << ": cannot write in folder '" << dir.string() << "': " << std::strerror(errno));
   tmp_ = tmpl;
-  f_ = fdopen(fd, "wb");
-  if (!f_) {
-    ::close(fd);
-    ::unlink(tmp_.c_str());
-    throw Error(path_ + ": cannot open temporary file: " + std::strerror(errno));
-  }
 }
 
 AtomicFile::~AtomicFile() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
   if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
-void AtomicFile::write(const std::string& bytes) {
-  if (path_.empty() || bytes.empty()) return;
-  FUSE_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f_) == bytes.size(),
-             path_ << ": write failed: " << std::strerror(errno));
+void AtomicFile::write(const void* bytes, size_t len) {
+  if (fd_ < 0) return;
+  const char* p = static_cast<const char*>(bytes);
+  while (len > 0) {
+    ssize_t w = ::write(fd_, p, std::min<size_t>(len, size_t(1) << 30));
+    if (w < 0 && errno == EINTR) continue;
+    FUSE_CHECK(w > 0, path_ << ": write failed: " << std::strerror(errno));
+    p += w;
+    len -= static_cast<size_t>(w);
+  }
+}
+
+void AtomicFile::copy_from(int src_fd, uint64_t offset, uint64_t len, const std::string& what) {
+  if (fd_ < 0) return;
+  FUSE_CHECK(copy_file_bytes(src_fd, offset, len, fd_),
+             path_ << ": copying " << len << " bytes from '" << what << "' failed: " << std::strerror(errno));
 }
 
 void AtomicFile::commit() {
   if (path_.empty()) return;
-  bool ok = std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
-  ok = (std::fclose(f_) == 0) && ok;
-  f_ = nullptr;
+  bool ok = ::fsync(fd_) == 0;
+  ok = (::close(fd_) == 0) && ok;
+  fd_ = -1;
   FUSE_CHECK(ok, path_ << ": write failed: " << std::strerror(errno));
   // mkstemp creates 0600; give the file the usual permissions.
   std::error_code ec;

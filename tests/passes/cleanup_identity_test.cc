@@ -11,9 +11,9 @@ TEST_CASE("identity_elim: Identity chains, inference Dropout and no-op Cast are 
   Value* a = b.op("Relu", {x}, {}, "relu");
   Value* i1 = b.op("Identity", {a}, {}, "id1");
   Value* i2 = b.op("Identity", {i1}, {}, "id2");
-  Value* no_training = b.constant("training", Tensor::from_ints({0}, {}));
-  no_training->const_data->dtype = DType::Bool;
-  no_training->const_data->bytes.resize(1);
+  Tensor training_false(DType::Bool, {});
+  training_false.bytes[0] = 0;
+  Value* no_training = b.constant("training", training_false);
   no_training->dtype = DType::Bool;
   Value* d = b.op("Dropout", {i2, nullptr, no_training}, {}, "dropout");
   Value* c = b.op("Cast", {d}, {Attribute::make_int("to", 1)}, "cast_same");

@@ -152,7 +152,7 @@ onnx::GraphProto three_ifs() {
 
 Tensor bool_scalar(bool v) {
   Tensor t(DType::Bool, {});
-  t.bytes.assign(1, v ? 1 : 0);
+  t.bytes[0] = v ? 1 : 0;
   return t;
 }
 

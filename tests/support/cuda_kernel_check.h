@@ -85,7 +85,7 @@ inline Tensor rounded(const Tensor& t, DType dt) {
 
 // Host fp32 tensor -> bytes of `dt` (non-float tensors are copied as they are).
 inline std::vector<uint8_t> to_device_bytes(const Tensor& t, DType dt) {
-  if (t.dtype != DType::Float || dt == DType::Float) return t.bytes;
+  if (t.dtype != DType::Float || dt == DType::Float) return std::vector<uint8_t>(t.bytes.begin(), t.bytes.end());
   std::vector<uint8_t> out(static_cast<size_t>(t.numel()) * 2);
   auto* p = reinterpret_cast<uint16_t*>(out.data());
   for (int64_t i = 0; i < t.numel(); ++i)

@@ -64,6 +64,11 @@ void check_output_path(const std::string& path, const std::string& input, const 
   AtomicFile probe(path);
 }
 
+size_t spill_min_bytes() {
+  const char* e = std::getenv("FUSEOPT_SPILL_MIN_BYTES");
+  return e && *e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : size_t(1) << 20;
+}
+
 // The progress line on stderr for runs that take a while: nothing during the
 // first 2 s; then the current step, rewritten in place when stderr is a
 // terminal (with the seconds so far), one line per step otherwise. A thread
@@ -163,9 +168,9 @@ bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 // --input-shape) on `count` seeded random inputs, both on the CPU backend.
 // Returns the largest relative error; throws Error naming the first output
 // over tolerance.
-double check_against_original(const Graph& opt, const std::string& in_path, const std::vector<std::string>& shape_flags,
-                              int count, bool fp16, Progress& progress) {
-  auto ref = load_model(in_path);
+double check_against_original(const Graph& opt, const std::string& in_path, const LoadOptions& load_options,
+                              const std::vector<std::string>& shape_flags, int count, bool fp16, Progress& progress) {
+  auto ref = load_model(in_path, load_options);
   cli::ShapeOverrides ov;
   if (!shape_flags.empty()) {
     ov = cli::parse_shape_flags(*ref, shape_flags, "--input-shape");
@@ -245,7 +250,7 @@ void list_passes() {
 int main(int argc, char** argv) {
   CLI::App app{"fuseopt: rewrite an ONNX model so that chains of small operators become fused operators"};
   std::string in_path, out_path, report_path, dot_path, passes, disable, emit = "fuseopt";
-  bool list = false, quiet = false, approximate_gelu = false, external_data = false;
+  bool list = false, quiet = false, approximate_gelu = false, external_data = false, no_validate = false;
   int verbose = 0, max_iterations = 10;
   app.add_option("input", in_path, "input .onnx model");
   app.add_option("output", out_path, "output .onnx model (never the input)");
@@ -264,6 +269,9 @@ int main(int argc, char** argv) {
                  "output form: 'fuseopt' (fused ops with function bodies, default) or 'standard' (standard ONNX "
                  "ops where exact: Attention, RMSNormalization, RotaryEmbedding at opset 23, LayerNormalization)");
   app.add_option("--max-iterations", max_iterations, "cap on cleanup+fusion iterations (default 10)");
+  app.add_flag("--no-validate", no_validate,
+               "skip the schema validation on load (every node against its operator's schema at the model's opset, "
+               "every tensor proto well-formed); a model it would refuse may then fail later or be written invalid");
   std::vector<std::string> input_shapes;
   std::string check_arg;
   bool fp16 = false, keep_io_types = false;
@@ -337,7 +345,14 @@ int main(int argc, char** argv) {
 
     Progress progress(!quiet);
     progress.set("loading " + in_path);
-    auto g = load_model(in_path);
+    LoadOptions lo;
+    lo.validate = !no_validate;
+    auto g = load_model(in_path, lo);
+    // New constants of 1 MiB or more (packed, folded, converted weights) wait in
+    // a scratch file in the output's folder, not in memory, until save_model
+    // copies them into the side file (docs/big_models.md). The output's bytes are
+    // the same either way; FUSEOPT_SPILL_MIN_BYTES sets the size (tests use 0).
+    g->spill_constants_to(fs::path(out_path).parent_path().string(), spill_min_bytes());
     if (!input_shapes.empty())  // bad names and impossible shapes fail here, before any pass
       cli::specialize_input_shapes(*g, cli::parse_shape_flags(*g, input_shapes, "--input-shape"));
     FusionReport report;
@@ -378,7 +393,7 @@ int main(int argc, char** argv) {
       }
     }
     double check_err = -1;
-    if (check_count > 0) check_err = check_against_original(*g, in_path, input_shapes, check_count, fp16, progress);
+    if (check_count > 0) check_err = check_against_original(*g, in_path, lo, input_shapes, check_count, fp16, progress);
 
     // Everything is computed before anything is written.
     std::string json = report_path.empty() ? std::string() : report.to_json();

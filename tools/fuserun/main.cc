@@ -19,6 +19,7 @@
 #include "tools/fuserun/compare.h"
 #include "tools/fuserun/compare_backends.h"
 #include "tools/fuserun/inputs.h"
+#include "tools/fuserun/save_outputs.h"
 #include "util/error.h"
 
 using namespace fuseopt;
@@ -40,13 +41,13 @@ using json = nlohmann::ordered_json;
 json json_dims(const std::vector<int64_t>& d) { return json(d); }
 
 struct Options {
-  std::string model, backend, precision = "fp32", check_dir, json_file;
+  std::string model, backend, precision = "fp32", check_dir, json_file, save_dir;
   std::vector<std::string> shapes;
   double atol = -1, rtol = -1;
   int warmup = -1, iters = -1, threads = 0;
   uint64_t seed = 1;
   int64_t past = -1;  // --past N (KV-cache decoders)
-  bool profile = false, verbose = false, quiet = false, no_graphs = false, compare_cpu = false;
+  bool profile = false, verbose = false, quiet = false, no_graphs = false, compare_cpu = false, no_validate = false;
 };
 
 // True when the model itself is half precision: a float16/bfloat16 graph
@@ -100,7 +101,9 @@ int run_tool(const Options& o) {
   const double atol = o.atol >= 0 ? o.atol : 0.0;
 
   auto t_load = std::chrono::steady_clock::now();
-  std::unique_ptr<Graph> g = load_model(o.model);
+  LoadOptions lo;
+  lo.validate = !o.no_validate;
+  std::unique_ptr<Graph> g = load_model(o.model, lo);
   const bool half_model = model_is_half(*g);
   const double rtol = o.rtol >= 0 ? o.rtol : (precision == Precision::FP32 && !half_model ? 1e-4 : 1e-2);
   spdlog::info("loaded {} ({} nodes, {} inputs, {} outputs)", o.model, g->num_nodes(), g->inputs.size(), g->outputs.size());
@@ -147,6 +150,7 @@ int run_tool(const Options& o) {
     throw Error(std::string(e.what()) + " [defaulted dims: " + d + "; set them with --shape NAME=DIMS]");
   }
   std::vector<std::string> out_names = session.output_names();
+  if (!o.save_dir.empty()) save_check_dir(o.save_dir, *g, inputs, out_names, outs);
   std::vector<OutputCheck> checks;
   bool all_pass = true;
   if (!o.check_dir.empty()) {
@@ -333,6 +337,9 @@ int main(int argc, char** argv) {
   app.add_option("--past", o.past, "KV-cache decoders: N cached positions in every past_* input (new tokens default "
                                  "to 1, a free attention-mask length to N + new)");
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
+  app.add_option("--save-outputs", o.save_dir,
+                 "write this run's inputs and outputs to the folder as input_N.pb / output_N.pb, the layout --check "
+                 "reads (another model's reference: fuserun a.onnx --save-outputs ref && fuserun b.onnx --check ref)");
   app.add_option("--atol", o.atol, "absolute tolerance on the max abs error (default 0 = off)");
   app.add_option("--rtol", o.rtol, "norm-wise relative tolerance (default 1e-4 fp32, 1e-2 otherwise or for an fp16/bf16 model)");
   app.add_option("--warmup", o.warmup, "warmup runs before timing (default 3; 0 with --check)");
@@ -345,6 +352,8 @@ int main(int argc, char** argv) {
                "debugging: expose every node output, run once here and once on the CPU reference, list the "
                "node outputs that differ (first in graph order = the likely faulty kernel); exit 1 if any");
   app.add_flag("--no-cuda-graphs", o.no_graphs, "never capture CUDA graphs");
+  app.add_flag("--no-validate", o.no_validate,
+               "skip the schema validation on load (nodes against their operators' schemas, tensor protos)");
   app.add_flag("-v,--verbose", o.verbose, "log what happens");
   app.add_flag("-q,--quiet", o.quiet, "no notices");
   try {

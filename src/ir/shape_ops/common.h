@@ -81,7 +81,7 @@ inline Dim dim_div_exact(const Dim& a, const Dim& b) {
 // floor((a) / k) for a window formula; symbolic only when exact.
 inline Dim dim_floor_div(const Dim& a, int64_t k, bool ceil_mode = false) {
   if (k <= 0) return Dim::unknown();
-  if (a.known()) return Dim::of(ceil_mode ? (a.value + k - 1) / k : a.value / k);
+  if (a.known()) return Dim::of(ceil_mode ? a.value / k + (a.value % k != 0 ? 1 : 0) : a.value / k);  // no a + k - 1 overflow
   if (k == 1) return a;
   return dim_div_exact(a, Dim::of(k));
 }
@@ -116,13 +116,25 @@ inline bool tensor_ok(const Tensor* t) {
          t->bytes.size() >= static_cast<size_t>(t->numel()) * dtype_size(t->dtype);
 }
 
-// Numel of a fully known shape; nullopt otherwise.
-inline std::optional<int64_t> known_numel(const Shape& s) {
-  int64_t n = 1;
+// a * b for dims, element counts and strides. A product past int64 (dims
+// of 2^40 in a hostile or corrupted file) fails through c.fail, which names
+// the node, instead of wrapping around to a small or negative count.
+inline int64_t checked_mul(const ShapeContext& c, int64_t a, int64_t b, const std::string& what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    c.fail(what + " overflows int64 (" + std::to_string(a) + " x " + std::to_string(b) + ")");
+  return r;
+}
+
+// Numel of a fully known shape; nullopt otherwise. Fails (naming the node)
+// when the count does not fit int64; a 0 dim makes it 0 whatever the rest.
+inline std::optional<int64_t> known_numel(const ShapeContext& c, const Shape& s) {
   for (const Dim& d : s) {
     if (!d.known()) return std::nullopt;
-    n *= d.value;
+    if (d.value == 0) return 0;
   }
+  int64_t n = 1;
+  for (const Dim& d : s) n = checked_mul(c, n, d.value, "the element count of shape " + shp(s));
   return n;
 }
 
@@ -136,7 +148,7 @@ inline DType dtype_attr(const ShapeContext& c, const char* name, DType dflt) {
 template <class F>
 std::optional<SymbolicContents> map_contents(const ShapeContext& c, const std::vector<size_t>& ins,
                                              const Shape& out, F f) {
-  auto n_out = known_numel(out);
+  auto n_out = known_numel(c, out);
   if (!n_out || *n_out > 64) return std::nullopt;
   const size_t rank = out.size();
   std::vector<const SymbolicContents*> data;
@@ -144,14 +156,14 @@ std::optional<SymbolicContents> map_contents(const ShapeContext& c, const std::v
   for (size_t i : ins) {
     const SymbolicContents* sc = c.input_contents(i);
     const Shape* s = shape_of(c, i);
-    if (!sc || !s || !known_numel(*s) || static_cast<int64_t>(sc->size()) != *known_numel(*s) || s->size() > rank)
-      return std::nullopt;
+    const auto n_in = s ? known_numel(c, *s) : std::nullopt;
+    if (!sc || !n_in || static_cast<int64_t>(sc->size()) != *n_in || s->size() > rank) return std::nullopt;
     std::vector<int64_t> st(rank, 0);
     int64_t stride = 1;
     for (size_t k = 0; k < s->size(); ++k) {
       const size_t axis_in = s->size() - 1 - k, axis_out = rank - 1 - k;
       st[axis_out] = (*s)[axis_in].value == 1 ? 0 : stride;
-      stride *= (*s)[axis_in].value;
+      stride = checked_mul(c, stride, (*s)[axis_in].value, "a stride of shape " + shp(*s));
     }
     data.push_back(sc);
     strides.push_back(std::move(st));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 
 #include "ir/shape_ops/common.h"
 
@@ -47,7 +48,8 @@ Elem divide(const Elem& a, const Elem& b, bool integer) {
   if (!a || !b) return std::nullopt;
   auto x = a->constant_value(), y = b->constant_value();
   if (x && y) {
-    if (*y == 0) return std::nullopt;
+    // INT64_MIN / -1 does not fit (and traps on x86): leave it unknown, as for / 0.
+    if (*y == 0 || (*y == -1 && *x == std::numeric_limits<int64_t>::min())) return std::nullopt;
     if (integer || *x % *y == 0) return SymExpr::constant(*x / *y);
     return std::nullopt;
   }
@@ -225,6 +227,7 @@ FUSEOPT_SHAPE_FN("", "Mod", [](ShapeContext& c) {
   elementwise(c, c.input_dtype(0), 2, [fmod](const Args& a) -> Elem {
     auto x = cint(a[0]), y = cint(a[1]);
     if (!x || !y || *y == 0) return std::nullopt;
+    if (*y == -1) return SymExpr::constant(0);  // INT64_MIN % -1 would trap; x mod -1 is 0 for every x
     int64_t r = *x % *y;
     if (!fmod && r != 0 && ((r < 0) != (*y < 0))) r += *y;  // integer Mod takes the divisor's sign
     return SymExpr::constant(r);
@@ -235,7 +238,8 @@ FUSEOPT_SHAPE_FN("", "Pow", [](ShapeContext& c) {
     auto x = cint(a[0]), y = cint(a[1]);
     if (!x || !y || *y < 0 || *y > 62) return std::nullopt;
     int64_t r = 1;
-    for (int64_t i = 0; i < *y; ++i) r *= *x;
+    for (int64_t i = 0; i < *y; ++i)
+      if (__builtin_mul_overflow(r, *x, &r)) return std::nullopt;  // past int64: not a shape value we can track
     return SymExpr::constant(r);
   });
 });

@@ -120,9 +120,12 @@ void attention_fn(ShapeContext& c) {
   const Dim width = (*q)[2];
   Dim y_width = Dim::unknown();
   if (!c.has_input(1)) {
-    if (width.known() && width.value % (h + 2 * hkv) != 0)
+    int64_t packed_heads = 0;  // H + 2·Hkv, both attributes a file may set to anything
+    if (__builtin_add_overflow(checked_mul(c, hkv, 2, "2 x kv_num_heads"), h, &packed_heads))
+      c.fail("num_heads + 2 x kv_num_heads overflows int64");
+    if (width.known() && width.value % packed_heads != 0)
       c.fail("packed QKV width " + width.str() + " is not (num_heads + 2*kv_num_heads) * head_dim");
-    y_width = dim_mul(dim_div_exact(width, Dim::of(h + 2 * hkv)), Dim::of(h));
+    y_width = dim_mul(dim_div_exact(width, Dim::of(packed_heads)), Dim::of(h));
   } else {
     const Shape* k = shape_of(c, 1);
     const Shape* v = shape_of(c, 2);
@@ -132,7 +135,8 @@ void attention_fn(ShapeContext& c) {
     if (v && v->size() != 3) c.fail("value must be [B, S_kv, hidden], got " + shp(*v));
     if (k && dims_conflict((*k)[0], (*q)[0])) c.fail("key batch " + (*k)[0].str() + " differs from the query's");
     if (k && v && dims_conflict((*k)[1], (*v)[1])) c.fail("key and value sequence lengths differ");
-    if (k && width.known() && (*k)[2].known() && (*k)[2].value * h != width.value * hkv)
+    if (k && width.known() && (*k)[2].known() &&
+        checked_mul(c, (*k)[2].value, h, "key width x num_heads") != checked_mul(c, width.value, hkv, "query width x kv_num_heads"))
       c.fail("key width " + (*k)[2].str() + " != kv_num_heads * head_dim");
     if (v) y_width = dim_mul(dim_div_exact((*v)[2], Dim::of(hkv)), Dim::of(h));
   }

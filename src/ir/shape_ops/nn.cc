@@ -52,7 +52,8 @@ void conv_fn(ShapeContext& c) {
   if (kernel.empty() && w)
     for (size_t i = 0; i < spatial; ++i) kernel.push_back((*w)[i + 2].known() ? (*w)[i + 2].value : -1);
   Shape out{(*x)[0], w ? (*w)[0] : Dim::unknown()};
-  if (w && (*x)[1].known() && (*w)[1].known() && (*x)[1].value != (*w)[1].value * group)
+  if (w && (*x)[1].known() && (*w)[1].known() &&
+      (*x)[1].value != checked_mul(c, (*w)[1].value, group, "weight channels x group"))
     c.fail("input channels " + (*x)[1].str() + " != weight channels " + (*w)[1].str() + " x group " + std::to_string(group));
   if (kernel.size() != spatial) {
     c.set_output_shape(0, Shape(x->size()));

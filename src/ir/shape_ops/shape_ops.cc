@@ -576,7 +576,7 @@ void constant_of_shape_fn(ShapeContext& c) {
     if (auto k = e ? e->constant_value() : std::nullopt; k && *k < 0) c.fail("negative size in the shape");
   const Shape out = dims_of(*target);
   c.set_output_shape(0, out);
-  auto n = known_numel(out);
+  auto n = known_numel(c, out);
   if (!n || *n > 64) return;
   int64_t fill_value = 0;
   if (fill) {

@@ -1,0 +1,58 @@
+// The host layer of the GEMM-based CUDA kernels (gemm_kernels.cc: MatMul,
+// Gemm; fused_matmul.cc: fuseopt.FusedMatMul; fused_layer_norm_linear.cc:
+// fuseopt.LayerNormLinear), all through one cuBLASLt GEMM (bias and ReLU /
+// tanh-GELU in its epilogue).
+//
+// tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
+// so the GEMM runs with the BIAS epilogue and one elementwise pass applies
+// tanh in place (the small-M kernel is not used for it).
+// erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
+// runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
+// epilogue and one fused elementwise kernel applies erf-GELU in place; or,
+// for small M with FUSEOPT_GEMM_GELU=1, one kernel does GEMM + bias + erf-GELU
+// (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8). With
+// FUSEOPT_SMALL_GEMM=1 that kernel takes every small-M GEMM it handles.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "runtime/kernel.h"
+
+namespace fuseopt::cuda_gemm {
+
+// The fused ops' `activation` attribute.
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
+Act parse_act(const Node& n);
+
+// The small-M kernel of gemm_gelu.cu where it is switched on and applies
+// (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.
+// Split-K partials (large K) go to scratch, asked for only when needed.
+bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
+                    int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
+// The epilogue doing bias + activation; erf-GELU and tanh need a pass afterwards.
+cuda_fused::GemmEpilogue epilogue_for(Act act, bool bias);
+
+// The activations no cuBLASLt epilogue has, as one in-place pass over Y [rows, N]
+// (the bias is already in, from the BIAS epilogue).
+void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream);
+
+cuda_fused::ScratchFn scratch_of(KernelContext& ctx);
+bool use_tf32(const KernelContext& ctx);
+
+// Y [M, N] = op(A) [M, K] · op(B) [K, N] with the activation's epilogue and the
+// bias (or none), tf32 as the session's precision asks; alpha 1, one batch item.
+cuda_fused::GemmDesc gemm_desc(const KernelContext& ctx, DType dt, int64_t M, int64_t N, int64_t K, bool trans_b,
+                               Act act, const void* bias);
+
+// MatMul semantics (numpy): A [..., M, K] or [K]; B [..., K, N] (or [..., N, K]
+// with trans_b) or [K]; batch dims broadcast. Writes output 0.
+void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool trans_b, float alpha, Act act,
+                const RtTensor* bias);
+
+// Optional input i: nullptr when omitted or past the node's inputs.
+inline const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
+
+}  // namespace fuseopt::cuda_gemm
