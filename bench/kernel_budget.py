@@ -49,8 +49,10 @@ def ncu_kernels(ncu, fuserun, model, extra, iters, env):
 def short(name):
     name = re.sub(r"\(.*$", "", name)           # drop the argument list
     name = re.sub(r"^void\s+", "", name)
-    name = re.sub(r"<.*>", "<>", name)           # templates
-    return name.split("::")[-1][:70]
+    name = name.replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    while re.search(r"<[^<>]*>", name):          # templates, innermost first
+        name = re.sub(r"<[^<>]*>", "", name)
+    return name.split("::")[-1][:70] or "?"
 
 
 def main():

@@ -112,14 +112,14 @@ struct AlgoKey {
   int device;
   int dtype;
   bool tf32;
-  int64_t M, N, K, batch, sa, sb, sd;
+  int64_t M, N, K, batch, sa, sb, sd, ldd;
   bool ta, tb;
   int epilogue;
   bool beta_nonzero;
   int align_a, align_b, align_d, align_bias;
   bool tuned;
   auto tie() const {
-    return std::tie(device, dtype, tf32, M, N, K, batch, sa, sb, sd, ta, tb, epilogue, beta_nonzero, align_a,
+    return std::tie(device, dtype, tf32, M, N, K, batch, sa, sb, sd, ldd, ta, tb, epilogue, beta_nonzero, align_a,
                     align_b, align_d, align_bias, tuned);
   }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
@@ -197,6 +197,7 @@ std::string key_string(const AlgoKey& k) {
                     int64_t(k.tb), int64_t(k.epilogue), int64_t(k.beta_nonzero), int64_t(k.align_a),
                     int64_t(k.align_b), int64_t(k.align_d), int64_t(k.align_bias)})
     add(v);
+  if (k.ldd != k.N) s += ",ldd" + std::to_string(k.ldd);  // packed rows keep the older keys
   return s;
 }
 
@@ -315,7 +316,9 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
     LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, K, M, K));
   else
     LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, M, K, M));
-  LT_CHECK(cublasLtMatrixLayoutCreate(&ds.c, t, N, M, N));
+  const uint64_t ldd = d.ldd > 0 ? static_cast<uint64_t>(d.ldd) : N;
+  FUSE_CHECK(ldd >= N, "cuBLASLt GEMM: leading dimension " << ldd << " of D is below N = " << N);
+  LT_CHECK(cublasLtMatrixLayoutCreate(&ds.c, t, N, M, ldd));
   set_batch(ds.a, d.batch, d.stride_b);
   set_batch(ds.b, d.batch, d.stride_a);
   set_batch(ds.c, d.batch, d.stride_d);
@@ -329,7 +332,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   const bool split_k_pays = few_tiles(d.M, d.N, d.batch, device);
   const bool tune = d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && split_k_pays));
   AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, d.M, d.N, d.K,
-              d.batch, d.stride_a, d.stride_b, d.stride_d, d.trans_a, d.trans_b,
+              d.batch, d.stride_a, d.stride_b, d.stride_d, static_cast<int64_t>(ldd), d.trans_a, d.trans_b,
               static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
               d.bias ? alignment_of(d.bias) : 16, tune};
   AlgoChoice choice{};

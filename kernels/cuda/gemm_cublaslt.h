@@ -26,6 +26,10 @@ struct GemmDesc {
   int64_t batch = 1;
   // Element strides between batch items; 0 broadcasts one matrix to all.
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+  // D's leading dimension in elements (0: N, rows packed). Larger than N, it
+  // lets a 16-bit D whose rows are not 16-byte multiples (N = 30522) use the
+  // Hopper kernels (see padded_output_ld in gemm_kernels.cc).
+  int64_t ldd = 0;
   float alpha = 1.f;
   // beta != 0 accumulates into D (D's previous contents play C).
   float beta = 0.f;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,23 @@ GemmEpilogue epilogue_for(Act act, bool bias) {
 void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream) {
   if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y, nullptr, rows, N, stream);
   if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
+}
+
+int64_t padded_output_ld(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(dt));
+  // A and B must already allow 16-byte rows (B read as [N, K]); a row-major
+  // B [K, N] with odd N is just as unaligned, and padding D alone buys nothing.
+  const bool applies = esz == 2 && (N * esz) % 16 != 0 && (K * esz) % 16 == 0 && trans_b;
+  if (!applies) return N;
+  // Opt-in until it is timed on the H200 (NOTES-perf.md v11): unset or 0
+  // never pads, 1 pads at any size, 2 pads where M x N >= 2^22.
+  const char* v = std::getenv("FUSEOPT_GEMM_PAD_N");
+  const int mode = v && *v ? std::atoi(v) : 0;
+  if (mode != 1 && mode != 2) return N;
+  // The copy costs 2 x M x N x 2 bytes; below ~4M outputs the unaligned
+  // kernel's extra time is smaller than that (and than the launch).
+  if (mode == 2 && M * N < (int64_t{1} << 22)) return N;
+  return (N + 7) / 8 * 8;
 }
 
 cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
@@ -137,7 +155,18 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
     g.M = M * na;
-    cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+    const int64_t ldd = padded_output_ld(dt, g.M, N, K, trans_b);
+    if (ldd == N) {
+      cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+    } else {
+      // Into padded rows, then one strided copy packs them (see padded_output_ld).
+      void* padded = ctx.scratch(static_cast<size_t>(g.M) * ldd * esz);
+      g.ldd = ldd;
+      cuda_fused::gemm(g, a->data, b->data, padded, stream, scratch);
+      FUSED_CUDA_CHECK(cudaMemcpy2DAsync(y->data, N * esz, padded, ldd * esz, N * esz, g.M, cudaMemcpyDeviceToDevice,
+                                         stream),
+                       n.label());
+    }
   } else if ((na == batches || na == 1) && nb == batches) {
     // One strided-batched GEMM (A repeated with stride 0 when it has no batch).
     // B must have every batch item: a B broadcast in some batch dims (MQA's

@@ -3,6 +3,8 @@
 // poisoned with NaN, odd sizes, fp32 / tf32 / fp16 / bf16.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;
@@ -158,6 +160,31 @@ TEST_CASE("cuda FusedMatMul erf-GELU / tanh vectorised pass (N multiple of 8)", 
       INFO("bias " << (variant & 1) << " tanh " << (variant >> 1));
       check_case(c, dt);
     }
+}
+
+// 16-bit outputs whose rows are not 16-byte multiples (odd N, like GPT-2's 50257-word
+// vocabulary): with FUSEOPT_GEMM_PAD_N=1 the GEMM writes padded rows and one strided copy
+// packs them (gemm_host.h padded_output_ld); run twice so the second call takes the cached
+// algorithm. fp32 and an aligned N stay packed.
+TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output rows", "[cuda][gemm]") {
+  if (!cuda_check::gpu_ready()) return;
+  setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
+  const char* acts[] = {"none", "gelu"};
+  for (DType dt : {DType::Float16, DType::BFloat16, DType::Float})
+    for (const char* act : acts)
+      for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{1024}}) {
+        OpCase c("fuseopt", "FusedMatMul", 3, 1);
+        c.attr(Attribute::make_string("activation", act));
+        c.attr(Attribute::make_int("transB", 1));
+        Tensor a = cuda_check::random_tensor({2, 19, 64});
+        Tensor b = cuda_check::random_tensor({n, 64});
+        Tensor bias = cuda_check::random_tensor({n});
+        c.inputs = {&a, &b, &bias};
+        INFO("activation " << act << " N " << n);
+        check_case(c, dt);
+        check_case(c, dt);
+      }
+  unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 
 TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
