@@ -84,8 +84,9 @@ bool Node::has_subgraph() const {
   return false;
 }
 std::string Node::label() const {
-  std::string op = domain.empty() ? op_type : domain + "." + op_type;
-  return op + " '" + name + "'";
+  // Names come from the model: escaped, so a message quoting them stays one line.
+  std::string op = printable(domain.empty() ? op_type : domain + "." + op_type);
+  return op + " " + quoted(name);
 }
 
 // ----------------------------------------------------------------------------

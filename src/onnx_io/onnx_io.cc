@@ -190,6 +190,14 @@ std::unique_ptr<Graph> graph_from_proto(onnx::ModelProto& model, const std::stri
   }
   for (auto& [path, file] : files.by_path) g->weight_files.push_back(file);
   FUSE_CHECK(gp.sparse_initializer_size() == 0, label << ": sparse initializers are not supported");
+  // Values are tensors here (read_value_info, write_value_info): a sequence or
+  // optional graph input/output would be written back as a tensor, wrongly.
+  for (const auto* list : {&gp.input(), &gp.output()})
+    for (const auto& vi : *list)
+      FUSE_CHECK(!vi.has_type() || vi.type().has_tensor_type(),
+                 label << ": graph " << (list == &gp.input() ? "input " : "output ") << quoted(vi.name())
+                       << " is not a tensor (a sequence, optional or map); fuseopt reads tensor graph inputs and "
+                          "outputs only");
   for (const auto& in : gp.input()) {
     Value* v = g->find(in.name());
     if (v) {  // an initializer also listed as input (IR < 4 style): it stays a constant

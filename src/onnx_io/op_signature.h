@@ -31,6 +31,10 @@ struct OpSignature {
     std::string name;
     Option option = Option::Single;
     int min_arity = 1;  // variadic only: how many it takes at least
+    // Its type: a type variable of type_constraints ("T") or a type itself
+    // ("tensor(int64)"); empty where the signature has no types (our tables).
+    std::string type_str;
+    bool homogeneous = true;  // variadic: every value of it has the same type
   };
   struct AttrSpec {
     AttrType type = AttrType::Undefined;
@@ -44,6 +48,13 @@ struct OpSignature {
   int min_inputs = 0, max_inputs = 0, min_outputs = 0, max_outputs = 0;  // max: INT32_MAX when variadic
   std::map<std::string, AttrSpec> attributes;
   bool any_attributes = false;  // the schema accepts attributes it does not list
+  // Type variable -> the tensor element types (onnx::TensorProto::DataType)
+  // it allows, from libonnx's schema; absent for our tables' rows. The sets
+  // hold up to opset types_exact_until (libonnx's newest): later opsets may
+  // widen a set without a new row here, so above it only "one variable, one
+  // type" is checked (validate_node.cc).
+  std::map<std::string, std::vector<int>> type_constraints;
+  int64_t types_exact_until = 0;
   bool deprecated = false;
   // Deprecated after release and still run by ONNX Runtime (GroupNormalization-18):
   // a warning naming this, not an error.

@@ -5,6 +5,7 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -46,11 +47,23 @@ OpSignature::Option option_of(onnx::OpSchema::FormalParameterOption o) {
   return OpSignature::Option::Single;
 }
 
+// "tensor(float16)" -> FLOAT16's number; 0 for anything else (seq(...), map(...)).
+int tensor_type_of(const std::string& type_str) {
+  const std::string pre = "tensor(";
+  if (type_str.rfind(pre, 0) != 0 || type_str.back() != ')') return 0;
+  std::string name = type_str.substr(pre.size(), type_str.size() - pre.size() - 1);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  onnx::TensorProto_DataType t;
+  return onnx::TensorProto_DataType_Parse(name, &t) ? static_cast<int>(t) : 0;
+}
+
 std::vector<OpSignature::Formal> formals_of(const std::vector<onnx::OpSchema::FormalParameter>& fs) {
   std::vector<OpSignature::Formal> out;
   for (const auto& f : fs) {
     OpSignature::Formal r;
     r.name = f.GetName();
+    r.type_str = f.GetTypeStr();
+    r.homogeneous = f.GetIsHomogeneous();
     r.option = option_of(f.GetOption());
     if (r.option == OpSignature::Option::Variadic) r.min_arity = f.GetMinArity();
     out.push_back(r);
@@ -58,7 +71,7 @@ std::vector<OpSignature::Formal> formals_of(const std::vector<onnx::OpSchema::Fo
   return out;
 }
 
-OpSignature from_libonnx(const onnx::OpSchema& s) {
+OpSignature from_libonnx(const onnx::OpSchema& s, int64_t libonnx_max) {
   OpSignature r;
   r.domain = canonical_domain(s.domain());
   r.op = s.Name();
@@ -75,6 +88,17 @@ OpSignature from_libonnx(const onnx::OpSchema& s) {
   for (const auto& [name, a] : s.attributes())
     r.attributes[name] = OpSignature::AttrSpec{static_cast<AttrType>(a.type), a.required};
   r.deprecated = s.Deprecated();
+  for (const auto& c : s.typeConstraintParams()) {
+    std::vector<int>& allowed = r.type_constraints[c.type_param_str];
+    for (const std::string& t : c.allowed_type_strs)
+      if (int et = tensor_type_of(t)) allowed.push_back(et);
+  }
+  // A formal typed "tensor(int64)" itself: a constraint of its own name.
+  for (const auto* fs : {&r.inputs, &r.outputs})
+    for (const auto& f : *fs)
+      if (!r.type_constraints.count(f.type_str))
+        if (int et = tensor_type_of(f.type_str)) r.type_constraints[f.type_str] = {et};
+  r.types_exact_until = libonnx_max;
   return r;
 }
 
@@ -89,7 +113,7 @@ Index build_index() {
   for (const onnx::OpSchema& s : onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
     const std::string d = canonical_domain(s.domain());
     if (!is_onnx_domain(d)) continue;
-    idx[d][s.Name()].push_back(from_libonnx(s));
+    idx[d][s.Name()].push_back(from_libonnx(s, libonnx_max[d]));
   }
   for (const OpSignature& s : newer_onnx_signatures())
     if (s.since_version > libonnx_max[s.domain]) idx[s.domain][s.op].push_back(s);

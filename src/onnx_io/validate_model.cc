@@ -52,8 +52,41 @@ void check_value_info(const Context& ctx, const onnx::ValueInfoProto& vi, const 
   if (vi.has_type()) check_type(ctx, vi.type(), who);
 }
 
+// What ONNX's checker asks of the MAIN graph's inputs (not of subgraphs or
+// value_info, where types may be left to inference): a type; a tensor type
+// has an element type and a shape field (its dims may be symbolic or
+// unknown); a sequence or optional type has an element type, checked the
+// same way. Outputs are not held to it: fuseopt's shape inference fills in
+// their element type and shape before it writes them (models written from a
+// Graph before inference, as the tests build them, lack both).
+std::string io_type_problem(const onnx::TypeProto& t) {
+  if (t.has_tensor_type()) {
+    if (t.tensor_type().elem_type() == 0) return "has no element type";
+    if (!t.tensor_type().has_shape())
+      return "has no shape (ONNX requires one on the main graph's inputs; its dims may be symbolic)";
+    return "";
+  }
+  if (t.has_sequence_type()) {
+    if (!t.sequence_type().has_elem_type()) return "is a sequence without an element type";
+    std::string p = io_type_problem(t.sequence_type().elem_type());
+    return p.empty() ? p : "is a sequence whose element " + p;
+  }
+  if (t.has_optional_type()) {
+    if (!t.optional_type().has_elem_type()) return "is an optional without an element type";
+    std::string p = io_type_problem(t.optional_type().elem_type());
+    return p.empty() ? p : "is an optional whose element " + p;
+  }
+  if (t.has_sparse_tensor_type() || t.has_map_type()) return "";
+  return "has a type with no kind (tensor, sequence, ...)";
+}
+
+void check_main_input(const Context& ctx, const onnx::ValueInfoProto& vi, const std::string& who) {
+  if (!vi.has_type()) ctx.fail(who, "has no type");
+  if (std::string p = io_type_problem(vi.type()); !p.empty()) ctx.fail(who, p);
+}
+
 std::string quoted_or_index(const std::string& kind, const std::string& name, int i) {
-  return name.empty() ? kind + " #" + std::to_string(i) : kind + " '" + name + "'";
+  return name.empty() ? kind + " #" + std::to_string(i) : kind + " " + quoted(name);
 }
 
 void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent, const Site& site, int64_t ir_version);
@@ -69,6 +102,7 @@ void collect_definitions(const Context& ctx, const onnx::GraphProto& g, const Si
     if (in.name().empty()) ctx.fail(who, "has no name");
     if (!s.defs.emplace(in.name(), "graph input").second) ctx.fail(who, "is listed twice");
     check_value_info(ctx, in, who);
+    if (main) check_main_input(ctx, in, who);
   }
   std::unordered_map<std::string, int> initializers;
   for (int i = 0; i < g.initializer_size(); ++i) {
@@ -94,12 +128,12 @@ void collect_definitions(const Context& ctx, const onnx::GraphProto& g, const Si
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    const std::string producer = n.name().empty() ? "node #" + std::to_string(i) : "node '" + n.name() + "'";
+    const std::string producer = n.name().empty() ? "node #" + std::to_string(i) : "node " + quoted(n.name());
     for (const std::string& o : n.output()) {
       if (o.empty()) continue;
       auto [it, fresh] = s.defs.emplace(o, producer);
       if (!fresh)
-        ctx.fail(node_where(n, i, site), "output '" + o + "' is already produced by " +
+        ctx.fail(node_where(n, i, site), "output " + quoted(o) + " is already produced by " +
                                              (it->second == producer ? "this node" : it->second));
     }
   }
@@ -107,24 +141,42 @@ void collect_definitions(const Context& ctx, const onnx::GraphProto& g, const Si
 
 void validate_subgraphs(Context& ctx, const onnx::NodeProto& n, int index, const Scope& s, const Site& site,
                         int64_t ir_version) {
-  const std::string owner = n.name().empty() ? "node #" + std::to_string(index) : "node '" + n.name() + "'";
+  const std::string owner = n.name().empty() ? "node #" + std::to_string(index) : "node " + quoted(n.name());
   for (const auto& a : n.attribute()) {
     if (a.has_g()) {
       Site sub = site;
-      sub.scope = " in the " + a.name() + " of " + owner + site.scope;
+      sub.scope = " in the " + printable(a.name()) + " of " + owner + site.scope;
       validate_graph(ctx, a.g(), &s, sub, ir_version);
     }
     for (int k = 0; k < a.graphs_size(); ++k) {
       Site sub = site;
-      sub.scope = " in " + a.name() + "[" + std::to_string(k) + "] of " + owner + site.scope;
+      sub.scope = " in " + printable(a.name()) + "[" + std::to_string(k) + "] of " + owner + site.scope;
       validate_graph(ctx, a.graphs(k), &s, sub, ir_version);
     }
   }
 }
 
-void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent, const Site& site, int64_t ir_version) {
+// The element types the graph declares, for the nodes' type-constraint checks.
+void collect_types(const onnx::GraphProto& g, DeclaredTypes& t) {
+  auto add = [&t](const onnx::ValueInfoProto& vi) {
+    if (vi.has_type() && vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      t.elem.emplace(vi.name(), vi.type().tensor_type().elem_type());
+  };
+  for (const auto& vi : g.input()) add(vi);
+  for (const auto& init : g.initializer())
+    if (init.data_type() != 0) t.elem.emplace(init.name(), init.data_type());
+  for (const auto& vi : g.output()) add(vi);
+  for (const auto& vi : g.value_info()) add(vi);
+}
+
+void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent, const Site& outer, int64_t ir_version) {
   Scope s;
   s.parent = parent;
+  DeclaredTypes types;
+  types.parent = outer.types;
+  collect_types(g, types);
+  Site site = outer;
+  site.types = &types;
   collect_definitions(ctx, g, site, parent == nullptr, ir_version, s);
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
@@ -132,8 +184,8 @@ void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent
     for (int k = 0; k < n.input_size(); ++k) {
       const std::string& in = n.input(k);
       if (!in.empty() && !s.has(in))
-        ctx.fail(node_where(n, i, site), "input " + std::to_string(k) + " '" + in +
-                                             "' is not produced by any node, graph input or initializer" +
+        ctx.fail(node_where(n, i, site), "input " + std::to_string(k) + " " + quoted(in) +
+                                             " is not produced by any node, graph input or initializer" +
                                              (parent ? " (of this graph or the graphs around it)" : ""));
     }
     validate_subgraphs(ctx, n, i, s, site, ir_version);
@@ -146,7 +198,7 @@ void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent
     check_value_info(ctx, out, who);
   }
   for (const auto& vi : g.value_info())
-    check_value_info(ctx, vi, "value_info '" + vi.name() + "'" + site.scope);
+    check_value_info(ctx, vi, "value_info " + quoted(vi.name()) + site.scope);
 }
 
 // Opset imports as a map; a version below 1, or one domain at two versions,
@@ -156,7 +208,7 @@ OpsetMap read_opsets(const Context& ctx, const google::protobuf::RepeatedPtrFiel
   OpsetMap m;
   for (const auto& op : imports) {
     const std::string d = canonical_domain(op.domain());
-    const std::string shown = d.empty() ? "ai.onnx" : d;
+    const std::string shown = d.empty() ? "ai.onnx" : printable(d);
     if (op.version() < 1)
       ctx.fail(who, "domain '" + shown + "' has version " + std::to_string(op.version()) +
                         " (opset versions start at 1)");
@@ -170,7 +222,7 @@ OpsetMap read_opsets(const Context& ctx, const google::protobuf::RepeatedPtrFiel
 
 void validate_function(Context& ctx, const onnx::FunctionProto& f, int64_t ir_version) {
   const std::string qualified = (f.domain().empty() ? std::string() : f.domain() + ".") + f.name();
-  const std::string who = "model-local function '" + qualified + "'";
+  const std::string who = "model-local function " + quoted(qualified);
   const OpsetMap opsets = read_opsets(ctx, f.opset_import(), who + ": opset_import");
   Site site;
   site.opsets = &opsets;
@@ -179,25 +231,25 @@ void validate_function(Context& ctx, const onnx::FunctionProto& f, int64_t ir_ve
   Scope s;
   for (const std::string& in : f.input()) {
     if (in.empty()) ctx.fail(who, "has an input without a name");
-    if (!s.defs.emplace(in, "function input").second) ctx.fail(who, "lists input '" + in + "' twice");
+    if (!s.defs.emplace(in, "function input").second) ctx.fail(who, "lists input " + quoted(in) + " twice");
   }
   for (int i = 0; i < f.node_size(); ++i) {
     const auto& n = f.node(i);
     for (const std::string& o : n.output())
       if (!o.empty() && !s.defs.emplace(o, "node").second)
-        ctx.fail(node_where(n, i, site), "output '" + o + "' is already defined");
+        ctx.fail(node_where(n, i, site), "output " + quoted(o) + " is already defined");
   }
   for (int i = 0; i < f.node_size(); ++i) {
     const auto& n = f.node(i);
     validate_node(ctx, n, i, site);
     for (int k = 0; k < n.input_size(); ++k)
       if (!n.input(k).empty() && !s.has(n.input(k)))
-        ctx.fail(node_where(n, i, site), "input " + std::to_string(k) + " '" + n.input(k) +
-                                             "' is not a function input or a node output of the body");
+        ctx.fail(node_where(n, i, site), "input " + std::to_string(k) + " " + quoted(n.input(k)) +
+                                             " is not a function input or a node output of the body");
     validate_subgraphs(ctx, n, i, s, site, ir_version);
   }
   for (const std::string& out : f.output())
-    if (out.empty() || !s.has(out)) ctx.fail(who, "output '" + out + "' is not produced by its body");
+    if (out.empty() || !s.has(out)) ctx.fail(who, "output " + quoted(out) + " is not produced by its body");
 }
 
 }  // namespace
@@ -233,8 +285,9 @@ void validate_model(const onnx::ModelProto& model, const std::string& label) {
   }
   for (const auto& [key, count] : ctx.unchecked) {
     const auto& [domain, op] = key;
-    ctx.warn_once(label + ": " + std::to_string(count) + (count == 1 ? " node" : " nodes") + " of " + domain + "." +
-                  op + " not checked: fuseopt has no schemas for domain '" + domain + "' (kept as they are)");
+    ctx.warn_once(label + ": " + std::to_string(count) + (count == 1 ? " node" : " nodes") + " of " + printable(domain) +
+                  "." + printable(op) + " not checked: fuseopt has no schemas for domain " + quoted(domain) +
+                  " (kept as they are)");
   }
   for (const auto& w : ctx.warnings) spdlog::warn("{}", w);
 }

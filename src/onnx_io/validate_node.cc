@@ -4,6 +4,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -20,7 +21,7 @@ using AP = onnx::AttributeProto;
 
 std::string op_text(const onnx::NodeProto& n) {
   const std::string d = canonical_domain(n.domain());
-  return d.empty() ? n.op_type() : d + "." + n.op_type();
+  return printable(d.empty() ? n.op_type() : d + "." + n.op_type());
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -65,7 +66,7 @@ std::vector<std::pair<const char*, AP::AttributeType>> value_fields(const AP& a)
 }
 
 std::string tensor_label(const onnx::TensorProto& t) {
-  return t.name().empty() ? std::string("its tensor") : "tensor '" + t.name() + "'";
+  return t.name().empty() ? std::string("its tensor") : "tensor " + quoted(t.name());
 }
 
 // What ONNX's checker asks of any attribute, whatever the op: a name, a type
@@ -73,7 +74,7 @@ std::string tensor_label(const onnx::TensorProto& t) {
 // tensors, and attribute references only inside a function body.
 void check_attribute(const Context& ctx, const AP& a, const std::string& where, const Site& site) {
   if (a.name().empty()) ctx.fail(where, "an attribute has no name");
-  const std::string an = "attribute '" + a.name() + "'";
+  const std::string an = "attribute " + quoted(a.name());
   const auto fields = value_fields(a);
   if (fields.size() > 1)
     ctx.fail(where, an + " has two value fields, " + fields[0].first + " and " + fields[1].first + " (ONNX allows one)");
@@ -83,8 +84,8 @@ void check_attribute(const Context& ctx, const AP& a, const std::string& where, 
     ctx.fail(where, an + " is tagged " + attr_type_name(tag) + " but carries a " +
                         attr_type_name(static_cast<AttrType>(fields[0].second)) + " value (field " + fields[0].first + ")");
   if (!a.ref_attr_name().empty()) {
-    if (!site.function) ctx.fail(where, an + " refers to '" + a.ref_attr_name() + "', but only a function body may refer to attributes");
-    if (!fields.empty()) ctx.fail(where, an + " refers to '" + a.ref_attr_name() + "' and also carries a value");
+    if (!site.function) ctx.fail(where, an + " refers to " + quoted(a.ref_attr_name()) + ", but only a function body may refer to attributes");
+    if (!fields.empty()) ctx.fail(where, an + " refers to " + quoted(a.ref_attr_name()) + " and also carries a value");
     // A reference to an attribute the function does not declare is legal ONNX (it
     // resolves to nothing, as for a caller that leaves a declared one out).
     return;
@@ -103,6 +104,20 @@ void check_attribute(const Context& ctx, const AP& a, const std::string& where, 
   for (int i = 0; i < a.sparse_tensors_size(); ++i)
     if (std::string p = sparse_tensor_proto_problem(a.sparse_tensors(i)); !p.empty())
       ctx.fail(where, an + ": sparse tensor " + std::to_string(i) + " " + p);
+}
+
+// Constant: the value is exactly one of its attributes (ONNX's inference
+// rule; the schema makes each of them optional, so check_against cannot).
+void check_constant(const Context& ctx, const onnx::NodeProto& n, const std::string& where) {
+  static const std::set<std::string> kValues = {"value",        "value_float",  "value_floats", "value_int",
+                                                "value_ints",   "value_string", "value_strings", "sparse_value"};
+  std::vector<std::string> given;
+  for (const AP& a : n.attribute())
+    if (kValues.count(a.name())) given.push_back(a.name());
+  if (given.empty())
+    ctx.fail(where, "a Constant needs exactly one of value, value_float(s), value_int(s), value_string(s), "
+                    "sparse_value; it has none");
+  if (given.size() > 1) ctx.fail(where, "a Constant needs exactly one value attribute; it has " + join(given));
 }
 
 void check_against(const Context& ctx, const onnx::NodeProto& n, const OpSignature& sig, const std::string& where) {
@@ -135,16 +150,61 @@ void check_against(const Context& ctx, const onnx::NodeProto& n, const OpSignatu
       if (sig.any_attributes || a.name().rfind("__", 0) == 0) continue;
       std::vector<std::string> names;
       for (const auto& [name, s] : sig.attributes) names.push_back(name);
-      ctx.fail(where, "attribute '" + a.name() + "' is not one of " + n.op_type() + "'s" +
+      ctx.fail(where, "attribute " + quoted(a.name()) + " is not one of " + printable(n.op_type()) + "'s" +
                           (names.empty() ? " (it has none)" : " (" + join(names) + ")"));
     }
     if (static_cast<AttrType>(a.type()) != spec->second.type)
-      ctx.fail(where, "attribute '" + a.name() + "' is " + attr_type_name(static_cast<AttrType>(a.type())) +
+      ctx.fail(where, "attribute " + quoted(a.name()) + " is " + attr_type_name(static_cast<AttrType>(a.type())) +
                           "; the schema wants " + attr_type_name(spec->second.type));
     seen.insert(a.name());
   }
   for (const auto& [name, spec] : sig.attributes)
     if (spec.required && !seen.count(name)) ctx.fail(where, "required attribute '" + name + "' is missing");
+}
+
+const char* type_name(int et) {
+  const std::string& n = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(et));
+  return n.empty() ? "?" : n.c_str();
+}
+
+std::string type_list(const std::vector<int>& ts) {
+  std::vector<std::string> names;
+  for (int t : ts) names.push_back(type_name(t));
+  return join(names);
+}
+
+// The declared element types of a node's inputs and outputs against the
+// schema's type constraints, where both are known (what ONNX's inference
+// checks first): each value's type is one its variable allows, and the values
+// of one variable ("T" of Concat's inputs, LayerNormalization's X and Y) have
+// one type. Above the opset libonnx knows, a set may have grown without a new
+// row in our tables, so only the agreement is checked there.
+void check_types(const Context& ctx, const onnx::NodeProto& n, const OpSignature& sig, int64_t opset,
+                 const std::string& where, const Site& site) {
+  if (!site.types || sig.type_constraints.empty()) return;
+  const bool exact = opset <= sig.types_exact_until;
+  std::map<std::string, std::pair<int, std::string>> bound;  // variable -> (type, which value set it)
+  auto check = [&](const std::string& name, const OpSignature::Formal* f, const std::string& what) {
+    if (name.empty() || !f) return;
+    const int et = site.types->find(name);
+    if (et == 0) return;
+    auto c = sig.type_constraints.find(f->type_str);
+    if (c == sig.type_constraints.end() || c->second.empty()) return;
+    const std::string who = what + " " + quoted(name);
+    const bool variable = f->type_str.rfind("tensor(", 0) != 0;
+    if (exact && std::find(c->second.begin(), c->second.end(), et) == c->second.end())
+      ctx.fail(where, who + " is " + type_name(et) + ", which " + printable(n.op_type()) + "'s " +
+                          (variable ? f->type_str + " does not allow (it allows " + type_list(c->second) + ")"
+                                    : "'" + f->name + "' does not allow (it takes " + type_list(c->second) + ")"));
+    if (!variable || (f->option == OpSignature::Option::Variadic && !f->homogeneous)) return;
+    auto [it, fresh] = bound.emplace(f->type_str, std::make_pair(et, who));
+    if (!fresh && it->second.first != et)
+      ctx.fail(where, who + " is " + type_name(et) + " but " + it->second.second + " is " +
+                          type_name(it->second.first) + "; both are " + printable(n.op_type()) + "'s " + f->type_str +
+                          ", one type");
+  };
+  for (int i = 0; i < n.input_size(); ++i) check(n.input(i), sig.input_formal(i), "input " + std::to_string(i));
+  for (int i = 0; i < n.output_size(); ++i) check(n.output(i), sig.output_formal(i), "output " + std::to_string(i));
 }
 
 // A call of a model-local function: no more inputs/outputs than it declares,
@@ -159,7 +219,7 @@ void check_call(const Context& ctx, const onnx::NodeProto& n, const onnx::Functi
   const std::set<std::string> declared = function_attribute_names(f);
   for (const AP& a : n.attribute())
     if (!declared.count(a.name()) && a.name().rfind("__", 0) != 0)
-      ctx.fail(where, "attribute '" + a.name() + "' is not one the model-local function declares");
+      ctx.fail(where, "attribute " + quoted(a.name()) + " is not one the model-local function declares");
 }
 
 const onnx::FunctionProto* local_function(const Context& ctx, const std::string& domain, const std::string& op) {
@@ -186,7 +246,7 @@ void Context::warn_once(const std::string& text) {
 }
 
 std::string node_where(const onnx::NodeProto& n, int index, const Site& site) {
-  std::string s = n.name().empty() ? "node #" + std::to_string(index) : "node '" + n.name() + "'";
+  std::string s = n.name().empty() ? "node #" + std::to_string(index) : "node " + quoted(n.name());
   s += " (" + (n.op_type().empty() ? std::string("no op_type") : op_text(n));
   auto it = site.opsets->find(canonical_domain(n.domain()));
   if (it != site.opsets->end()) s += ", opset " + std::to_string(it->second);
@@ -200,13 +260,13 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
   {
     std::set<std::string> names;
     for (const AP& a : n.attribute())
-      if (!names.insert(a.name()).second) ctx.fail(where, "attribute '" + a.name() + "' is given twice");
+      if (!names.insert(a.name()).second) ctx.fail(where, "attribute " + quoted(a.name()) + " is given twice");
   }
   const std::string domain = canonical_domain(n.domain());
   auto imported = site.opsets->find(domain);
   if (imported == site.opsets->end())
     ctx.fail(where, std::string(site.function ? "the function" : "the model") + " imports no opset for domain '" +
-                        (domain.empty() ? std::string("ai.onnx") : domain) + "'");
+                        printable(domain.empty() ? std::string("ai.onnx") : domain) + "'");
   const int64_t opset = imported->second;
 
   if (is_onnx_domain(domain)) {
@@ -218,11 +278,11 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
     if (!sig) {
       const int first = onnx_op_first_version(domain, n.op_type());
       if (first == 0) {
-        ctx.unknown_ops.push_back(where + ": " + n.op_type() + " is not an " +
-                                  (domain.empty() ? std::string("ONNX") : domain) + " operator");
+        ctx.unknown_ops.push_back(where + ": " + printable(n.op_type()) + " is not an " +
+                                  (domain.empty() ? std::string("ONNX") : printable(domain)) + " operator");
         return;
       }
-      ctx.fail(where, n.op_type() + " does not exist at opset " + std::to_string(opset) + " (ONNX added it in opset " +
+      ctx.fail(where, printable(n.op_type()) + " does not exist at opset " + std::to_string(opset) + " (ONNX added it in opset " +
                           std::to_string(first) + ")");
     }
     if (sig->deprecated)
@@ -232,6 +292,8 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
       ctx.warn_once(ctx.label + ": " + n.op_type() + "-" + std::to_string(sig->since_version) + " " +
                     sig->deprecation_warning);
     check_against(ctx, n, *sig, where);
+    if (domain.empty() && n.op_type() == "Constant") check_constant(ctx, n, where);
+    check_types(ctx, n, *sig, opset, where, site);
     return;
   }
   if (domain == "fuseopt") {
@@ -249,7 +311,7 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
     // An op with a function body but no row in schema_fuseopt.cc yet (a test
     // flags it): ours, so it passes; its arity is not checked.
     if (find_function_body(domain, n.op_type())) return;
-    ctx.fail(where, n.op_type() + " is not a fuseopt op (they are: " + join(fuseopt_op_names()) + ")");
+    ctx.fail(where, printable(n.op_type()) + " is not a fuseopt op (they are: " + join(fuseopt_op_names()) + ")");
   }
   if (const onnx::FunctionProto* f = local_function(ctx, domain, n.op_type())) {
     check_call(ctx, n, *f, where);

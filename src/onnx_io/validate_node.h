@@ -35,9 +35,22 @@ struct Context {
 // Where a node's checks run: the opsets in force (the model's, or a function's
 // own imports) and, inside a function body, the function (its attributes may
 // be referenced).
+// The tensor element types a graph declares (graph inputs and outputs,
+// value_info, initializers), with its enclosing graphs' behind it.
+struct DeclaredTypes {
+  const DeclaredTypes* parent = nullptr;
+  std::map<std::string, int> elem;  // name -> onnx::TensorProto::DataType (never 0)
+  int find(const std::string& name) const {
+    for (const DeclaredTypes* t = this; t; t = t->parent)
+      if (auto it = t->elem.find(name); it != t->elem.end()) return it->second;
+    return 0;
+  }
+};
+
 struct Site {
   const OpsetMap* opsets = nullptr;
   const onnx::FunctionProto* function = nullptr;
+  const DeclaredTypes* types = nullptr;  // nullptr in function bodies (no declared types)
   std::string scope;  // "" in the main graph; " in the then_branch of node 'If_0'", " in function ..."
 };
 
