@@ -70,6 +70,7 @@ PassManagerOptions manager_options(const OptimizeArgs& a) {
   for (const auto& p : a.disable)
     for (auto& n : split_pass_list(p)) pmo.disabled.push_back(std::move(n));
   pmo.max_iterations = a.max_iterations;
+  pmo.check_shapes = a.validate;
   pmo.pass_options.approximate_gelu = a.approximate_gelu;
   return pmo;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "ir/shape_inference.h"
 #include "pass/op_arity.h"
 #include "util/error.h"
 
@@ -72,7 +73,13 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
   Rewriter rw(g);
   PassContext ctx{opts_.pass_options, report};
   // Fusion checks read shapes and dtypes: keep them fresh for every pass.
-  if (!passes_.empty()) rw.infer_shapes();
+  if (!passes_.empty()) {
+    if (opts_.check_shapes) {
+      g.topo_sort();
+      infer_shapes(g);  // strict: throws on a contradiction (PassManagerOptions::check_shapes)
+    }
+    rw.infer_shapes();
+  }
   int iteration = 0;
   bool fixed_point = passes_.empty();
   while (!passes_.empty() && iteration < opts_.max_iterations) {

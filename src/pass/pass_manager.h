@@ -21,6 +21,12 @@ struct PassManagerOptions {
   std::vector<std::string> disabled;
   int max_iterations = 10;
   bool verify_each = true;
+  // Before the first pass: strict shape inference over the model as loaded,
+  // so a contradiction ONNX's checker would refuse too (an inferred rank,
+  // dim or dtype against a declared one, an axis out of range, MatMul dims
+  // that cannot meet) is an Error naming the node, not an optimized model
+  // that is as invalid. Off with --no-validate.
+  bool check_shapes = true;
   PassOptions pass_options;
 };
 

@@ -329,6 +329,7 @@ int main(int argc, char** argv) {
     if (!passes.empty() && pmo.only.empty()) pmo.only = {"none"};
     pmo.disabled = split_pass_list(disable);
     pmo.max_iterations = max_iterations;
+    pmo.check_shapes = !no_validate;
     FUSE_CHECK(max_iterations >= 1, "--max-iterations must be at least 1");
     pmo.pass_options.approximate_gelu = approximate_gelu;
     pmo.pass_options.verbose = verbose;

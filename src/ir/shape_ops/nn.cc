@@ -156,14 +156,14 @@ void layer_norm_fn(ShapeContext& c) {
   if (!x) return;
   const int64_t r = static_cast<int64_t>(x->size());
   const int64_t axis = c.normalize_axis(c.node().attr_int("axis", -1), r);
-  // Scale/bias broadcast over the normalized dims x[axis:].
-  const Shape norm(x->begin() + axis, x->end());
+  // Scale/bias are multiplied/added by broadcasting (ONNX's function body), so
+  // only one that cannot broadcast with x is a contradiction; one of higher
+  // rank or over more than x[axis:] is ONNX-valid (the fusions refuse it).
   for (size_t i = 1; i <= 2; ++i) {
     const Shape* p = shape_of(c, i);
     if (!p || !c.has_input(i)) continue;
-    auto b = broadcast_shapes(norm, *p);
-    if (!b || b->size() != norm.size())
-      c.fail((i == 1 ? "scale " : "bias ") + shp(*p) + " does not broadcast to the normalized dims " + shp(norm));
+    if (!broadcast_shapes(*x, *p))
+      c.fail((i == 1 ? "scale " : "bias ") + shp(*p) + " does not broadcast with the input " + shp(*x));
   }
   Shape stats(x->begin(), x->begin() + axis);
   stats.resize(x->size(), Dim::of(1));

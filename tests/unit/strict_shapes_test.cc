@@ -1,0 +1,114 @@
+// The strict shape inference PassManager runs over the model as loaded
+// (PassManagerOptions::check_shapes): a contradiction ONNX's checker refuses
+// too is one Error naming the node and op before any pass runs, where the
+// optimizer used to write the model out as invalid as it came in. Its valid
+// neighbour optimizes; check_shapes = false (--no-validate) lets it through.
+#include <catch2/catch.hpp>
+
+#include "onnx_io/onnx_io.h"
+#include "pass/fusion_report.h"
+#include "pass/pass_manager.h"
+#include "support/model_proto.h"
+#include "util/error.h"
+
+using namespace fuseopt;
+using namespace fuseopt::test;
+using Catch::Contains;
+
+namespace {
+
+// Loads m (validated) and runs every pass; "" when it went through, else the message.
+std::string optimize(const onnx::ModelProto& m, bool check_shapes = true) {
+  try {
+    auto g = load_model_from_bytes(m.SerializeAsString(), ".", "m.onnx");
+    PassManagerOptions o;
+    o.check_shapes = check_shapes;
+    PassManager pm(o);
+    FusionReport r;
+    pm.run(*g, r);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    CHECK(msg.find('\n') == std::string::npos);
+    return msg;
+  }
+  return "";
+}
+
+void set_dims(onnx::ValueInfoProto* vi, std::vector<int64_t> dims) {
+  auto* sh = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+  sh->clear_dim();
+  for (int64_t d : dims) sh->add_dim()->set_dim_value(d);
+}
+
+void add_input(onnx::ModelProto& m, const std::string& name, std::vector<int64_t> dims) {
+  auto* in = m.mutable_graph()->add_input();
+  in->set_name(name);
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  set_dims(in, dims);
+}
+
+}  // namespace
+
+TEST_CASE("strict shapes: an axis out of range") {
+  auto ok = model_proto();
+  attr_int(add_node(ok, "Concat", {"x", "x"}, {"y"}, "cat"), "axis", -1);
+  CHECK(optimize(ok) == "");
+  auto bad = model_proto();
+  attr_int(add_node(bad, "Concat", {"x", "x"}, {"y"}, "cat"), "axis", 5);
+  CHECK(optimize(bad) == "shape inference: Concat 'cat': axis 5 is out of range for rank 2");
+}
+
+TEST_CASE("strict shapes: MatMul and broadcast dims that cannot meet, Gemm of rank 3") {
+  auto ok = model_proto();
+  add_input(ok, "w", {3, 4});
+  add_node(ok, "MatMul", {"x", "w"}, {"y"}, "mm");
+  CHECK(optimize(ok) == "");
+  auto inner = model_proto();
+  add_input(inner, "w", {4, 4});
+  add_node(inner, "MatMul", {"x", "w"}, {"y"}, "mm");
+  CHECK_THAT(optimize(inner), Contains("shape inference: MatMul 'mm': inner dimensions differ: [2,3] x [4,4]"));
+  auto mul = model_proto();
+  add_input(mul, "z", {2, 4});
+  add_node(mul, "Mul", {"x", "z"}, {"y"}, "mul");
+  CHECK_THAT(optimize(mul), Contains("shape inference: Mul 'mul': cannot broadcast [2,3] with [2,4]"));
+  auto gemm = model_proto();
+  add_input(gemm, "a", {2, 3, 4});
+  add_input(gemm, "b", {4, 5});
+  add_node(gemm, "Gemm", {"a", "b"}, {"y"}, "gemm");
+  CHECK_THAT(optimize(gemm), Contains("shape inference: Gemm 'gemm': Gemm A must be 2-D"));
+}
+
+TEST_CASE("strict shapes: an inferred rank, dim or dtype against the declared one") {
+  auto ok = model_proto();
+  add_node(ok, "Relu", {"x"}, {"y"}, "relu");
+  set_dims(ok.mutable_graph()->mutable_output(0), {2, 3});
+  CHECK(optimize(ok) == "");
+  auto rank = ok;
+  set_dims(rank.mutable_graph()->mutable_output(0), {2, 3, 1});
+  CHECK_THAT(optimize(rank), Contains("shape inference: Relu 'relu': output 'y': inferred [2,3] contradicts existing "
+                                      "[2,3,1] (rank 2 vs 3)"));
+  auto dim = ok;
+  set_dims(dim.mutable_graph()->mutable_output(0), {2, 4});
+  CHECK_THAT(optimize(dim), Contains("output 'y': inferred [2,3] contradicts existing [2,4]"));
+  // Cast's output may be any type (T2), so only inference sees that int64 is not the declared float.
+  auto cast = model_proto();
+  attr_int(add_node(cast, "Cast", {"x"}, {"y"}, "cast"), "to", onnx::TensorProto::INT64);
+  CHECK_THAT(optimize(cast), Contains("shape inference: Cast 'cast': output 'y': dtype"));
+
+  // --no-validate: the contradiction is left to the passes (non-strict inference).
+  CHECK(optimize(rank, /*check_shapes=*/false) == "");
+}
+
+TEST_CASE("strict shapes: a LayerNormalization scale that only broadcasts is ONNX-valid") {
+  // ONNX's function body multiplies by broadcasting; the fusions refuse such a
+  // scale (their rule), the up-front check does not.
+  auto m = model_proto();
+  add_initializer(m, float_tensor("gamma", {2, 1, 3}, {1, 1, 1, 1, 1, 1}));
+  add_node(m, "LayerNormalization", {"x", "gamma"}, {"y"}, "ln");
+  CHECK(optimize(m) == "");
+  auto bad = model_proto();
+  add_initializer(bad, float_tensor("gamma", {4}, {1, 1, 1, 1}));
+  add_node(bad, "LayerNormalization", {"x", "gamma"}, {"y"}, "ln");
+  CHECK_THAT(optimize(bad), Contains("shape inference: LayerNormalization 'ln': scale [4] does not broadcast with "
+                                     "the input [2,3]"));
+}
