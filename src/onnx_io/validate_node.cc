@@ -120,6 +120,13 @@ void check_constant(const Context& ctx, const onnx::NodeProto& n, const std::str
   if (given.size() > 1) ctx.fail(where, "a Constant needs exactly one value attribute; it has " + join(given));
 }
 
+// Cast's 'to' names a type ONNX defines (the schema only says it is an INT).
+void check_cast_to(const Context& ctx, const onnx::NodeProto& n, const std::string& where) {
+  for (const AP& a : n.attribute())
+    if (a.name() == "to" && (a.i() <= 0 || a.i() > kMaxOnnxDataType))
+      ctx.fail(where, "attribute 'to' is " + std::to_string(a.i()) + ", which is not an ONNX element type");
+}
+
 void check_against(const Context& ctx, const onnx::NodeProto& n, const OpSignature& sig, const std::string& where) {
   const int ni = n.input_size(), no = n.output_size();
   if (ni < sig.min_inputs || ni > sig.max_inputs)
@@ -293,6 +300,7 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
                     sig->deprecation_warning);
     check_against(ctx, n, *sig, where);
     if (domain.empty() && n.op_type() == "Constant") check_constant(ctx, n, where);
+    if (domain.empty() && n.op_type() == "Cast") check_cast_to(ctx, n, where);
     check_types(ctx, n, *sig, opset, where, site);
     return;
   }

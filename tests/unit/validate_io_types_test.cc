@@ -168,3 +168,16 @@ TEST_CASE("validate: declared element types against the schema's type constraint
   CHECK_THAT(message_of(shape), Contains("node 'shape' (Shape, opset 17): output 0 's' is INT32, which Shape's "
                                          "T1 does not allow (it allows INT64)"));
 }
+
+TEST_CASE("validate: Cast's 'to' is an ONNX element type") {
+  auto ok = model_proto();
+  attr_int(add_node(ok, "Cast", {"x"}, {"y"}, "cast"), "to", onnx::TensorProto::INT64);
+  CHECK_NOTHROW(validate(ok));
+  auto bad = model_proto();
+  attr_int(add_node(bad, "Cast", {"x"}, {"y"}, "cast"), "to", 2147483647);
+  CHECK(message_of(bad) ==
+        "m.onnx: node 'cast' (Cast, opset 17): attribute 'to' is 2147483647, which is not an ONNX element type");
+  auto zero = model_proto();
+  attr_int(add_node(zero, "Cast", {"x"}, {"y"}, "cast"), "to", 0);
+  CHECK_THAT(message_of(zero), Contains("attribute 'to' is 0, which is not an ONNX element type"));
+}
