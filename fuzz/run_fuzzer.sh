@@ -17,7 +17,9 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 exe="$build/bin/$target"
 [ -x "$exe" ] || { echo "$0: $exe not built (configure with -DFUSEOPT_FUZZ=ON)" >&2; exit 2; }
 
-seeds="$build/fuzz/seeds"
+# One seed folder per target: ctest runs the targets side by side, and two `cp -n` into one
+# folder race (the second fails with "File exists" on a file the first just created).
+seeds="$build/fuzz/seeds/$target"
 corpus="$build/fuzz/corpus/$target"
 findings="$build/fuzz/findings"
 mkdir -p "$seeds" "$corpus" "$findings"
