@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -32,7 +33,11 @@ inline float value_of(BF16 v) { return bf16_to_float(v.bits); }
 template <class T> struct TypeTag { using type = T; };
 
 // Converts one element between any two storage types (Cast semantics:
-// to bool means != 0; float NaN to an integer type gives 0 rather than UB).
+// to bool means != 0). A float outside an integer type's range is undefined
+// behaviour in C++ (T5's relative-position buckets cast log(0) = -inf): NaN
+// gives 0, a signed target saturates (what CUDA's cvt.rzi does, so both
+// backends agree), an unsigned one wraps through int64 (what x86 gave for
+// the in-range negatives, -1 -> 255), itself saturated.
 template <class D, class S> inline D convert(S s) {
   const auto v = value_of(s);
   if constexpr (std::is_same_v<D, Half>) {
@@ -43,7 +48,18 @@ template <class D, class S> inline D convert(S s) {
     return v != 0;
   } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<decltype(v)>) {
     if (std::isnan(v)) return D{0};
-    return static_cast<D>(v);
+    using F = decltype(v);
+    if constexpr (std::is_signed_v<D>) {
+      using L = std::numeric_limits<D>;
+      if (v <= static_cast<F>(L::min())) return L::min();
+      if (v >= static_cast<F>(L::max())) return L::max();  // max() rounds up to 2^bits: v is beyond
+      return static_cast<D>(v);
+    } else {
+      using L = std::numeric_limits<int64_t>;
+      if (v <= static_cast<F>(L::min())) return static_cast<D>(L::min());
+      if (v >= static_cast<F>(L::max())) return static_cast<D>(L::max());
+      return static_cast<D>(static_cast<int64_t>(v));
+    }
   } else {
     return static_cast<D>(v);
   }

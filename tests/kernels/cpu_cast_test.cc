@@ -29,6 +29,15 @@ TEST_CASE("Cast float to integers truncates toward zero; to bool is != 0", "[cpu
   expect_ints(cast(floats({0, 255}, {2}), DType::UInt8), DType::UInt8, {0, 255}, {2});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   expect_ints(cast(floats({nan}, {1}), DType::Int32), DType::Int32, {0}, {1});
+  // Out of range (undefined in C++): signed targets saturate, as on CUDA; -inf is T5's log(0).
+  const float inf = std::numeric_limits<float>::infinity();
+  expect_ints(cast(floats({-inf, inf, 3e9f, -3e9f}, {4}), DType::Int32), DType::Int32,
+              {INT32_MIN, INT32_MAX, INT32_MAX, INT32_MIN}, {4});
+  expect_ints(cast(floats({-inf, inf, 1e19f}, {3}), DType::Int64), DType::Int64, {INT64_MIN, INT64_MAX, INT64_MAX},
+              {3});
+  expect_ints(cast(floats({300, -200}, {2}), DType::Int8), DType::Int8, {127, -128}, {2});
+  // Unsigned: in-range negatives wrap (-1 -> 255, as before).
+  expect_ints(cast(floats({-1}, {1}), DType::UInt8), DType::UInt8, {255}, {1});
 }
 
 TEST_CASE("Cast bool and integers to float", "[cpu][cast]") {
