@@ -31,6 +31,25 @@ def require(*modules):
     return loaded
 
 
+def expecter(failures, quiet_ok=False):
+    """The check every CLI-style test makes: expect(cond, what) prints "ok   what" (unless
+    quiet_ok) or "FAIL what", appends `what` to `failures` when cond is false, returns cond.
+
+        failures = []
+        expect = lib.expecter(failures)
+        expect(r.returncode == 0, "fuseopt exits 0")
+        ...
+        return 1 if failures else 0
+    """
+    def expect(cond, what):
+        if not cond or not quiet_ok:
+            print(("ok   " if cond else "FAIL ") + what)
+        if not cond:
+            failures.append(what)
+        return cond
+    return expect
+
+
 def run_fuseopt(bin_dir, *args, timeout=600):
     exe = os.path.join(bin_dir, "fuseopt")
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)

@@ -55,12 +55,7 @@ def main():
               f"(set FUSEOPT_BIG_TESTS_DIR)")
         return lib.SKIP
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
-        return cond
+    expect = lib.expecter(failures)
 
     tmp = tempfile.mkdtemp(prefix="fuseopt_big_", dir=parent)
     try:

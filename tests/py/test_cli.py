@@ -18,11 +18,7 @@ def main():
         print("SKIP: models/real/resnet_tiny_op17_ts is missing")
         return lib.SKIP
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    expect = lib.expecter(failures)
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.onnx")

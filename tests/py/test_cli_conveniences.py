@@ -109,11 +109,7 @@ def main():
         print(f"SKIP: {e}")
         return lib.SKIP
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    expect = lib.expecter(failures)
 
     def one_error_line(r):
         lines = r.stderr.strip().splitlines()

@@ -27,11 +27,7 @@ def main():
     args = lib.parse_args()
     np, onnx, _ = lib.require("numpy", "onnx", "onnxruntime")
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    expect = lib.expecter(failures)
 
     def locations(path):
         m = onnx.load(path, load_external_data=False)

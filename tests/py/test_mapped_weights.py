@@ -37,12 +37,7 @@ def main():
     args = lib.parse_args()
     lib.require("numpy", "onnx")
     failures = []
-
-    def expect(cond, what):
-        if not cond:
-            print("FAIL " + what)
-            failures.append(what)
-        return cond
+    expect = lib.expecter(failures, quiet_ok=True)
 
     base_env = dict(os.environ)
     memory_env = dict(base_env, FUSEOPT_SPILL_MIN_BYTES=str(1 << 62))

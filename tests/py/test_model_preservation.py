@@ -126,11 +126,7 @@ def main():
     np, onnx, _ = lib.require("numpy", "onnx", "onnxruntime")
     from onnx import helper, numpy_helper, TensorProto as TP
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    expect = lib.expecter(failures)
 
     rng = np.random.default_rng(3)
     feeds = [[x, np.array(c), np.array(t, np.int64)]

@@ -98,11 +98,7 @@ def main():
         return lib.SKIP
     schemas = parse_schemas(doc_path)
     failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    expect = lib.expecter(failures)
 
     expect("fuseopt.report/1" in schemas and "fuseopt.run/1" in schemas,
            f"the doc has both schemas (found {sorted(schemas)})")
