@@ -303,7 +303,7 @@ Node* Graph::find_node(const std::string& name) const {
   return nullptr;
 }
 
-void Graph::topo_sort() {
+std::vector<Node*> Graph::topo_order() const {
   std::unordered_map<Node*, int> pending;
   std::vector<Node*> order;
   std::vector<Node*> ready;
@@ -343,6 +343,11 @@ void Graph::topo_sort() {
       if (pending[n.get()] > 0)
         throw Error("graph has a cycle through node " + n->label());
   }
+  return order;
+}
+
+void Graph::topo_sort() {
+  const std::vector<Node*> order = topo_order();
   std::unordered_map<Node*, std::unique_ptr<Node>> owned;
   for (auto& n : nodes_) owned[n.get()] = std::move(n);
   nodes_.clear();

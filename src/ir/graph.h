@@ -187,7 +187,12 @@ class Graph {
   void replace_all_uses(Value* from, Value* to);
   Node* find_node(const std::string& name) const;
 
-  // Orders nodes so producers come first; throws Error naming a node on a cycle.
+  // The nodes with producers first (implicit inputs count), keeping the list's
+  // relative order among nodes that are ready together: a sorted list comes
+  // back as it is. Throws Error naming a node on a cycle. The one topological
+  // sort: topo_sort() applies it, a Session runs in it.
+  std::vector<Node*> topo_order() const;
+  // Reorders the node list into topo_order().
   void topo_sort();
   // Checks use lists, producers, that every input is produced, an initializer
   // or a graph input; throws Error on the first problem.

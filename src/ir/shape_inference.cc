@@ -155,6 +155,24 @@ const ShapeFn* find_shape_fn(const std::string& domain, const std::string& op) {
   return it == registry().end() ? nullptr : &it->second;
 }
 
+std::vector<DType> infer_output_dtypes(const Node& n, const Graph* g,
+                                       const std::function<DType(const Value*)>& dtype_of) {
+  const ShapeFn* fn = find_shape_fn(n.domain, n.op_type);
+  if (!fn) return std::vector<DType>(n.outputs.size(), DType::Undefined);
+  ShapeContext::Sources src;
+  src.graph = g;
+  src.contents = [](const Value*) -> const SymbolicContents* { return nullptr; };
+  src.constant = [](const Value* v) -> const Tensor* { return v->const_data.get(); };
+  src.dtype = dtype_of;
+  ShapeContext ctx(&n, node_opset(g, n), src);
+  try {
+    (*fn)(ctx);
+  } catch (const std::exception&) {
+    return std::vector<DType>(n.outputs.size(), DType::Undefined);
+  }
+  return ctx.result().dtypes;
+}
+
 // --- ShapeContext ---------------------------------------------------------------
 
 ShapeContext::ShapeContext(const Node* n, int64_t opset, const Sources& sources)

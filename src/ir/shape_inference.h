@@ -92,6 +92,16 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts = 
 // Same conventions as ShapeInferenceResult::symbolic_value.
 std::optional<std::vector<Dim>> symbolic_value(const Value* v);
 
+// The element types n's shape function gives its outputs when its inputs have
+// the dtypes dtype_of returns (shapes and constant data as stored on the
+// values; no symbolic contents; opsets from g, the latest when g is null).
+// Undefined for an output the function leaves unset, and for every output when
+// n has no shape function or the function fails. The one source of an op's
+// dtype rules for code that needs them node by node, without inferring a whole
+// graph (the runtime's Session setup, CPU evaluation of half nodes in fp32).
+std::vector<DType> infer_output_dtypes(const Node& n, const Graph* g,
+                                       const std::function<DType(const Value*)>& dtype_of);
+
 // --- writing shape functions ------------------------------------------------
 
 // What a shape function sees for one node. Input accessors tolerate missing

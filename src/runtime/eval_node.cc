@@ -4,8 +4,11 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <unordered_map>
 
+#include "ir/shape_inference.h"
 #include "runtime/kernel.h"
+#include "runtime/precision.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -103,15 +106,15 @@ class HostEvalContext final : public KernelContext {
   std::vector<std::unique_ptr<uint8_t[]>> scratch_;
 };
 
-// Half-precision nodes. The CPU kernels are fp32 (the Session computes
-// float16/bfloat16 models in fp32 as well), so a node whose float inputs are
-// all Float16 (or all BFloat16) and that has no kernel of its own runs in
-// fp32: those inputs converted up, its float outputs rounded back once (Cast
-// to the half type runs as Cast to FLOAT, then rounds). For + - * / and sqrt
-// that is the correctly rounded half result (fp32 carries more than 2*11+2
-// bits); dot products and reductions accumulate in fp32 as DESIGN's numerics
-// ask. Constant folding of half models (DeBERTa's 1/sqrt(d * scale) in fp16)
-// depends on it.
+// Half-precision nodes (runtime/precision.h). The CPU kernels are fp32, so a
+// node whose float inputs are all Float16 (or all BFloat16) and that has no
+// kernel of its own runs in fp32: those inputs converted up, Cast to the half
+// type run as Cast to FLOAT, its float outputs rounded back once to the dtype
+// the op's shape function gives them (Cast to FLOAT and LayerNormalization's
+// statistics stay float). For + - * / and sqrt that is the correctly rounded
+// half result (fp32 carries more than 2*11+2 bits); dot products and reductions
+// accumulate in fp32 as DESIGN's numerics ask. Constant folding of half models
+// (DeBERTa's 1/sqrt(d * scale) in fp16) depends on it.
 struct Widened {
   DType half = DType::Undefined;
   std::unique_ptr<Node> node;
@@ -132,37 +135,38 @@ std::unique_ptr<Widened> widen(const Node& n, const std::vector<const Tensor*>& 
   if (half == DType::Undefined) return nullptr;
   auto w = std::make_unique<Widened>();
   w->half = half;
-  w->node = std::make_unique<Node>(n);
-  if (n.is("Cast") && n.attr_int("to", 0) == static_cast<int64_t>(half))
-    w->node->set_attr(Attribute::make_int("to", static_cast<int64_t>(DType::Float)));
+  w->node = node_in_compute_dtypes(n, [half](DType d) { return d == half ? DType::Float : d; });
+  if (!w->node) w->node = std::make_unique<Node>(n);
   for (const Tensor* t : inputs) {
     if (!t || t->dtype != half) {
       w->inputs.push_back(t);
       continue;
     }
-    Tensor f(DType::Float, t->dims);
-    const uint16_t* src = t->data<uint16_t>();
-    for (int64_t i = 0; i < t->numel(); ++i)
-      f.data<float>()[i] = half == DType::Float16 ? half_to_float(src[i]) : bf16_to_float(src[i]);
-    w->owned.push_back(std::move(f));
+    w->owned.push_back(convert_float(*t, DType::Float));
     w->inputs.push_back(&w->owned.back());
   }
   w->kernel = lookup(*w->node, w->inputs);
   return w->kernel ? std::move(w) : nullptr;
 }
 
-// A Float output of a widened node back to the half dtype; outputs that are
-// float by definition stay (Cast to FLOAT, LayerNormalization's statistics).
-Tensor narrow(Tensor t, const Node& n, size_t i, DType half) {
-  if (t.dtype != DType::Float) return t;
-  if (n.is("Cast") && n.attr_int("to", 0) == static_cast<int64_t>(DType::Float)) return t;
-  if (n.is("LayerNormalization") && i > 0) return t;
-  Tensor r(half, t.dims);
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    const float v = t.data<float>()[k];
-    r.data<uint16_t>()[k] = half == DType::Float16 ? float_to_half(v) : float_to_bf16(v);
+// The outputs of a widened node back to the dtypes the op gives them with
+// its half inputs (the half dtype where the shape function does not say).
+std::vector<Tensor> narrow(std::vector<Tensor> outs, const Node& n, const std::vector<const Tensor*>& inputs,
+                           DType half) {
+  std::unordered_map<const Value*, DType> in_dtypes;
+  for (size_t i = 0; i < n.inputs.size() && i < inputs.size(); ++i)
+    if (n.inputs[i] && inputs[i]) in_dtypes[n.inputs[i]] = inputs[i]->dtype;
+  const std::vector<DType> implied = infer_output_dtypes(n, nullptr, [&](const Value* v) {
+    auto it = in_dtypes.find(v);
+    return it == in_dtypes.end() ? v->dtype : it->second;
+  });
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const DType want = i < implied.size() && implied[i] != DType::Undefined ? implied[i] : half;
+    const DType to = declared_target(outs[i].dtype, want);
+    if (to != DType::Undefined && outs[i].dtype == DType::Float)
+      outs[i] = convert_float(outs[i], to, HalfOverflow::Ieee);
   }
-  return r;
+  return outs;
 }
 
 }  // namespace
@@ -177,9 +181,7 @@ std::vector<Tensor> eval_node_cpu(const Node& n, const std::vector<const Tensor*
     if (std::unique_ptr<Widened> w = widen(n, inputs)) {
       HostEvalContext ctx(*w->node, w->inputs);
       w->kernel->fn(ctx);
-      std::vector<Tensor> outs = ctx.take_outputs();
-      for (size_t i = 0; i < outs.size(); ++i) outs[i] = narrow(std::move(outs[i]), n, i, w->half);
-      return outs;
+      return narrow(ctx.take_outputs(), n, inputs, w->half);
     }
     DType dt = dispatch_dtype(nullptr, n, inputs, 0);
     throw Error("no cpu kernel for " + n.label() + " (dtype " + dtype_name(dt) + ")");

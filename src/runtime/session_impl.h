@@ -4,6 +4,7 @@
 // signature: pools, uploads, the captured graph).
 //
 //   session_setup.cc  slots, constant folding, placement, precision, kernel check
+//   precision.h       compute dtypes and float conversions (shared with eval_node.cc)
 //   session_step.cc   the step loop and its KernelContext
 //   session_io.cc     plans, binding inputs, fetching outputs, graph replay
 //   session.cc        the public Session methods
@@ -21,6 +22,7 @@
 #include "runtime/backend.h"
 #include "runtime/kernel.h"
 #include "runtime/memory_plan.h"
+#include "runtime/precision.h"
 #include "runtime/session.h"
 
 namespace fuseopt {
@@ -32,15 +34,6 @@ constexpr size_t kMaxPlans = 8;
 constexpr const char* kLegacySoftmaxAttr = "__fuseopt_softmax_2d";
 
 inline std::string op_label(const Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
-
-// Float <-> Float16/BFloat16 on the host (session_io.cc).
-Tensor convert_float(const Tensor& t, DType to);
-Tensor convert_float(const RtTensor& host_view, DType to);
-
-// The dtype a computed float output goes back to: the one the model declares
-// or implies (fp16/bf16 models computed in fp32 on the CPU, Float computed in
-// fp16 on a device); Undefined when it stays as computed.
-DType declared_target(DType have, DType declared);
 
 // "shape dtype, ..." of a step's inputs, for messages (session_step.cc).
 std::string shapes_of(const std::vector<const RtTensor*>& ins);
@@ -139,15 +132,9 @@ struct Session::Impl {
   BackendImpl& be;
   bool device = false;  // backend is not the CPU
   DType compute_float = DType::Float;
-  // The dtype a float value of dtype `d` is computed and stored in. Float
-  // follows --precision; the CPU backend has no half kernels, so fp16/bf16
-  // models compute in fp32 there (converted once at setup, on entry, and
-  // back to the declared dtype on exit).
-  DType compute_dtype(DType d) const {
-    if (d == DType::Float) return compute_float;
-    if (!device && (d == DType::Float16 || d == DType::BFloat16)) return DType::Float;
-    return d;
-  }
+  // The dtype a float value of dtype `d` is computed and stored in
+  // (runtime/precision.h: the CPU backend has no half kernels).
+  DType compute_dtype(DType d) const { return ::fuseopt::compute_dtype(d, compute_float, device); }
   std::vector<Slot> slots;
   std::unordered_map<const Value*, int> slot_of;
   std::vector<Step> steps;

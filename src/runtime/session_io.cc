@@ -14,68 +14,6 @@ namespace fuseopt {
 
 using namespace session_detail;
 
-// Float <-> Float16/BFloat16 on the host: one loop per (from, to) pair, no
-// per-element dispatch (fp16 models on the CPU convert every input/output).
-Tensor session_detail::convert_float(const RtTensor& t, DType to) {
-  Tensor r(to, t.shape);
-  const int64_t n = t.numel();
-  const float* f32 = t.dtype == DType::Float ? static_cast<const float*>(t.data) : nullptr;
-  const uint16_t* u16 = static_cast<const uint16_t*>(t.data);
-  // Any other dtype (never an input or output conversion: those are floats)
-  // reads through Tensor::as_double.
-  Tensor other;
-  if (t.dtype != DType::Float && t.dtype != DType::Float16 && t.dtype != DType::BFloat16) {
-    other = Tensor(t.dtype, t.shape);
-    if (t.nbytes()) std::memcpy(other.bytes.data(), t.data, t.nbytes());
-  }
-  auto narrow = [&](auto read) {
-    uint16_t* y = r.data<uint16_t>();
-    // Finite values stay finite (see float_to_half_finite).
-    if (to == DType::Float16)
-      for (int64_t i = 0; i < n; ++i) y[i] = float_to_half_finite(read(i));
-    else
-      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16_finite(read(i));
-  };
-  switch (to) {
-    case DType::Float: {
-      float* y = r.data<float>();
-      if (t.dtype == DType::Float16)
-        for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(u16[i]);
-      else if (t.dtype == DType::BFloat16)
-        for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(u16[i]);
-      else if (f32 && n)
-        std::memcpy(y, f32, static_cast<size_t>(n) * sizeof(float));
-      else
-        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(other.as_double(i));
-      break;
-    }
-    case DType::Float16:
-    case DType::BFloat16:
-      if (f32) narrow([&](int64_t i) { return f32[i]; });
-      else if (t.dtype == DType::Float16) narrow([&](int64_t i) { return half_to_float(u16[i]); });
-      else if (t.dtype == DType::BFloat16) narrow([&](int64_t i) { return bf16_to_float(u16[i]); });
-      else narrow([&](int64_t i) { return static_cast<float>(other.as_double(i)); });
-      break;
-    default: throw Error(std::string("internal: cannot convert to ") + dtype_name(to));
-  }
-  return r;
-}
-
-Tensor session_detail::convert_float(const Tensor& t, DType to) {
-  if (t.dtype == to) return t;
-  return convert_float(RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU}, to);
-}
-
-// The dtype a computed float output goes back to: the one the model declares
-// or implies (fp16/bf16 models computed in fp32 on the CPU, Float computed in
-// fp16 on a device); Undefined when it stays as computed.
-DType session_detail::declared_target(DType have, DType declared) {
-  if (!dtype_is_float(have) || have == DType::Double || have == declared) return DType::Undefined;
-  if (declared == DType::Float || declared == DType::Undefined) return have == DType::Float ? DType::Undefined : DType::Float;
-  if (declared == DType::Float16 || declared == DType::BFloat16) return declared;
-  return DType::Undefined;
-}
-
 // --- plans ---------------------------------------------------------------------
 
 // Dtypes and shapes only: where an input lives changes how it is copied in,

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/shape_inference.h"
 #include "onnx_io/subgraph_load.h"
 #include "runtime/eval_node.h"
 #include "runtime/parameter_inputs.h"
@@ -43,47 +44,6 @@ bool is_nondeterministic(const Node& n) {
   return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
 }
 
-// The dtype of output i when the model does not declare it, from the input
-// dtypes (placement and the kernel check need it before anything runs).
-DType infer_output_dtype(const Node& n, size_t i, const std::vector<DType>& in) {
-  const DType first = in.empty() ? DType::Undefined : in[0];
-  if (!n.domain.empty() && n.domain != "ai.onnx") return first;
-  const std::string& op = n.op_type;
-  static const std::set<std::string> to_bool = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And",
-                                                "Or", "Xor", "Not", "IsNaN", "IsInf"};
-  static const std::set<std::string> to_int64 = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"};
-  if (to_bool.count(op)) return DType::Bool;
-  if (to_int64.count(op)) return DType::Int64;
-  if (op == "Cast") return static_cast<DType>(n.attr_int("to", 0));
-  if (op == "CastLike") return in.size() > 1 ? in[1] : DType::Undefined;
-  if (op == "Where") return in.size() > 1 ? in[1] : DType::Undefined;
-  if (op == "ConstantOfShape") {
-    const Attribute* a = n.attr("value");
-    return a && a->t ? a->t->dtype : DType::Float;
-  }
-  if (op == "Constant") {
-    for (const Attribute& a : n.attrs) {
-      if (a.name == "value" && a.t) return a.t->dtype;
-      if (a.name == "value_float" || a.name == "value_floats") return DType::Float;
-      if (a.name == "value_int" || a.name == "value_ints") return DType::Int64;
-    }
-    return DType::Undefined;
-  }
-  if (op == "If" || op == "Loop" || op == "Scan") return DType::Undefined;  // the body decides
-  if ((op == "MaxPool" || op == "TopK") && i == 1) return DType::Int64;
-  if (op == "Dropout" && i == 1) return DType::Bool;
-  if (op == "LayerNormalization" && i > 0) return DType::Float;
-  return first;
-}
-
-DType compute_float_dtype(Precision p) {
-  switch (p) {
-    case Precision::FP16: return DType::Float16;
-    case Precision::BF16: return DType::BFloat16;
-    default: return DType::Float;
-  }
-}
-
 bool any_kernel(const Node& n, Backend b) {
   for (const KernelInfo* k : all_kernels()) {
     std::string kd = k->domain == "ai.onnx" ? "" : k->domain, nd = n.domain == "ai.onnx" ? "" : n.domain;
@@ -95,36 +55,6 @@ bool any_kernel(const Node& n, Backend b) {
 }  // namespace
 
 // --- setup -------------------------------------------------------------------
-
-static std::vector<const Node*> topo_order(const Graph& g) {
-  std::vector<const Node*> order;
-  std::unordered_map<const Node*, int> pending;
-  std::vector<const Node*> ready;
-  for (const auto& n : g.nodes()) {
-    int deps = 0;
-    for (Value* v : n->inputs)
-      if (v && v->producer) ++deps;
-    for (Value* v : n->implicit_inputs)
-      if (v && v->producer) ++deps;
-    pending[n.get()] = deps;
-    if (deps == 0) ready.push_back(n.get());
-  }
-  std::reverse(ready.begin(), ready.end());
-  while (!ready.empty()) {
-    const Node* n = ready.back();
-    ready.pop_back();
-    order.push_back(n);
-    std::vector<const Node*> next;
-    for (Value* o : n->outputs) {
-      if (!o) continue;
-      for (const Use& u : o->uses)
-        if (--pending[u.node] == 0) next.push_back(u.node);
-    }
-    for (auto it = next.rbegin(); it != next.rend(); ++it) ready.push_back(*it);
-  }
-  FUSE_CHECK(order.size() == g.num_nodes(), "the graph has a cycle; cannot run it");
-  return order;
-}
 
 void Session::Impl::fold_constants(std::vector<const Node*>& order) {
   std::vector<const Node*> kept;
@@ -217,18 +147,29 @@ void Session::Impl::setup() {
     output_slots.push_back(id);
   }
 
-  std::vector<const Node*> order = topo_order(g);
+  std::vector<const Node*> order;
+  for (const Node* n : g.topo_order()) order.push_back(n);
   fold_constants(order);
 
+  // Dtypes the model does not declare, from the ops' shape functions (placement
+  // and the kernel check need them before anything runs; an output converts
+  // back to it).
   for (Slot& sl : slots)
     if (sl.is_const) sl.static_dtype = sl.host.dtype;
+  auto static_dtype_of = [&](const Value* v) {
+    auto it = slot_of.find(v);
+    return it == slot_of.end() ? v->dtype : slots[it->second].static_dtype;
+  };
   for (const Node* n : order) {
-    std::vector<DType> in_dtypes;
-    for (Value* v : n->inputs) in_dtypes.push_back(v ? slots[slot_of.at(v)].static_dtype : DType::Undefined);
-    for (size_t i = 0; i < n->outputs.size(); ++i) {
+    bool all_known = true;
+    for (Value* o : n->outputs)
+      if (o && slots[slot_of.at(o)].static_dtype == DType::Undefined) all_known = false;
+    if (all_known) continue;
+    const std::vector<DType> inferred = infer_output_dtypes(*n, &g, static_dtype_of);
+    for (size_t i = 0; i < n->outputs.size() && i < inferred.size(); ++i) {
       if (!n->outputs[i]) continue;
       Slot& sl = slots[slot_of.at(n->outputs[i])];
-      if (sl.static_dtype == DType::Undefined) sl.static_dtype = infer_output_dtype(*n, i, in_dtypes);
+      if (sl.static_dtype == DType::Undefined) sl.static_dtype = inferred[i];
     }
   }
   for (const Node* n : order) {
@@ -291,19 +232,8 @@ void Session::Impl::setup() {
     // Precision: casts to a float type and float constants produced by
     // nodes become that type's compute dtype (Cast to FLOAT is fp16 under
     // --precision fp16; Cast to FLOAT16 is fp32 on the CPU backend).
-    if (n->is("Cast")) {
-      const DType to = static_cast<DType>(n->attr_int("to", 0));
-      if (compute_dtype(to) != to) {
-        st.override_node = std::make_unique<Node>(*n);
-        st.override_node->set_attr(Attribute::make_int("to", static_cast<int64_t>(compute_dtype(to))));
-      }
-    } else if (n->is("ConstantOfShape") || n->is("Constant")) {
-      const Attribute* a = n->attr("value");
-      if (a && a->t && compute_dtype(a->t->dtype) != a->t->dtype) {
-        st.override_node = std::make_unique<Node>(*n);
-        st.override_node->set_attr(Attribute::make_tensor("value", convert_float(*a->t, compute_dtype(a->t->dtype))));
-      }
-    }
+    if (std::unique_ptr<Node> c = node_in_compute_dtypes(*n, [this](DType d) { return compute_dtype(d); }))
+      st.override_node = std::move(c);
     steps.push_back(std::move(st));
   }
 
