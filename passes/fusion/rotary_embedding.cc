@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "pass/pass.h"
+#include "passes/fusion/attention_util.h"
 #include "passes/fusion/fusion_util.h"
 
 namespace fuseopt {
@@ -57,15 +58,7 @@ const NodeCapture add{"add"}, cat_pass{"cat_pass"}, mul_cos{"mul_cos"}, mul_sin{
     uq_neg{"uq_neg"}, uq_pos{"uq_pos"};
 }  // namespace cap
 
-const Tensor* const_of(const Value* v) {
-  if (!v) return nullptr;
-  if (v->const_data) return v->const_data.get();
-  if (v->producer && v->producer->is("Constant")) {
-    const Attribute* a = v->producer->attr("value");
-    if (a && a->kind == Attribute::Kind::Tensor && a->t) return a->t.get();
-  }
-  return nullptr;
-}
+using attn::const_of;  // an initializer, folded constant or Constant node's value
 
 std::optional<std::vector<int64_t>> const_ints(const Value* v) {
   const Tensor* t = const_of(v);
