@@ -263,6 +263,8 @@ bool try_launch_norm_warp(const NormArgs& a, cudaStream_t stream) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+constexpr int64_t kFewRows = 256;  // about two rows per SM on a 132-SM H200
+
 template <class T, int N>
 void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   int64_t nv = a.D / N;
@@ -270,6 +272,11 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   // small blocks, so many rows are resident per SM (run 2: one vector per
   // thread in 512-thread blocks reached 2.1-2.4 TB/s).
   int threads = static_cast<int>(((nv / 4 + 31) / 32) * 32);
+  // Few rows (a decode step: 1-8 rows of 2048; short prefill) leave most SMs
+  // idle, so each row's latency is the kernel's: one vector per thread
+  // instead (decode budget, NOTES-perf.md v12: 64 threads per row took 6.3 us
+  // for one 2048-wide row, 33 times per Llama-1B step).
+  if (a.rows < kFewRows) threads = static_cast<int>(((nv + 31) / 32) * 32);
   if (threads > 512) threads = 512;
   if (threads < 32) threads = 32;
   size_t smem = static_cast<size_t>(a.D) * sizeof(float);

@@ -39,16 +39,17 @@ cuda_fused::GemmEpilogue epilogue_for(Act act, bool bias);
 // (the bias is already in, from the BIAS epilogue).
 void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream);
 
-// D's leading dimension for a GEMM with B read as op(B) [K, N]: N, or N rounded
-// up to 8 where a 16-bit output row of N elements is not a multiple of 16 bytes
-// (BERT's vocabulary 30522, GPT-2's 50257). cuBLASLt then has only 2-byte
-// aligned sm80 kernels for it: BERT-base MLM's tied decoder at 4096 x 30522
-// took 0.80 ms there (240 TFLOP/s), the Hopper ones need aligned rows. The GEMM
-// writes padded rows to scratch and one strided copy packs them into Y.
-// Opt-in while it awaits its GPU timing: FUSEOPT_GEMM_PAD_N=2 pads where
-// M x N >= 2^22 (the copy's cost is then small beside the gain), =1 at any size
-// (tests); unset or 0 never pads.
-int64_t padded_output_ld(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b);
+// How many leading columns of Y [M, N] = A · B^T (B stored [N, K]) one GEMM
+// computes into 16-byte aligned rows: N (no split), or N rounded down to 8
+// where a 16-bit row of N elements is not a multiple of 16 bytes (BERT's
+// vocabulary 30522, GPT-2's 50257). cuBLASLt has only 2-byte aligned sm80
+// kernels for such rows: BERT-base MLM's tied decoder at 4096 x 30522 took
+// 0.80 ms (240 TFLOP/s), GPT-2's LM head at 4096 x 50257 about 2.9 ms. The
+// caller then runs that GEMM and one for the < 8 columns left into padded
+// scratch rows, and launch_pack_rows (gemm_pack.h) packs them into Y.
+// FUSEOPT_GEMM_PAD_N=0 turns it off, =1 applies it at any size (tests); the
+// default (=2) applies it where M x N >= 2^22.
+int64_t aligned_columns(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b);
 
 cuda_fused::ScratchFn scratch_of(KernelContext& ctx);
 bool use_tf32(const KernelContext& ctx);

@@ -15,6 +15,7 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_gelu.h"
+#include "kernels/cuda/gemm_pack.h"
 #include "kernels/cuda/gemm_host.h"
 
 namespace fuseopt {
@@ -68,21 +69,20 @@ void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, 
   if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
 }
 
-int64_t padded_output_ld(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b) {
+int64_t aligned_columns(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dt));
-  // A and B must already allow 16-byte rows (B read as [N, K]); a row-major
-  // B [K, N] with odd N is just as unaligned, and padding D alone buys nothing.
-  const bool applies = esz == 2 && (N * esz) % 16 != 0 && (K * esz) % 16 == 0 && trans_b;
+  // B read as [N, K] with 16-byte rows: its first N8 rows are a B of their own
+  // (a row-major B [K, N] with odd N is as unaligned as D, splitting buys nothing).
+  const bool applies = esz == 2 && N % 8 != 0 && N >= 64 && (K * esz) % 16 == 0 && trans_b;
   if (!applies) return N;
-  // Opt-in until it is timed on the H200 (NOTES-perf.md v11): unset or 0
-  // never pads, 1 pads at any size, 2 pads where M x N >= 2^22.
+  // FUSEOPT_GEMM_PAD_N: unset or 2 split where M x N >= 2^22 (the pack's 2 x M x
+  // N x 2 bytes are then small beside what the aligned kernels save), 1 at any
+  // size (tests), 0 never.
   const char* v = std::getenv("FUSEOPT_GEMM_PAD_N");
-  const int mode = v && *v ? std::atoi(v) : 0;
+  const int mode = v && *v ? std::atoi(v) : 2;
   if (mode != 1 && mode != 2) return N;
-  // The copy costs 2 x M x N x 2 bytes; below ~4M outputs the unaligned
-  // kernel's extra time is smaller than that (and than the launch).
   if (mode == 2 && M * N < (int64_t{1} << 22)) return N;
-  return (N + 7) / 8 * 8;
+  return N / 8 * 8;
 }
 
 cuda_fused::ScratchFn scratch_of(KernelContext& ctx) {
@@ -155,17 +155,25 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
     g.M = M * na;
-    const int64_t ldd = padded_output_ld(dt, g.M, N, K, trans_b);
-    if (ldd == N) {
+    const int64_t n8 = aligned_columns(dt, g.M, N, K, trans_b);
+    if (n8 == N) {
       cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
     } else {
-      // Into padded rows, then one strided copy packs them (see padded_output_ld).
-      void* padded = ctx.scratch(static_cast<size_t>(g.M) * ldd * esz);
-      g.ldd = ldd;
-      cuda_fused::gemm(g, a->data, b->data, padded, stream, scratch);
-      FUSED_CUDA_CHECK(cudaMemcpy2DAsync(y->data, N * esz, padded, ldd * esz, N * esz, g.M, cudaMemcpyDeviceToDevice,
-                                         stream),
-                       n.label());
+      // Two GEMMs into 16-byte aligned rows of ld elements, then one pack into
+      // Y (see aligned_columns): columns [0, n8) with the first n8 rows of B,
+      // and the < 8 columns left with B's last rows and the bias' tail.
+      const int64_t ld = (N + 7) / 8 * 8;
+      char* padded = static_cast<char*>(ctx.scratch(static_cast<size_t>(g.M) * ld * esz));
+      GemmDesc head = g, tail = g;
+      head.N = n8;
+      head.ldd = ld;
+      cuda_fused::gemm(head, a->data, b->data, padded, stream, scratch);
+      tail.N = N - n8;
+      tail.ldd = ld;
+      if (bias) tail.bias = static_cast<const char*>(bias->data) + n8 * esz;
+      cuda_fused::gemm(tail, a->data, static_cast<const char*>(b->data) + n8 * K * esz, padded + n8 * esz, stream,
+                       scratch);
+      cuda_fused::launch_pack_rows(dt, padded, ld, y->data, g.M, N, stream);
     }
   } else if ((na == batches || na == 1) && nb == batches) {
     // One strided-batched GEMM (A repeated with stride 0 when it has no batch).

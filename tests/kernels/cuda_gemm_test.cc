@@ -163,16 +163,17 @@ TEST_CASE("cuda FusedMatMul erf-GELU / tanh vectorised pass (N multiple of 8)", 
 }
 
 // 16-bit outputs whose rows are not 16-byte multiples (odd N, like GPT-2's 50257-word
-// vocabulary): with FUSEOPT_GEMM_PAD_N=1 the GEMM writes padded rows and one strided copy
-// packs them (gemm_host.h padded_output_ld); run twice so the second call takes the cached
-// algorithm. fp32 and an aligned N stay packed.
+// vocabulary): with FUSEOPT_GEMM_PAD_N=1 two GEMMs (the first N rounded down to 8 columns, then
+// the rest) write padded rows and one kernel packs them (gemm_host.h aligned_columns); run twice
+// so the second call takes the cached algorithms. fp32 and an aligned N take one GEMM. N 30001
+// and 1003 leave 1 and 3 tail columns, 64 + 7 = 71 is the smallest split.
 TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output rows", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
   const char* acts[] = {"none", "gelu"};
   for (DType dt : {DType::Float16, DType::BFloat16, DType::Float})
     for (const char* act : acts)
-      for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{1024}}) {
+      for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{71}, int64_t{1024}}) {
         OpCase c("fuseopt", "FusedMatMul", 3, 1);
         c.attr(Attribute::make_string("activation", act));
         c.attr(Attribute::make_int("transB", 1));

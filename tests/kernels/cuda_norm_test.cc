@@ -47,6 +47,27 @@ TEST_CASE("cuda LayerNorm and RMSNorm", "[cuda][norm]") {
       }
 }
 
+// Wide rows (more than 128 16-byte vectors: the one-block-per-row kernel) on
+// both sides of kFewRows in fused_norm.cu: one vector per thread for a few rows
+// (a decode step's 1-8 rows), about four per thread for many.
+TEST_CASE("cuda LayerNorm and RMSNorm: wide rows, few and many", "[cuda][norm]") {
+  if (!cuda_check::gpu_ready()) return;
+  for (DType dt : kFloatTypes)
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{255}, int64_t{300}})
+      for (int64_t d : {int64_t{2048}, int64_t{5000}}) {
+        Tensor x = cuda_check::random_tensor({rows, d}, 4.f, 6.f);
+        Tensor gamma = cuda_check::random_tensor({d}, 0.5f, 1.5f), beta = cuda_check::random_tensor({d});
+        OpCase ln("fuseopt", "LayerNorm", 3, 1);
+        ln.attr(Attribute::make_float("epsilon", 1e-5f));
+        ln.inputs = {&x, &gamma, &beta};
+        INFO("rows " << rows << " D " << d);
+        check_case(ln, dt);
+        OpCase rms("fuseopt", "RMSNorm", 2, 1);
+        rms.inputs = {&x, &gamma};
+        check_case(rms, dt);
+      }
+}
+
 TEST_CASE("cuda SkipLayerNorm", "[cuda][norm]") {
   if (!cuda_check::gpu_ready()) return;
   for (DType dt : kFloatTypes)
