@@ -23,6 +23,11 @@ std::unordered_map<std::string, ShapeFn>& registry() {
 
 const std::optional<Shape> kNoShape;
 
+DTypeRule& dtype_rule() {
+  static DTypeRule rule;
+  return rule;
+}
+
 // Tensor of a Constant node's value attribute (value, value_float(s), value_int(s)).
 TensorPtr constant_node_tensor(const Node& n) {
   for (const Attribute& a : n.attrs) {
@@ -374,6 +379,8 @@ std::vector<Node*> topological_order(const Graph& g) {
 
 }  // namespace
 
+void register_dtype_rule(DTypeRule rule) { dtype_rule() = std::move(rule); }
+
 ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
   ShapeInferenceResult res;
   EvalState st;
@@ -393,9 +400,21 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
   for (Node* n : order) {
     // Ops with subgraphs (If, Loop) have shape functions that read the body's
     // declared output types; any other op with a subgraph stays unknown.
+    // The schema's type rules, on the types the node's values have once its
+    // outputs are inferred (or, for an op without a shape function, as declared).
+    auto check_types = [&]() {
+      if (!dtype_rule()) return true;
+      const std::string problem = dtype_rule()(*n, node_opset(&g, *n));
+      if (problem.empty()) return true;
+      std::string msg = "shape inference: " + n->label() + ": " + problem;
+      if (opts.strict) throw Error(msg);
+      res.conflicts.push_back(msg);
+      return false;
+    };
     const ShapeFn* fn = find_shape_fn(n->domain, n->op_type);
     if (!fn) {
       unknown.insert((n->domain.empty() ? std::string() : n->domain + ".") + n->op_type);
+      check_types();
       continue;
     }
     ShapeContext::Result out;
@@ -438,6 +457,7 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
       if (out.contents[i] && static_cast<int64_t>(out.contents[i]->size()) <= opts.max_tracked_elements)
         res.contents[v] = std::move(*out.contents[i]);
     }
+    check_types();
   }
   for (Node* n : order)
     for (Value* v : n->outputs)

@@ -173,6 +173,16 @@ using ShapeFn = std::function<void(ShapeContext&)>;
 bool register_shape_fn(const std::string& domain, const std::string& op, ShapeFn fn);
 const ShapeFn* find_shape_fn(const std::string& domain, const std::string& op);
 
+// The schema's type rules for one node, checked by infer_shapes after the
+// node's shape function ran, on the element types inference has for its
+// inputs and outputs (declared or inferred): "" or the problem, in one line.
+// The operator schemas live in onnx_io, which registers the ONNX ones
+// (src/onnx_io/inferred_types.cc); a problem is a contradiction like any
+// other (strict: Error naming the node; else a ShapeInferenceResult::conflicts
+// line).
+using DTypeRule = std::function<std::string(const Node& n, int64_t opset)>;
+void register_dtype_rule(DTypeRule rule);
+
 // FUSEOPT_SHAPE_FN("fuseopt", "AddRelu", [](ShapeContext& c) { ... });
 #define FUSEOPT_SHAPE_CONCAT_(a, b) a##b
 #define FUSEOPT_SHAPE_CONCAT(a, b) FUSEOPT_SHAPE_CONCAT_(a, b)

@@ -42,6 +42,23 @@ const std::vector<OpSignature>& newer_onnx_signatures();
 // fuseopt's fused ops (domain "fuseopt", version 1); nullptr for a name that
 // is not one.
 const OpSignature* fuseopt_op_signature(const std::string& op);
+
+// One value a node reads or writes, with its element type
+// (onnx::TensorProto::DataType; 0 where it is not known).
+struct TypedValue {
+  std::string name;
+  int elem_type = 0;
+};
+// The element types of a node's inputs and outputs against the signature's
+// type constraints (the load validation's check of declared types, and shape
+// inference's of inferred ones: src/onnx_io/inferred_types.cc): each value's
+// type is one its variable allows (up to the opset sig.types_exact_until; a
+// later opset may have widened the set) and the values of one variable ("T"
+// of Add's A, B and C) have one type. "" when they fit, else the first problem
+// in one line: "output 0 'y' is FLOAT but input 0 'x' is INT64; both are Add's
+// T, one type". Values of unknown type (0) and empty names are skipped.
+std::string type_constraint_problem(const OpSignature& sig, const std::string& op_type, int64_t opset,
+                                    const std::vector<TypedValue>& inputs, const std::vector<TypedValue>& outputs);
 std::vector<std::string> fuseopt_op_names();
 
 }  // namespace fuseopt

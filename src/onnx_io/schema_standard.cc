@@ -102,6 +102,37 @@ OpSignature from_libonnx(const onnx::OpSchema& s, int64_t libonnx_max) {
   return r;
 }
 
+// Our opset-18 rows (schema_newer_opsets.cc) have no types: each formal takes
+// its type from the version before it, by name (Split's split stays
+// tensor(int64), a reduction's data T), and the reductions' new axes input is
+// tensor(int64). The sets stay those of the earlier version, so above
+// libonnx's opsets only "one variable, one type" and the integer formals are
+// checked (validate_node.cc). Later rows are left untyped: opset 19 and after
+// changed formals' types (QuantizeLinear's y_scale, tensor(float) -> T1).
+void inherit_types(OpSignature& v, const OpSignature& prev) {
+  if (v.since_version != 18 || !v.type_constraints.empty() || prev.type_constraints.empty()) return;
+  const bool reduction = v.op.rfind("Reduce", 0) == 0;
+  auto fill = [&](std::vector<OpSignature::Formal>& fs, const std::vector<OpSignature::Formal>& before) {
+    for (auto& f : fs) {
+      if (!f.type_str.empty()) continue;
+      for (const auto& b : before)
+        if (b.name == f.name) {
+          f.type_str = b.type_str;
+          f.homogeneous = b.homogeneous;
+        }
+      if (f.type_str.empty() && reduction && f.name == "axes") f.type_str = "tensor(int64)";
+      if (f.type_str.empty()) continue;
+      if (auto c = prev.type_constraints.find(f.type_str); c != prev.type_constraints.end())
+        v.type_constraints[f.type_str] = c->second;
+      else if (int et = tensor_type_of(f.type_str))
+        v.type_constraints[f.type_str] = {et};
+    }
+  };
+  fill(v.inputs, prev.inputs);
+  fill(v.outputs, prev.outputs);
+  v.types_exact_until = prev.types_exact_until;
+}
+
 // domain -> op -> versions in ascending since_version.
 using Index = std::map<std::string, std::map<std::string, std::vector<OpSignature>>>;
 
@@ -121,6 +152,7 @@ Index build_index() {
     for (auto& [op, versions] : ops) {
       std::sort(versions.begin(), versions.end(),
                 [](const OpSignature& a, const OpSignature& b) { return a.since_version < b.since_version; });
+      for (size_t k = 1; k < versions.size(); ++k) inherit_types(versions[k], versions[k - 1]);
       for (OpSignature& v : versions) {
         v.any_attributes = kAcceptsAnyAttribute.count({domain, op}) > 0;
         for (const StillRun& k : kStillRun)

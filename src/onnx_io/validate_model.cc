@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <unordered_map>
 
 #include "onnx_io/op_schemas.h"
@@ -156,17 +157,37 @@ void validate_subgraphs(Context& ctx, const onnx::NodeProto& n, int index, const
   }
 }
 
+std::string elem_type_name(int et) {
+  const std::string& n = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(et));
+  return n.empty() ? std::to_string(et) : n;
+}
+
 // The element types the graph declares, for the nodes' type-constraint checks.
-void collect_types(const onnx::GraphProto& g, DeclaredTypes& t) {
-  auto add = [&t](const onnx::ValueInfoProto& vi) {
-    if (vi.has_type() && vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-      t.elem.emplace(vi.name(), vi.type().tensor_type().elem_type());
+// A value declared twice (graph output and value_info, value_info twice, an
+// initializer and its graph input) has one type: the loader reads the last
+// declaration and the check the first, so two types would let a model through
+// that its own output then contradicts (fuzz/regressions/).
+void collect_types(const Context& ctx, const onnx::GraphProto& g, const Site& site, DeclaredTypes& t) {
+  std::map<std::string, std::string> first;  // name -> what declared its type first
+  auto declare = [&](const std::string& name, int et, const std::string& what) {
+    auto [it, fresh] = t.elem.emplace(name, et);
+    if (fresh) {
+      first[name] = what;
+    } else if (it->second != et) {
+      ctx.fail(what + " " + quoted(name) + site.scope,
+               "declares element type " + elem_type_name(et) + ", but " +
+                   (first[name] == what ? "another " + what : "the " + first[name]) + " declares it " + elem_type_name(it->second) + " (a value has one type)");
+    }
   };
-  for (const auto& vi : g.input()) add(vi);
+  auto add = [&](const onnx::ValueInfoProto& vi, const char* what) {
+    if (vi.has_type() && vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      declare(vi.name(), vi.type().tensor_type().elem_type(), what);
+  };
+  for (const auto& vi : g.input()) add(vi, "graph input");
   for (const auto& init : g.initializer())
-    if (init.data_type() != 0) t.elem.emplace(init.name(), init.data_type());
-  for (const auto& vi : g.output()) add(vi);
-  for (const auto& vi : g.value_info()) add(vi);
+    if (init.data_type() != 0) declare(init.name(), init.data_type(), "initializer");
+  for (const auto& vi : g.output()) add(vi, "graph output");
+  for (const auto& vi : g.value_info()) add(vi, "value_info");
 }
 
 void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent, const Site& outer, int64_t ir_version) {
@@ -174,7 +195,7 @@ void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent
   s.parent = parent;
   DeclaredTypes types;
   types.parent = outer.types;
-  collect_types(g, types);
+  collect_types(ctx, g, outer, types);
   Site site = outer;
   site.types = &types;
   collect_definitions(ctx, g, site, parent == nullptr, ir_version, s);
@@ -212,6 +233,14 @@ OpsetMap read_opsets(const Context& ctx, const google::protobuf::RepeatedPtrFiel
     if (op.version() < 1)
       ctx.fail(who, "domain '" + shown + "' has version " + std::to_string(op.version()) +
                         " (opset versions start at 1)");
+    // Domains ONNX Runtime registers at version 1 alone: it refuses a model
+    // that imports a later version, used or not.
+    static const std::set<std::string> kVersionOne = {"com.microsoft", "com.microsoft.nchwc",
+                                                      "com.microsoft.experimental", "ai.onnx.training",
+                                                      "ai.onnx.preview.training"};
+    if (op.version() > 1 && kVersionOne.count(d))
+      ctx.fail(who, "domain '" + shown + "' has version " + std::to_string(op.version()) +
+                        "; it has version 1 only (ONNX Runtime refuses any other)");
     auto [it, fresh] = m.emplace(d, op.version());
     if (!fresh && it->second != op.version())
       ctx.fail(who, "lists domain '" + shown + "' twice, at versions " + std::to_string(it->second) + " and " +

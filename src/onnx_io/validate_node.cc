@@ -182,36 +182,14 @@ std::string type_list(const std::vector<int>& ts) {
 
 // The declared element types of a node's inputs and outputs against the
 // schema's type constraints, where both are known (what ONNX's inference
-// checks first): each value's type is one its variable allows, and the values
-// of one variable ("T" of Concat's inputs, LayerNormalization's X and Y) have
-// one type. Above the opset libonnx knows, a set may have grown without a new
-// row in our tables, so only the agreement is checked there.
+// checks first; type_constraint_problem says what is checked).
 void check_types(const Context& ctx, const onnx::NodeProto& n, const OpSignature& sig, int64_t opset,
                  const std::string& where, const Site& site) {
   if (!site.types || sig.type_constraints.empty()) return;
-  const bool exact = opset <= sig.types_exact_until;
-  std::map<std::string, std::pair<int, std::string>> bound;  // variable -> (type, which value set it)
-  auto check = [&](const std::string& name, const OpSignature::Formal* f, const std::string& what) {
-    if (name.empty() || !f) return;
-    const int et = site.types->find(name);
-    if (et == 0) return;
-    auto c = sig.type_constraints.find(f->type_str);
-    if (c == sig.type_constraints.end() || c->second.empty()) return;
-    const std::string who = what + " " + quoted(name);
-    const bool variable = f->type_str.rfind("tensor(", 0) != 0;
-    if (exact && std::find(c->second.begin(), c->second.end(), et) == c->second.end())
-      ctx.fail(where, who + " is " + type_name(et) + ", which " + printable(n.op_type()) + "'s " +
-                          (variable ? f->type_str + " does not allow (it allows " + type_list(c->second) + ")"
-                                    : "'" + f->name + "' does not allow (it takes " + type_list(c->second) + ")"));
-    if (!variable || (f->option == OpSignature::Option::Variadic && !f->homogeneous)) return;
-    auto [it, fresh] = bound.emplace(f->type_str, std::make_pair(et, who));
-    if (!fresh && it->second.first != et)
-      ctx.fail(where, who + " is " + type_name(et) + " but " + it->second.second + " is " +
-                          type_name(it->second.first) + "; both are " + printable(n.op_type()) + "'s " + f->type_str +
-                          ", one type");
-  };
-  for (int i = 0; i < n.input_size(); ++i) check(n.input(i), sig.input_formal(i), "input " + std::to_string(i));
-  for (int i = 0; i < n.output_size(); ++i) check(n.output(i), sig.output_formal(i), "output " + std::to_string(i));
+  std::vector<TypedValue> in, out;
+  for (const std::string& name : n.input()) in.push_back({name, name.empty() ? 0 : site.types->find(name)});
+  for (const std::string& name : n.output()) out.push_back({name, name.empty() ? 0 : site.types->find(name)});
+  if (std::string p = type_constraint_problem(sig, n.op_type(), opset, in, out); !p.empty()) ctx.fail(where, p);
 }
 
 // A call of a model-local function: no more inputs/outputs than it declares,
@@ -329,3 +307,50 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
 }
 
 }  // namespace fuseopt::validation
+
+namespace fuseopt {
+
+namespace {
+const std::set<int> kIndexTypes = {onnx::TensorProto::INT8,   onnx::TensorProto::UINT8,  onnx::TensorProto::INT16,
+                                   onnx::TensorProto::UINT16, onnx::TensorProto::INT32,  onnx::TensorProto::UINT32,
+                                   onnx::TensorProto::INT64,  onnx::TensorProto::UINT64, onnx::TensorProto::BOOL};
+}  // namespace
+
+std::string type_constraint_problem(const OpSignature& sig, const std::string& op_type, int64_t opset,
+                                    const std::vector<TypedValue>& inputs, const std::vector<TypedValue>& outputs) {
+  if (sig.type_constraints.empty()) return "";
+  const bool exact = opset <= sig.types_exact_until;
+  std::map<std::string, std::pair<int, std::string>> bound;  // variable -> (type, which value set it)
+  std::string problem;
+  auto check = [&](const TypedValue& v, const OpSignature::Formal* f, const std::string& what) {
+    if (!problem.empty() || v.name.empty() || !f || v.elem_type == 0) return;
+    const int et = v.elem_type;
+    auto c = sig.type_constraints.find(f->type_str);
+    if (c == sig.type_constraints.end() || c->second.empty()) return;
+    const std::string who = what + " " + quoted(v.name);
+    const bool variable = f->type_str.rfind("tensor(", 0) != 0;
+    // A formal of one integer or bool type (Reshape's shape, Unsqueeze's axes,
+    // Where's condition) keeps it in every later opset; the float ones did not
+    // (DequantizeLinear-19's y became T2), so above libonnx's opsets only these
+    // are held to their set.
+    const bool fixed_index = !variable && c->second.size() == 1 && kIndexTypes.count(c->second[0]);
+    if ((exact || fixed_index) && std::find(c->second.begin(), c->second.end(), et) == c->second.end()) {
+      problem = who + " is " + validation::type_name(et) + ", which " + printable(op_type) + "'s " +
+                (variable ? f->type_str + " does not allow (it allows " + validation::type_list(c->second) + ")"
+                          : "'" + f->name + "' does not allow (it takes " + validation::type_list(c->second) + ")");
+      return;
+    }
+    if (!variable || (f->option == OpSignature::Option::Variadic && !f->homogeneous)) return;
+    auto [it, fresh] = bound.emplace(f->type_str, std::make_pair(et, who));
+    if (!fresh && it->second.first != et)
+      problem = who + " is " + validation::type_name(et) + " but " + it->second.second + " is " + validation::type_name(it->second.first) +
+                "; both are " + printable(op_type) + "'s " + f->type_str + ", one type";
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check(inputs[i], sig.input_formal(static_cast<int>(i)), "input " + std::to_string(i));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    check(outputs[i], sig.output_formal(static_cast<int>(i)), "output " + std::to_string(i));
+  return problem;
+}
+
+}  // namespace fuseopt

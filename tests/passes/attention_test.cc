@@ -364,7 +364,8 @@ TEST_CASE("Attention: fp16 model with an fp32 softmax (Cast up, Softmax, Cast do
   // Casting the fp32 probabilities to another type (bf16) than the scores had is rule 5.
   GraphBuilder c(17);
   build16(c, false);
-  FusionReport rc = fuse(c.graph());
+  // Invalid ONNX (MatMul of bf16 probabilities and fp16 V): only --no-validate input reaches the pass.
+  FusionReport rc = fuse_unchecked(c.graph());
   CHECK(matched(rc, "Attention") == 0);
   CHECK_THAT(reasons(rc, "Attention"), Contains("rule 5"));
 }

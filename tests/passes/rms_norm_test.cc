@@ -1,6 +1,7 @@
 // RMSNorm fusion (T5 / Llama spellings, optional exact casts) and its legality
 // rules (5: a cast that changes precision, 6: axis / epsilon, 2: gamma).
 #include "support/fusion_check.h"
+#include "util/error.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -18,17 +19,26 @@ struct RMSSpec {
   bool gamma_input = false;
 };
 
+// A scalar constant in the chain's dtype (the Cast's, so the graph stays valid ONNX).
+Value* chain_scalar(GraphBuilder& b, const RMSSpec& s, const std::string& name, float v) {
+  if (!s.casts || s.inner_cast == DType::Float) return b.scalar(name, v);
+  FUSE_CHECK(s.inner_cast == DType::Float16, "chain_scalar: float or float16");
+  Tensor t(DType::Float16, {});
+  t.data<uint16_t>()[0] = float_to_half(v);
+  return b.constant(name, t);
+}
+
 void build_rms(GraphBuilder& b, const RMSSpec& s) {
   Value* x = b.input("x", DType::Float, {3, 6});
   Value* xc = s.casts ? b.op("Cast", {x}, {Attribute::make_int("to", static_cast<int64_t>(s.inner_cast))}) : x;
-  Value* ms = b.op("ReduceMean", {b.op("Pow", {xc, b.scalar("two", 2.0f)})},
+  Value* ms = b.op("ReduceMean", {b.op("Pow", {xc, chain_scalar(b, s, "two", 2.0f)})},
                    {Attribute::make_ints("axes", {s.axis}), Attribute::make_int("keepdims", 1)});
-  Value* sd = b.op("Sqrt", {b.op("Add", {ms, b.scalar("eps", 1e-6f)})});
+  Value* sd = b.op("Sqrt", {b.op("Add", {ms, chain_scalar(b, s, "eps", 1e-6f)})});
   Value* n;
   switch (s.form) {
     case Form::Reciprocal: n = b.op("Mul", {xc, b.op("Reciprocal", {sd})}); break;
     case Form::Div: n = b.op("Div", {xc, sd}); break;
-    case Form::OneOver: n = b.op("Mul", {b.op("Div", {b.scalar("one", 1.0f), sd}), xc}); break;
+    case Form::OneOver: n = b.op("Mul", {b.op("Div", {chain_scalar(b, s, "one", 1.0f), sd}), xc}); break;
   }
   if (s.casts) n = b.op("Cast", {n}, {Attribute::make_int("to", static_cast<int64_t>(DType::Float))});
   Value* gamma = s.gamma_input ? b.input("gamma", DType::Float, {6}) : b.constant("gamma", rand_tensor({6}, 5, 0.5f, 2.0f));

@@ -112,3 +112,48 @@ TEST_CASE("strict shapes: a LayerNormalization scale that only broadcasts is ONN
   CHECK_THAT(optimize(bad), Contains("shape inference: LayerNormalization 'ln': scale [4] does not broadcast with "
                                      "the input [2,3]"));
 }
+
+TEST_CASE("strict shapes: one type variable, one type, over inferred element types too") {
+  // The load validation sees declared types only; Cast's output (T2: any
+  // type) is known to inference alone. Add's A and B are both T.
+  auto ok = model_proto(18);
+  attr_int(add_node(ok, "Cast", {"x"}, {"c"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  add_node(ok, "Add", {"x", "c"}, {"y"}, "add");
+  CHECK(optimize(ok) == "");
+  auto bad = model_proto(18);
+  attr_int(add_node(bad, "Cast", {"x"}, {"c"}, "cast"), "to", onnx::TensorProto::INT64);
+  add_node(bad, "Add", {"x", "c"}, {"y"}, "add");
+  CHECK(optimize(bad) ==
+        "shape inference: Add 'add': input 1 'c' is INT64 but input 0 'x' is FLOAT; both are Add's T, one type");
+  // A type the variable does not allow at all (MatMul's T has no INT16).
+  auto mm = model_proto(17);
+  add_input(mm, "w", {3, 4});
+  attr_int(add_node(mm, "Cast", {"x"}, {"c"}, "cast"), "to", onnx::TensorProto::INT16);
+  attr_int(add_node(mm, "Cast", {"w"}, {"w16"}, "cast_w"), "to", onnx::TensorProto::INT16);
+  add_node(mm, "MatMul", {"c", "w16"}, {"m"}, "mm");
+  attr_int(add_node(mm, "Cast", {"m"}, {"y"}, "back"), "to", onnx::TensorProto::FLOAT);
+  CHECK_THAT(optimize(mm), Contains("shape inference: MatMul 'mm': input 0 'c' is INT16, which MatMul's T does not "
+                                    "allow"));
+  // --no-validate: left to the passes.
+  CHECK(optimize(bad, /*check_shapes=*/false) == "");
+}
+
+TEST_CASE("strict shapes: Conv's kernel_shape fits the input, shape operands are 1-D") {
+  auto conv = model_proto();
+  add_input(conv, "img", {1, 2, 5, 5});
+  add_input(conv, "w", {4, 2, 3, 3});
+  add_node(conv, "Conv", {"img", "w"}, {"y"}, "conv");
+  CHECK(optimize(conv) == "");
+  auto empty = conv;
+  attr_ints(empty.mutable_graph()->mutable_node(0), "kernel_shape", {});
+  CHECK(optimize(empty) == "shape inference: Conv 'conv': kernel_shape has 0 entries; the input has 2 spatial dims");
+  // Reshape's shape input of rank 2 (a graph input, so only its rank is known).
+  auto reshape = model_proto();
+  auto* s = reshape.mutable_graph()->add_input();
+  s->set_name("s");
+  s->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  s->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+  s->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  add_node(reshape, "Reshape", {"x", "s"}, {"y"}, "reshape");
+  CHECK(optimize(reshape) == "shape inference: Reshape 'reshape': the shape input must be a 1-D tensor; it has rank 2");
+}

@@ -181,3 +181,53 @@ TEST_CASE("validate: Cast's 'to' is an ONNX element type") {
   attr_int(add_node(zero, "Cast", {"x"}, {"y"}, "cast"), "to", 0);
   CHECK_THAT(message_of(zero), Contains("attribute 'to' is 0, which is not an ONNX element type"));
 }
+
+TEST_CASE("validate: a value declared twice has one element type") {
+  // fuzz/regressions/load_reload_declared_vs_inferred_dtype.onnx: value_info
+  // declared 'add_24' INT64 and again FLOAT; the check read the first, the
+  // loader the last, and the model fuseopt wrote out did not load again.
+  auto m = model_proto(18);
+  add_input(m, "z", onnx::TensorProto::FLOAT);
+  add_node(m, "Add", {"x", "z"}, {"s"}, "add");
+  add_node(m, "Relu", {"s"}, {"y"}, "relu");
+  declare(m, "s", onnx::TensorProto::FLOAT);
+  declare(m, "s", onnx::TensorProto::FLOAT);  // the same type twice is fine
+  CHECK_NOTHROW(validate(m));
+  auto twice = m;
+  twice.mutable_graph()->mutable_value_info(1)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::INT64);
+  CHECK(message_of(twice) == "m.onnx: value_info 's': declares element type INT64, but another value_info declares "
+                             "it FLOAT (a value has one type)");
+  // A graph output and a value_info of it.
+  auto out = model_proto(18);
+  add_node(out, "Relu", {"x"}, {"y"}, "relu");
+  declare(out, "y", onnx::TensorProto::INT64);
+  CHECK(message_of(out) == "m.onnx: value_info 'y': declares element type INT64, but the graph output declares it "
+                           "FLOAT (a value has one type)");
+}
+
+TEST_CASE("validate: integer formals keep their type above libonnx's opsets, domains of one version") {
+  // Unsqueeze's axes is tensor(int64) at every opset (libonnx's row is opset 13's).
+  auto ok = model_proto(18);
+  add_input(ok, "axes", onnx::TensorProto::INT64);
+  add_node(ok, "Unsqueeze", {"x", "axes"}, {"y"}, "unsq");
+  CHECK_NOTHROW(validate(ok));
+  auto bad = model_proto(18);
+  add_node(bad, "Unsqueeze", {"x", "x"}, {"y"}, "unsq");
+  CHECK_THAT(message_of(bad), Contains("(Unsqueeze, opset 18): input 1 'x' is FLOAT, which Unsqueeze's 'axes' does "
+                                       "not allow (it takes INT64)"));
+  // Split-18 (our table) takes its types from Split-13: split is tensor(int64).
+  auto split = model_proto(18);
+  add_node(split, "Split", {"x", "x"}, {"y", "z"}, "sp");
+  CHECK_THAT(message_of(split), Contains("input 1 'x' is FLOAT, which Split's 'split' does not allow"));
+  // ONNX Runtime has com.microsoft at version 1 only.
+  auto ms = model_proto(17);
+  add_node(ms, "Relu", {"x"}, {"y"}, "relu");
+  import_opset(ms, "com.microsoft", 1);
+  CHECK_NOTHROW(validate(ms));
+  auto ms99 = model_proto(17);
+  add_node(ms99, "Relu", {"x"}, {"y"}, "relu");
+  import_opset(ms99, "com.microsoft", 99);
+  CHECK(message_of(ms99) == "m.onnx: opset_import: domain 'com.microsoft' has version 99; it has version 1 only (ONNX "
+                            "Runtime refuses any other)");
+}

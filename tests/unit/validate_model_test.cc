@@ -159,8 +159,17 @@ TEST_CASE("validate: versions after libonnx's opsets come from our table") {
   add_node(r17, "ReduceMean", {"x", "x"}, {"y"}, "rm");
   REQUIRE_THROWS_WITH(validate(r17), Contains("(ReduceMean, opset 17): 2 inputs, the schema allows 1"));
   auto r18 = model_proto(18);
-  add_node(r18, "ReduceMean", {"x", "x"}, {"y"}, "rm");
+  auto* axes = r18.mutable_graph()->add_input();
+  axes->set_name("axes");
+  axes->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  axes->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+  add_node(r18, "ReduceMean", {"x", "axes"}, {"y"}, "rm");
   CHECK_NOTHROW(validate(r18));
+  // The row takes its types from ReduceMean-13, and axes is tensor(int64).
+  auto float_axes = model_proto(18);
+  add_node(float_axes, "ReduceMean", {"x", "x"}, {"y"}, "rm");
+  REQUIRE_THROWS_WITH(validate(float_axes), Contains("(ReduceMean, opset 18): input 1 'x' is FLOAT, which "
+                                                     "ReduceMean's 'axes' does not allow (it takes INT64)"));
   auto axes18 = model_proto(18);
   attr_ints(add_node(axes18, "ReduceMean", {"x"}, {"y"}, "rm"), "axes", {1});
   REQUIRE_THROWS_WITH(validate(axes18), Contains("attribute 'axes' is not one of ReduceMean's (keepdims, noop_with_empty_axes)"));

@@ -49,6 +49,9 @@ void conv_fn(ShapeContext& c) {
   const size_t spatial = x->size() - 2;
   const int64_t group = c.node().attr_int("group", 1);
   std::vector<int64_t> kernel = c.node().attr_ints("kernel_shape");
+  if (c.node().attr("kernel_shape") && kernel.size() != spatial)
+    c.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries; the input has " + std::to_string(spatial) +
+           " spatial dims");
   if (kernel.empty() && w)
     for (size_t i = 0; i < spatial; ++i) kernel.push_back((*w)[i + 2].known() ? (*w)[i + 2].value : -1);
   Shape out{(*x)[0], w ? (*w)[0] : Dim::unknown()};

@@ -58,8 +58,15 @@ void size_fn(ShapeContext& c) {
 }
 
 // --- Reshape ------------------------------------------------------------------------------------
+// Reshape's shape, Expand's shape and Tile's repeats are 1-D (ONNX's inference refuses others).
+void require_1d(ShapeContext& c, size_t i, const char* what) {
+  if (auto r = c.input_rank(i); r && *r != 1)
+    c.fail(std::string(what) + " must be a 1-D tensor; it has rank " + std::to_string(*r));
+}
+
 void reshape_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
+  require_1d(c, 1, "the shape input");
   const Shape* in = shape_of(c, 0);
   const bool allowzero = c.node().attr_int("allowzero", 0) != 0;
   std::optional<SymbolicContents> target;
@@ -410,6 +417,7 @@ Shape dims_of(const SymbolicContents& v) {
 
 void expand_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
+  require_1d(c, 1, "the shape input");
   const Shape* s = shape_of(c, 0);
   auto target = elems_operand(c, "", 1);
   if (!s) return;
@@ -428,6 +436,7 @@ void expand_fn(ShapeContext& c) {
 
 void tile_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
+  require_1d(c, 1, "the repeats input");
   const Shape* s = shape_of(c, 0);
   if (!s) return;
   auto reps = elems_operand(c, "", 1);
