@@ -157,3 +157,17 @@ TEST_CASE("strict shapes: Conv's kernel_shape fits the input, shape operands are
   add_node(reshape, "Reshape", {"x", "s"}, {"y"}, "reshape");
   CHECK(optimize(reshape) == "shape inference: Reshape 'reshape': the shape input must be a 1-D tensor; it has rank 2");
 }
+
+TEST_CASE("strict shapes: Transpose's perm has no negative entries, Concat no scalars") {
+  // mutate_models.py seed 1: m836 (perm [0, -2, 3, 1]), m937 (a Concat input's dims cleared).
+  auto ok = model_proto();
+  attr_ints(add_node(ok, "Transpose", {"x"}, {"y"}, "tr"), "perm", {1, 0});
+  CHECK(optimize(ok) == "");
+  auto neg = model_proto();
+  attr_ints(add_node(neg, "Transpose", {"x"}, {"y"}, "tr"), "perm", {-1, 0});
+  CHECK(optimize(neg) == "shape inference: Transpose 'tr': perm entry -1 is not an axis of input [2,3]");
+  auto scalar = model_proto();
+  add_input(scalar, "s", {});
+  attr_int(add_node(scalar, "Concat", {"s", "s"}, {"y"}, "cat"), "axis", 0);
+  CHECK(optimize(scalar) == "shape inference: Concat 'cat': a scalar input: Concat's inputs have rank 1 or more");
+}

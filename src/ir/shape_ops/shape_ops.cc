@@ -3,6 +3,7 @@
 // Expand, ConstantOfShape, Range, ...). These also propagate symbolic contents.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "ir/shape_ops/common.h"
@@ -131,7 +132,9 @@ void transpose_fn(ShapeContext& c) {
   Shape out;
   std::set<int64_t> seen;
   for (int64_t p : perm) {
-    const int64_t a = c.normalize_axis(p, r);
+    // ONNX's perm is a permutation of 0..rank-1: no negative entries.
+    if (p < 0 || p >= r) c.fail("perm entry " + std::to_string(p) + " is not an axis of input " + shp(*s));
+    const int64_t a = p;
     if (!seen.insert(a).second) c.fail("perm repeats axis " + std::to_string(a));
     out.push_back((*s)[a]);
   }
@@ -207,6 +210,7 @@ void concat_fn(ShapeContext& c) {
   if (!first) return;
   const int64_t r = static_cast<int64_t>(first->size());
   if (!c.node().has_attr("axis")) c.fail("missing attribute 'axis'");
+  if (r == 0) c.fail("a scalar input: Concat's inputs have rank 1 or more");
   const int64_t axis = c.normalize_axis(c.node().attr_int("axis", 0), r);
   Shape out = *first;
   std::optional<SymExpr> sum = SymExpr::constant(0);
@@ -623,8 +627,11 @@ void range_fn(ShapeContext& c) {
   auto dc = delta ? delta->constant_value() : std::nullopt;
   if (dc && *dc == 0) c.fail("delta is 0");
   if (sc && lc && dc) {
-    const int64_t span = *lc - *sc;
-    const int64_t n = std::max<int64_t>(0, *dc > 0 ? (span + *dc - 1) / *dc : (-span - *dc - 1) / -*dc);
+    // In 128 bits: start, limit and delta near INT64's ends overflow 64.
+    const __int128 span = static_cast<__int128>(*lc) - *sc, d = *dc;
+    const __int128 len = d > 0 ? (span + d - 1) / d : (-span - d - 1) / -d;
+    if (len > std::numeric_limits<int64_t>::max()) c.fail("Range has more than 2^63 elements");
+    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(len));
     c.set_output_shape(0, {Dim::of(n)});
     if (n <= 64 && !dtype_is_float(c.input_dtype(0))) {
       SymbolicContents v;
