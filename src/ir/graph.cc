@@ -303,16 +303,17 @@ Node* Graph::find_node(const std::string& name) const {
   return nullptr;
 }
 
-std::vector<Node*> Graph::topo_order() const {
+std::vector<Node*> Graph::topo_order(OnCycle on_cycle) const {
   std::unordered_map<Node*, int> pending;
   std::vector<Node*> order;
   std::vector<Node*> ready;
+  auto produced_here = [&](const Value* v) { return v && v->producer && node_pos_.count(v->producer); };
   for (const auto& n : nodes_) {
     int deps = 0;
     for (Value* v : n->inputs)
-      if (v && v->producer) ++deps;
+      if (produced_here(v)) ++deps;
     for (Value* v : n->implicit_inputs)
-      if (v && v->producer) ++deps;
+      if (produced_here(v)) ++deps;
     pending[n.get()] = deps;
   }
   // Keep the original relative order among ready nodes: stable and deterministic.
@@ -339,9 +340,11 @@ std::vector<Node*> Graph::topo_order() const {
     }
   }
   if (order.size() != nodes_.size()) {
-    for (const auto& n : nodes_)
-      if (pending[n.get()] > 0)
-        throw Error("graph has a cycle through node " + n->label());
+    for (const auto& n : nodes_) {
+      if (pending[n.get()] <= 0) continue;
+      if (on_cycle == OnCycle::Throw) throw Error("graph has a cycle through node " + n->label());
+      order.push_back(n.get());
+    }
   }
   return order;
 }

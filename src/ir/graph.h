@@ -187,11 +187,14 @@ class Graph {
   void replace_all_uses(Value* from, Value* to);
   Node* find_node(const std::string& name) const;
 
-  // The nodes with producers first (implicit inputs count), keeping the list's
-  // relative order among nodes that are ready together: a sorted list comes
-  // back as it is. Throws Error naming a node on a cycle. The one topological
-  // sort: topo_sort() applies it, a Session runs in it.
-  std::vector<Node*> topo_order() const;
+  // The nodes with producers first (implicit inputs count; a producer that is
+  // not a node of this graph does not), keeping the list's relative order
+  // among nodes that are ready together: a sorted list comes back as it is.
+  // The one topological sort: topo_sort() applies it, a Session runs in it,
+  // shape inference walks it (OnCycle::Last: nodes on a cycle come last, in
+  // list order, instead of an Error naming one of them).
+  enum class OnCycle { Throw, Last };
+  std::vector<Node*> topo_order(OnCycle on_cycle = OnCycle::Throw) const;
   // Reorders the node list into topo_order().
   void topo_sort();
   // Checks use lists, producers, that every input is produced, an initializer

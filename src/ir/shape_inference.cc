@@ -1,7 +1,6 @@
 #include "ir/shape_inference.h"
 
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <set>
 #include <unordered_set>
@@ -340,45 +339,6 @@ std::optional<std::vector<int64_t>> ShapeInferenceResult::symbolic_ints(const Va
 
 // --- driver -----------------------------------------------------------------------
 
-namespace {
-
-// Kahn's order over the current node list (stable: list order among ready
-// nodes). Nodes on a cycle come last in list order.
-std::vector<Node*> topological_order(const Graph& g) {
-  std::unordered_map<const Node*, int> pending;
-  std::unordered_map<const Node*, std::vector<Node*>> users;
-  std::unordered_set<const Node*> in_graph;
-  for (const auto& n : g.nodes()) in_graph.insert(n.get());
-  for (const auto& n : g.nodes()) {
-    std::set<const Node*> preds;
-    auto add = [&](const Value* v) {
-      if (v && v->producer && in_graph.count(v->producer) && v->producer != n.get()) preds.insert(v->producer);
-    };
-    for (const Value* v : n->inputs) add(v);
-    for (const Value* v : n->implicit_inputs) add(v);
-    pending[n.get()] = static_cast<int>(preds.size());
-    for (const Node* p : preds) users[p].push_back(n.get());
-  }
-  std::vector<Node*> order;
-  std::deque<Node*> ready;
-  for (const auto& n : g.nodes())
-    if (pending[n.get()] == 0) ready.push_back(n.get());
-  std::unordered_set<const Node*> done;
-  while (!ready.empty()) {
-    Node* n = ready.front();
-    ready.pop_front();
-    order.push_back(n);
-    done.insert(n);
-    for (Node* u : users[n])
-      if (--pending[u] == 0) ready.push_back(u);
-  }
-  for (const auto& n : g.nodes())
-    if (!done.count(n.get())) order.push_back(n.get());
-  return order;
-}
-
-}  // namespace
-
 void register_dtype_rule(DTypeRule rule) { dtype_rule() = std::move(rule); }
 
 ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
@@ -390,7 +350,7 @@ ShapeInferenceResult infer_shapes(Graph& g, const ShapeInferenceOptions& opts) {
     if (static_cast<int64_t>(c.size()) <= opts.max_tracked_elements) res.contents[v] = c;
   std::set<std::string> unknown;
 
-  const std::vector<Node*> order = topological_order(g);
+  const std::vector<Node*> order = g.topo_order(Graph::OnCycle::Last);
   if (opts.reset) {
     for (Node* n : order)
       for (Value* v : n->outputs)
