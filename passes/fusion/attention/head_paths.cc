@@ -217,10 +217,28 @@ Value* flattened_kt(const Node* outer) {
   return y;
 }
 
+// Walks up from x through at most 4 scalar factors (their product joins
+// hp.scale) and passthrough nodes, recording them in hp.nodes; returns the
+// value above them (the projection's output).
+Value* absorb_projection_scale(HeadPath& hp, Value* x) {
+  for (int k = 0; k < 4 && x->producer; ++k) {
+    if (auto f = scalar_factor(x->producer)) {
+      hp.scale *= f->first;
+      hp.nodes.push_back(x->producer);
+      x = f->second;
+    } else if (is_passthrough(x->producer)) {
+      hp.nodes.push_back(x->producer);
+      x = x->producer->input(0);
+    } else {
+      break;
+    }
+  }
+  return x;
+}
+
 }  // namespace
 
 // Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
-
 // operand must be (Q, V: 0,2,1,3; Kᵀ: 0,2,3,1).
 HeadPath trace_head(Value* v, const Perm& want, bool flat) {
   HeadPath hp;
@@ -245,20 +263,7 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
             return hp;
           }
           hp.nodes.insert(hp.nodes.end(), {n, r});
-          Value* x = r->input(0);
-          for (int k = 0; k < 4 && x->producer; ++k) {  // q * scaling on the [S, B, E] projection
-            if (auto f = scalar_factor(x->producer)) {
-              hp.scale *= f->first;
-              hp.nodes.push_back(x->producer);
-              x = f->second;
-            } else if (is_passthrough(x->producer)) {
-              hp.nodes.push_back(x->producer);
-              x = x->producer->input(0);
-            } else {
-              break;
-            }
-          }
-          hp.src = x;
+          hp.src = absorb_projection_scale(hp, r->input(0));  // q * scaling on the [S, B, E] projection
           hp.seq_first = hp.materialize = true;
           hp.heads = sf->first;
           hp.dim = sf->second;
@@ -384,18 +389,7 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       hp.fail = check_split_reshape(n, heads->first, heads->second);
       hp.nodes.push_back(n);
       // A scalar scale on the 3-D projection (Whisper: q_proj(x) * scaling) joins `scale`.
-      for (int k = 0; k < 4 && x->producer; ++k) {
-        if (auto f = scalar_factor(x->producer)) {
-          hp.scale *= f->first;
-          hp.nodes.push_back(x->producer);
-          x = f->second;
-        } else if (is_passthrough(x->producer)) {
-          hp.nodes.push_back(x->producer);
-          x = x->producer->input(0);
-        } else {
-          break;
-        }
-      }
+      x = absorb_projection_scale(hp, x);
       hp.src = x;
       hp.heads = heads->first;
       hp.dim = heads->second;
