@@ -16,6 +16,20 @@ namespace fuseopt::cuda_fused {
 void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
                       void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream);
 
+// One tensor's append for launch_kv_append_pair: past [B, Hkv, Sp, D], the new rows read at
+// now + b·now_batch + s·now_seq + h·D (elements), present [B, Hkv, St, D].
+struct KvAppend {
+  const void* past;
+  const void* now;
+  int64_t now_seq, now_batch;
+  void* present;
+  int64_t D;
+};
+// K's and V's appends in one launch where both move as 16-byte words (a decode step's
+// case), else as two launch_kv_append calls.
+void launch_kv_append_pair(size_t elem_size, const KvAppend& k, const KvAppend& v, int64_t B, int64_t Hkv, int64_t Sp,
+                           int64_t St, cudaStream_t stream);
+
 // Whether the split-KV decode kernel is taken for S_q = 1 over a cache (no attn_bias, no
 // softcap): FUSEOPT_FLASH_DECODE "1" on, "0" off; unset: from this many keys (past + new) on.
 // Measured on the H200 (Llama-1B decode shapes, 32/8 heads, D 64, per layer): 9.3 us split

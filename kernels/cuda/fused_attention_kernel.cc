@@ -78,24 +78,25 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     const int64_t Sp = l.Sp;
     const int64_t St = Sp + Skv;
     cudaStream_t st = cuda_fused::stream_of(ctx);
-    // One launch per tensor (fused_attention_kv_cache.cu): present[b, h, t] = past, then the new
-    // rows. Every attention kernel reads the present in place ([B, Hkv, St, D]: seq stride D,
-    // head stride St·D), so there is no second, re-laid-out copy.
-    auto append = [&](const RtTensor* past, const void* now, int64_t now_seq, int64_t now_batch, int64_t d, size_t out,
-                      int64_t& seq_stride, int64_t& head_stride, int64_t& batch_stride) -> const void* {
+    // One launch for K and V (fused_attention_kv_cache.cu): present[b, h, t] = past, then the
+    // new rows. Every attention kernel reads the present in place ([B, Hkv, St, D]: seq stride
+    // D, head stride St·D), so there is no second, re-laid-out copy.
+    auto present_of = [&](size_t out, int64_t d) -> void* {
       RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
-      void* pp = pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
-      cuda_fused::launch_kv_append(esz, past->data, now, now_seq, now_batch, pp, B, Hkv, Sp, St, d, st);
-      FUSED_LAUNCH_CHECK(node.label());
-      seq_stride = d;
-      head_stride = St * d;
-      batch_stride = Hkv * St * d;
-      return pp;
+      return pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
     };
-    a.k = append(past_k, a.k, a.k_seq_stride, a.k_batch_stride, Dh, 1, a.k_seq_stride, a.k_head_stride,
-                 a.k_batch_stride);
-    a.v = append(past_v, a.v, a.v_seq_stride, a.v_batch_stride, Dv, 2, a.v_seq_stride, a.v_head_stride,
-                 a.v_batch_stride);
+    const cuda_fused::KvAppend k{past_k->data, a.k, a.k_seq_stride, a.k_batch_stride, present_of(1, Dh), Dh};
+    const cuda_fused::KvAppend v{past_v->data, a.v, a.v_seq_stride, a.v_batch_stride, present_of(2, Dv), Dv};
+    cuda_fused::launch_kv_append_pair(esz, k, v, B, Hkv, Sp, St, st);
+    FUSED_LAUNCH_CHECK(node.label());
+    a.k = k.present;
+    a.k_seq_stride = Dh;
+    a.k_head_stride = St * Dh;
+    a.k_batch_stride = Hkv * St * Dh;
+    a.v = v.present;
+    a.v_seq_stride = Dv;
+    a.v_head_stride = St * Dv;
+    a.v_batch_stride = Hkv * St * Dv;
     Skv = St;
   }
   a.B = static_cast<int>(B);
