@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "kernels/cuda/gemm_host.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;
@@ -185,6 +186,26 @@ TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output row
         check_case(c, dt);
         check_case(c, dt);
       }
+  unsetenv("FUSEOPT_GEMM_PAD_N");
+}
+
+// Which GEMMs split (host-side policy, no GPU needed): 16-bit, B read as [N, K]
+// with 16-byte rows, N not a multiple of 8, M x N >= 2^22 unless forced.
+TEST_CASE("odd-N GEMM split policy (aligned_columns)", "[gemm]") {
+  using cuda_gemm::aligned_columns;
+  unsetenv("FUSEOPT_GEMM_PAD_N");
+  CHECK(aligned_columns(DType::Float16, 4096, 30522, 768, true) == 30520);   // BERT-MLM decoder, 32x128
+  CHECK(aligned_columns(DType::BFloat16, 4096, 50257, 768, true) == 50256);  // GPT-2 LM head
+  CHECK(aligned_columns(DType::Float16, 128, 30522, 768, true) == 30522);    // 1x128: below 2^22 outputs
+  CHECK(aligned_columns(DType::Float16, 4096, 30522, 768, false) == 30522);  // B [K, N]: rows unaligned too
+  CHECK(aligned_columns(DType::Float, 4096, 30522, 768, true) == 30522);     // fp32 rows: no split
+  CHECK(aligned_columns(DType::Float16, 4096, 30520, 768, true) == 30520);   // aligned already
+  CHECK(aligned_columns(DType::Float16, 4096, 30522, 765, true) == 30522);   // B rows not 16-byte
+  setenv("FUSEOPT_GEMM_PAD_N", "0", 1);
+  CHECK(aligned_columns(DType::Float16, 4096, 30522, 768, true) == 30522);
+  setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
+  CHECK(aligned_columns(DType::Float16, 38, 71, 64, true) == 64);
+  CHECK(aligned_columns(DType::Float16, 38, 63, 64, true) == 63);  // N < 64: not worth two GEMMs
   unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 
