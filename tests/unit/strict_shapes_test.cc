@@ -171,3 +171,18 @@ TEST_CASE("strict shapes: Transpose's perm has no negative entries, Concat no sc
   attr_int(add_node(scalar, "Concat", {"s", "s"}, {"y"}, "cat"), "axis", 0);
   CHECK(optimize(scalar) == "shape inference: Concat 'cat': a scalar input: Concat's inputs have rank 1 or more");
 }
+
+TEST_CASE("strict shapes: a Conv window that does not fit the input, window attributes in range") {
+  // mutate_models.py seed 3 m46: kernel_shape [2147483647, 3].
+  auto conv = model_proto();
+  add_input(conv, "img", {1, 2, 5, 5});
+  add_input(conv, "w", {4, 2, 3, 3});
+  add_node(conv, "Conv", {"img", "w"}, {"y"}, "conv");
+  auto big = conv;
+  attr_ints(big.mutable_graph()->mutable_node(0), "kernel_shape", {2147483647, 3});
+  CHECK(optimize(big) == "shape inference: Conv 'conv': spatial axis 0: the window (kernel 2147483647, dilation 1) "
+                         "does not fit the input's 5 plus pads 0");
+  auto stride = conv;
+  attr_ints(stride.mutable_graph()->mutable_node(0), "strides", {0, 1});
+  CHECK(optimize(stride) == "shape inference: Conv 'conv': strides entry 0 is out of range [1, 2^31]");
+}

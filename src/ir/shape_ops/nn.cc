@@ -26,6 +26,18 @@ struct Window {
   std::string auto_pad;
 };
 
+// window_out for a node: a window larger than the padded input gives no output, which ONNX refuses.
+Dim checked_window_out(const ShapeContext& c, size_t axis, const Dim& in, int64_t kernel, int64_t stride,
+                       int64_t dilation, int64_t pad_total, const std::string& auto_pad, bool ceil_mode) {
+  const bool explicit_pads = auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER";
+  const int64_t pads = auto_pad == "VALID" ? 0 : pad_total;
+  if (explicit_pads && in.known() && kernel > 0 && static_cast<__int128>(in.value) + pads < static_cast<__int128>(dilation) * (kernel - 1) + 1)
+    c.fail("spatial axis " + std::to_string(axis) + ": the window (kernel " + std::to_string(kernel) + ", dilation " +
+           std::to_string(dilation) + ") does not fit the input's " + in.str() + " plus pads " +
+           std::to_string(pads));
+  return window_out(in, kernel, stride, dilation, pad_total, auto_pad, ceil_mode);
+}
+
 Window window_attrs(const ShapeContext& c, size_t spatial, const std::vector<int64_t>& kernel) {
   Window w;
   w.kernel = kernel;
@@ -36,6 +48,19 @@ Window window_attrs(const ShapeContext& c, size_t spatial, const std::vector<int
   if (w.kernel.size() != spatial || w.strides.size() != spatial || w.dilations.size() != spatial ||
       w.pads.size() != 2 * spatial)
     c.fail("kernel_shape/strides/dilations/pads do not match " + std::to_string(spatial) + " spatial dims");
+  // ONNX's ranges (kernel -1: not known, read from a weight of unknown dims); the
+  // 2^31 cap keeps the window arithmetic in 64 bits.
+  constexpr int64_t kCap = int64_t(1) << 31;
+  auto check = [&](const std::vector<int64_t>& v, const char* what, int64_t lo, bool minus_one_ok) {
+    for (int64_t x : v)
+      if ((x < lo && !(minus_one_ok && x == -1)) || x > kCap)
+        c.fail(std::string(what) + " entry " + std::to_string(x) + " is out of range [" +
+               (lo == -kCap ? std::string("-2^31") : std::to_string(lo)) + ", 2^31]");
+  };
+  check(w.kernel, "kernel_shape", 1, true);
+  check(w.strides, "strides", 1, false);
+  check(w.dilations, "dilations", 1, false);
+  check(w.pads, "pads", -kCap, false);
   return w;
 }
 
@@ -65,7 +90,7 @@ void conv_fn(ShapeContext& c) {
   const Window win = window_attrs(c, spatial, kernel);
   for (size_t i = 0; i < spatial; ++i)
     out.push_back(kernel[i] < 0 ? Dim::unknown()
-                                : window_out((*x)[i + 2], kernel[i], win.strides[i], win.dilations[i],
+                                : checked_window_out(c, i, (*x)[i + 2], kernel[i], win.strides[i], win.dilations[i],
                                              win.pads[i] + win.pads[i + spatial], win.auto_pad, false));
   c.set_output_shape(0, out);
 }
@@ -116,7 +141,7 @@ void pool_fn(ShapeContext& c) {
   const bool ceil_mode = c.node().attr_int("ceil_mode", 0) != 0;
   Shape out{(*x)[0], (*x)[1]};
   for (size_t i = 0; i < spatial; ++i)
-    out.push_back(window_out((*x)[i + 2], kernel[i], win.strides[i], win.dilations[i],
+    out.push_back(checked_window_out(c, i, (*x)[i + 2], kernel[i], win.strides[i], win.dilations[i],
                              win.pads[i] + win.pads[i + spatial], win.auto_pad, ceil_mode));
   c.set_output_shape(0, out);
   if (c.has_output(1)) c.set_output_shape(1, out);
