@@ -128,6 +128,12 @@ std::string tensor_proto_problem(const TP& t) {
     return "has data_location " + std::to_string(t.data_location()) + ", which ONNX does not define";
   if (t.data_location() == TP::EXTERNAL) {
     if (!set.empty()) return std::string("is stored externally but also carries ") + set[0].name;
+    // offset and length are decimal byte counts (the loader reads them so).
+    for (const auto& e : t.external_data())
+      if ((e.key() == "offset" || e.key() == "length") &&
+          (e.value().empty() || e.value().size() > 18 ||
+           e.value().find_first_not_of("0123456789") != std::string::npos))
+        return "has external data " + e.key() + " " + quoted(e.value()) + ", which is not a byte count";
     for (const auto& e : t.external_data())
       if (e.key() == "location" && !e.value().empty()) return "";
     return "is stored externally but its external_data has no location";

@@ -127,6 +127,20 @@ TEST_CASE("tensor protos: external data") {
   auto loc = floats({1}, 1);
   loc.set_data_location(static_cast<onnx::TensorProto::DataLocation>(1));
   CHECK(tensor_proto_problem(loc) == "is stored externally but also carries raw_data");
+  // mutate_models.py seed 5 m76: an offset of -5 in a Constant's tensor reached the loader,
+  // whose message named no file.
+  onnx::TensorProto off;
+  off.set_data_type(onnx::TensorProto::FLOAT);
+  off.add_dims(4);
+  off.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* l = off.add_external_data();
+  l->set_key("location");
+  l->set_value("w.bin");
+  CHECK(tensor_proto_problem(off) == "");
+  auto* o = off.add_external_data();
+  o->set_key("offset");
+  o->set_value("-5");
+  CHECK(tensor_proto_problem(off) == "has external data offset '-5', which is not a byte count");
 }
 
 TEST_CASE("tensor protos: in a Constant's value") {
