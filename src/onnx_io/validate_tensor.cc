@@ -5,6 +5,8 @@
 #include <sstream>
 #include <vector>
 
+#include "util/error.h"
+
 namespace fuseopt {
 
 namespace {
@@ -133,7 +135,7 @@ std::string tensor_proto_problem(const TP& t) {
       if ((e.key() == "offset" || e.key() == "length") &&
           (e.value().empty() || e.value().size() > 18 ||
            e.value().find_first_not_of("0123456789") != std::string::npos))
-        return "has external data " + e.key() + " " + quoted(e.value()) + ", which is not a byte count";
+        return "external data " + e.key() + " " + quoted(e.value()) + " is not a byte count";
     for (const auto& e : t.external_data())
       if (e.key() == "location" && !e.value().empty()) return "";
     return "is stored externally but its external_data has no location";

@@ -140,7 +140,7 @@ TEST_CASE("tensor protos: external data") {
   auto* o = off.add_external_data();
   o->set_key("offset");
   o->set_value("-5");
-  CHECK(tensor_proto_problem(off) == "has external data offset '-5', which is not a byte count");
+  CHECK(tensor_proto_problem(off) == "external data offset '-5' is not a byte count");
 }
 
 TEST_CASE("tensor protos: in a Constant's value") {
