@@ -188,6 +188,38 @@ void collect_types(const Context& ctx, const onnx::GraphProto& g, const Site& si
     if (init.data_type() != 0) declare(init.name(), init.data_type(), "initializer");
   for (const auto& vi : g.output()) add(vi, "graph output");
   for (const auto& vi : g.value_info()) add(vi, "value_info");
+
+  // An initializer's shape is its dims: a declaration of it with another rank
+  // or another known dim contradicts it (the loader took the declaration, ONNX
+  // the dims, and the model written out carried the contradiction).
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& init : g.initializer()) inits.emplace(init.name(), &init);
+  auto dims_text = [](auto begin, auto end, auto value) {
+    std::string s = "[";
+    for (auto it = begin; it != end; ++it) s += (it == begin ? "" : ",") + value(*it);
+    return s + "]";
+  };
+  auto check_shape = [&](const onnx::ValueInfoProto& vi, const char* what) {
+    auto it = inits.find(vi.name());
+    if (it == inits.end() || !vi.has_type() || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+      return;
+    const auto& shape = vi.type().tensor_type().shape();
+    const auto& dims = it->second->dims();
+    bool differ = shape.dim_size() != dims.size();
+    for (int i = 0; !differ && i < shape.dim_size(); ++i)
+      differ = shape.dim(i).has_dim_value() && shape.dim(i).dim_value() != dims.Get(i);
+    if (!differ) return;
+    auto dim_str = [](const onnx::TensorShapeProto::Dimension& d) {
+      return d.has_dim_value() ? std::to_string(d.dim_value()) : d.has_dim_param() ? printable(d.dim_param()) : "?";
+    };
+    ctx.fail(std::string(what) + " " + quoted(vi.name()) + site.scope,
+             "declares shape " + dims_text(shape.dim().begin(), shape.dim().end(), dim_str) +
+                 ", but the initializer's dims are " +
+                 dims_text(dims.begin(), dims.end(), [](int64_t d) { return std::to_string(d); }));
+  };
+  for (const auto& vi : g.input()) check_shape(vi, "graph input");
+  for (const auto& vi : g.output()) check_shape(vi, "graph output");
+  for (const auto& vi : g.value_info()) check_shape(vi, "value_info");
 }
 
 void validate_graph(Context& ctx, const onnx::GraphProto& g, const Scope* parent, const Site& outer, int64_t ir_version) {
