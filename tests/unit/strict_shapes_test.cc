@@ -186,3 +186,17 @@ TEST_CASE("strict shapes: a Conv window that does not fit the input, window attr
   attr_ints(stride.mutable_graph()->mutable_node(0), "strides", {0, 1});
   CHECK(optimize(stride) == "shape inference: Conv 'conv': strides entry 0 is out of range [1, 2^31]");
 }
+
+TEST_CASE("strict shapes: keepdims is 0 or 1") {
+  // mutate_models.py seed 6 m798/m829: ONNX reads keepdims = 2 as "drop", kernels as "keep".
+  auto ok = model_proto();
+  auto* r = add_node(ok, "ReduceMean", {"x"}, {"y"}, "rm");
+  attr_ints(r, "axes", {1});
+  attr_int(r, "keepdims", 0);
+  CHECK(optimize(ok) == "");
+  auto two = model_proto();
+  auto* n = add_node(two, "ReduceMean", {"x"}, {"y"}, "rm");
+  attr_ints(n, "axes", {1});
+  attr_int(n, "keepdims", 2);
+  CHECK(optimize(two) == "shape inference: ReduceMean 'rm': keepdims is 2; it is 0 or 1");
+}

@@ -7,12 +7,21 @@
 namespace fuseopt::shape_ops {
 namespace {
 
+// keepdims is a flag: ONNX's inference reads 1 as keep and anything else as
+// drop, kernels (ours, ONNX Runtime's) read nonzero as keep; only 0 and 1 mean
+// one thing (mutate_models.py seed 6: keepdims = 2 came out as invalid).
+bool keepdims(const ShapeContext& c) {
+  const int64_t k = c.node().attr_int("keepdims", 1);
+  if (k != 0 && k != 1) c.fail("keepdims is " + std::to_string(k) + "; it is 0 or 1");
+  return k == 1;
+}
+
 void reduce(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
   const Shape* s = shape_of(c, 0);
   if (!s) return;
   const int64_t rank = static_cast<int64_t>(s->size());
-  const bool keep = c.node().attr_int("keepdims", 1) != 0;
+  const bool keep = keepdims(c);
   const bool noop_empty = c.node().attr_int("noop_with_empty_axes", 0) != 0;
   IntList axes = int_list(c, "axes", 1);
   if (axes.present && !axes.v) {
@@ -49,7 +58,7 @@ void arg_reduce(ShapeContext& c) {
   const int64_t rank = static_cast<int64_t>(s->size());
   const int64_t axis = c.normalize_axis(c.node().attr_int("axis", 0), rank);
   Shape out = *s;
-  if (c.node().attr_int("keepdims", 1) != 0) out[axis] = Dim::of(1);
+  if (keepdims(c)) out[axis] = Dim::of(1);
   else out.erase(out.begin() + axis);
   c.set_output_shape(0, out);
 }
