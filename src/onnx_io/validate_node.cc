@@ -330,10 +330,10 @@ std::string type_constraint_problem(const OpSignature& sig, const std::string& o
     const std::string who = what + " " + quoted(v.name);
     const bool variable = f->type_str.rfind("tensor(", 0) != 0;
     // A formal of one integer or bool type (Reshape's shape, Unsqueeze's axes,
-    // Where's condition) keeps it in every later opset; the float ones did not
-    // (DequantizeLinear-19's y became T2), so above libonnx's opsets only these
-    // are held to their set.
-    const bool fixed_index = !variable && c->second.size() == 1 && kIndexTypes.count(c->second[0]);
+    // Where's condition B, Shape's output T1) keeps it in every later opset; the
+    // float ones did not (DequantizeLinear-19's y became T2), so above libonnx's
+    // opsets only these are held to their set.
+    const bool fixed_index = c->second.size() == 1 && kIndexTypes.count(c->second[0]);
     if ((exact || fixed_index) && std::find(c->second.begin(), c->second.end(), et) == c->second.end()) {
       problem = who + " is " + validation::type_name(et) + ", which " + printable(op_type) + "'s " +
                 (variable ? f->type_str + " does not allow (it allows " + validation::type_list(c->second) + ")"

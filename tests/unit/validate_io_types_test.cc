@@ -220,6 +220,12 @@ TEST_CASE("validate: integer formals keep their type above libonnx's opsets, dom
   auto split = model_proto(18);
   add_node(split, "Split", {"x", "x"}, {"y", "z"}, "sp");
   CHECK_THAT(message_of(split), Contains("input 1 'x' is FLOAT, which Split's 'split' does not allow"));
+  // A variable of one bool type too: Where's condition B (mutate_models.py seed 8 m246).
+  auto where = model_proto(18);
+  add_input(where, "c", onnx::TensorProto::UINT8);
+  add_node(where, "Where", {"c", "x", "x"}, {"y"}, "w");
+  CHECK_THAT(message_of(where), Contains("(Where, opset 18): input 0 'c' is UINT8, which Where's B does not allow "
+                                         "(it allows BOOL)"));
   // ONNX Runtime has com.microsoft at version 1 only.
   auto ms = model_proto(17);
   add_node(ms, "Relu", {"x"}, {"y"}, "relu");
