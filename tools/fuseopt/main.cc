@@ -403,7 +403,14 @@ int main(int argc, char** argv) {
     so.input_path = in_path;
     if (external_data) so.external = SaveOptions::External::Always;
     progress.set("saving " + out_path);
-    save_model(*g, out_path, so);
+    try {
+      save_model(*g, out_path, so);
+    } catch (const Error& e) {
+      // Writing the fused ops' function bodies can refuse a node: name the model it came from.
+      const std::string m = e.what();
+      if (m.rfind(out_path, 0) == 0 || m.rfind(in_path, 0) == 0) throw;
+      throw Error(in_path + ": " + m);
+    }
     if (!report_path.empty()) {
       AtomicFile f(report_path);
       f.write(json);
