@@ -1,9 +1,9 @@
 // launch_pack_rows (gemm_pack.h). One thread moves 8 elements: one 16-byte
 // load from the aligned padded row, then the widest stores the destination's
 // alignment allows (16, 4 or 2 bytes). A warp's stores cover 512 contiguous
-// bytes whatever their width, so DRAM sees full sectors; the kernel runs at
-// copy bandwidth (cudaMemcpy2DAsync with a 61,044-byte pitch did not: the
-// padded GEMM was slower end to end with it, NOTES-perf.md v12).
+// bytes whatever their width, so DRAM sees full sectors. (Session 6 packed
+// with cudaMemcpy2DAsync and kept N unsplit; that was slower end to end, for
+// reasons not isolated: NOTES-perf.md v12.)
 #include <cstdint>
 
 #include "kernels/cuda/fused_common.h"

@@ -16,30 +16,14 @@
 
 namespace fuseopt::test {
 
-// Runs exactly one registered pass (to its fixed point) on g.
+// Runs exactly one registered pass (to its fixed point) on g; _unchecked
+// without the up-front strict shape inference (see run_pass_manager).
 inline FusionReport run_one_pass(Graph& g, const std::string& pass, PassOptions options = {}) {
-  PassManagerOptions o;
-  o.only = {pass};
-  o.pass_options = options;
-  PassManager pm(o);
-  FusionReport report;
-  pm.run(g, report);
-  return report;
+  return run_passes(g, {pass}, options);
 }
 
-// The same without the up-front strict shape inference: for graphs that are
-// invalid ONNX on purpose (Add(FLOAT, DOUBLE): the schema's "one type
-// variable, one type" refuses them before any pass runs). What such a test
-// checks is the pass's own refusal, which still guards --no-validate input.
 inline FusionReport run_one_pass_unchecked(Graph& g, const std::string& pass, PassOptions options = {}) {
-  PassManagerOptions o;
-  o.only = {pass};
-  o.pass_options = options;
-  o.check_shapes = false;
-  PassManager pm(o);
-  FusionReport report;
-  pm.run(g, report);
-  return report;
+  return run_passes_unchecked(g, {pass}, options);
 }
 
 inline int matched(const FusionReport& r, const std::string& pattern) {

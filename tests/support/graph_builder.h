@@ -92,27 +92,28 @@ inline std::vector<Tensor> run_cpu(const Graph& g, const std::map<std::string, T
 
 // Runs the named passes (PassManager semantics: to a fixed point, verify after
 // each) and returns the report. run_passes(g, {"const_fold"}).pass("const_fold")->rewrites
-inline FusionReport run_passes(Graph& g, const std::vector<std::string>& names, PassOptions po = {}) {
+// check_shapes = false skips the up-front strict shape inference, for graphs
+// built inconsistent on purpose (MatMul dims that cannot meet, Add(FLOAT,
+// DOUBLE), ...): what such a test checks is the pass's own refusal, which
+// still guards --no-validate input.
+inline FusionReport run_pass_manager(Graph& g, const std::vector<std::string>& names, PassOptions po,
+                                     bool check_shapes) {
   PassManagerOptions o;
   o.only = names;
   o.pass_options = po;
+  o.check_shapes = check_shapes;
   PassManager pm(o);
   FusionReport r;
   pm.run(g, r);
   return r;
 }
 
-// The same without the up-front strict shape inference, for graphs built
-// inconsistent on purpose (MatMul dims that cannot meet, ...): what such a test
-// checks is the pass's own refusal, which still guards --no-validate input.
-inline FusionReport run_passes_unchecked(Graph& g, const std::vector<std::string>& names) {
-  PassManagerOptions o;
-  o.only = names;
-  o.check_shapes = false;
-  PassManager pm(o);
-  FusionReport r;
-  pm.run(g, r);
-  return r;
+inline FusionReport run_passes(Graph& g, const std::vector<std::string>& names, PassOptions po = {}) {
+  return run_pass_manager(g, names, po, true);
+}
+
+inline FusionReport run_passes_unchecked(Graph& g, const std::vector<std::string>& names, PassOptions po = {}) {
+  return run_pass_manager(g, names, po, false);
 }
 
 inline int count_op(const Graph& g, const std::string& op) {
