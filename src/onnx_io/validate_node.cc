@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "onnx_io/function_bodies.h"
@@ -125,6 +126,19 @@ void check_cast_to(const Context& ctx, const onnx::NodeProto& n, const std::stri
   for (const AP& a : n.attribute())
     if (a.name() == "to" && (a.i() <= 0 || a.i() > kMaxOnnxDataType))
       ctx.fail(where, "attribute 'to' is " + std::to_string(a.i()) + ", which is not an ONNX element type");
+}
+
+// Int attributes that are flags: 0 or 1 only. ONNX's schema says INT, ONNX
+// Runtime refuses anything else ("attribute reverse can only be 0 or 1":
+// mutate_models.py seed 3 m135, CumSum reverse = 65536). keepdims is held to
+// 0/1 by shape inference (reduce.cc).
+void check_flags(const Context& ctx, const onnx::NodeProto& n, const std::string& where) {
+  static const std::map<std::string, std::set<std::string>> kFlags = {{"CumSum", {"exclusive", "reverse"}}};
+  auto op = kFlags.find(n.op_type());
+  if (op == kFlags.end()) return;
+  for (const AP& a : n.attribute())
+    if (a.type() == AP::INT && op->second.count(a.name()) && a.i() != 0 && a.i() != 1)
+      ctx.fail(where, "attribute " + quoted(a.name()) + " is " + std::to_string(a.i()) + "; it is 0 or 1");
 }
 
 void check_against(const Context& ctx, const onnx::NodeProto& n, const OpSignature& sig, const std::string& where) {
@@ -279,6 +293,7 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
     check_against(ctx, n, *sig, where);
     if (domain.empty() && n.op_type() == "Constant") check_constant(ctx, n, where);
     if (domain.empty() && n.op_type() == "Cast") check_cast_to(ctx, n, where);
+    if (domain.empty()) check_flags(ctx, n, where);
     check_types(ctx, n, *sig, opset, where, site);
     return;
   }

@@ -95,6 +95,27 @@ TEST_CASE("validate: attributes against the schema") {
   CHECK_NOTHROW(validate(ln));
 }
 
+TEST_CASE("validate: CumSum's exclusive and reverse are 0 or 1") {
+  // mutate_models.py seed 3 m135: reverse = 65536 passed; ONNX Runtime refuses it
+  // ("attribute reverse can only be 0 or 1").
+  auto cumsum = [](const char* attr, int64_t v) {
+    auto m = model_proto();
+    onnx::TensorProto axis;
+    axis.set_name("axis");
+    axis.set_data_type(onnx::TensorProto::INT64);
+    axis.add_int64_data(1);
+    add_initializer(m, axis);
+    attr_int(add_node(m, "CumSum", {"x", "axis"}, {"y"}, "cs"), attr, v);
+    return m;
+  };
+  CHECK_NOTHROW(validate(cumsum("reverse", 1)));
+  CHECK_NOTHROW(validate(cumsum("exclusive", 0)));
+  REQUIRE_THROWS_WITH(validate(cumsum("reverse", 65536)),
+                      "m.onnx: node 'cs' (CumSum, opset 17): attribute 'reverse' is 65536; it is 0 or 1");
+  REQUIRE_THROWS_WITH(validate(cumsum("exclusive", -1)),
+                      "m.onnx: node 'cs' (CumSum, opset 17): attribute 'exclusive' is -1; it is 0 or 1");
+}
+
 TEST_CASE("validate: attribute value fields agree with the type tag") {
   auto two = relu_model();
   auto* n = add_node(two, "Softmax", {"x"}, {"s"}, "sm");
