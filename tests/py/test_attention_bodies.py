@@ -4,7 +4,8 @@ node is passed through `fuseopt --passes none` (which writes the function bodies
 ONNX Runtime runs the bodies, and `fuserun --backend cpu --check` must reproduce
 ORT's outputs with the kernels (1e-4). Attention: packed / separate QKV, GQA, float
 and bool attn_bias, key-padding mask (int64 and bool), causal with S_kv != S, all
-together, logit soft-capping (softcap), masked_rows_zero (rows with no visible key give 0).
+together, logit soft-capping (softcap), masked_rows_zero (rows with no visible key give 0),
+a batch of 0 (the bodies' Reshapes write no -1: mutate_models.py seed 5 m287).
 LayerNormLinear: LN / RMS, beta, bias, skip with the Sum output, transB,
 activations, opsets 14 (primitives) and 18 (LayerNormalization)."""
 import os
@@ -16,11 +17,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fuseopt_testlib as lib  # noqa: E402
 
 
-def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=0.0, rows_zero=False, opset=17):
+def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=0.0, rows_zero=False, opset=17, B=2):
     import onnx
     from onnx import helper, TensorProto
     rng = np.random.default_rng(3)
-    B = 2
     feeds, ins = {}, []
 
     def add(name, arr, elem):
@@ -37,7 +37,7 @@ def attention_model(np, packed, H, Hkv, Dh, S, Skv, mask, bias, causal, softcap=
                    add("v", rng.standard_normal((B, Skv, Hkv * Dh)).astype("float32"), TensorProto.FLOAT)]
     if mask:
         m = np.ones((B, Skv), dtype="int64")
-        m[1, -2:] = 0
+        m[1:2, -2:] = 0
         if rows_zero:
             m[1, :] = 0  # a fully masked batch: NaN rows after the body's Softmax, 0 after its guard
         if mask == "bool":
@@ -157,6 +157,13 @@ def main():
         (True, 4, 2, 8, 5, 5, "int64", None, False, 0.0, True),
         (False, 4, 1, 8, 6, 3, "bool", None, True, 0.0, True),
     ]
+    # A batch of 0 (mutate_models.py seed 5 m287: the body's Reshape [0, 0, H, -1] was invalid
+    # ONNX for it): packed, separate with GQA and a mask, causal.
+    att_b0 = [
+        (True, 4, 4, 8, 5, 5, None, None, False),
+        (False, 4, 2, 8, 5, 5, "int64", None, False),
+        (False, 4, 1, 8, 3, 6, None, None, True),
+    ]
     lnl = [
         # rms, beta, bias, skip, transB, act
         (False, True, True, False, False, "none"),
@@ -170,6 +177,11 @@ def main():
                    f"{'_softcap' if len(c) > 9 and c[9] else ''}{'_rows0' if len(c) > 10 and c[10] else ''}")
             if args.k in tag:
                 m, f = attention_model(np, *c)
+                check(args, tmp, tag, m, f, failures)
+        for i, c in enumerate(att_b0):
+            tag = f"attention_batch0_{i}_{'packed' if c[0] else 'sep'}_h{c[1]}kv{c[2]}_{c[6]}{'_causal' if c[8] else ''}"
+            if args.k in tag:
+                m, f = attention_model(np, *c, B=0)
                 check(args, tmp, tag, m, f, failures)
         for opset in (14, 18):
             for i, c in enumerate(lnl):

@@ -53,11 +53,25 @@ onnx::AttributeProto perm(const std::vector<int64_t>& p) {
   return a;
 }
 
+// Shape(x)[from:to], a 1-D int64.
+std::string dims(FnBuilder& f, const std::string& x, int64_t from, int64_t to) {
+  return f.node("Slice", {f.node("Shape", {x}), f.ints({from}), f.ints({to})});
+}
+
+std::string concat0(FnBuilder& f, const std::vector<std::string>& parts) {
+  return f.node("Concat", parts, "", {FnBuilder::attr_int("axis", 0)});
+}
+
+// The Reshapes below spell every target dim out instead of writing -1: with a
+// batch (or sequence) of 0 the product of the other dims is 0 and ONNX refuses
+// a -1 there ("Product cannot be 0 in combination with -1"; mutate_models.py
+// seed 5 m287, batch 0, came out invalid).
+
 // [B, S, heads*D] -> [B, S, heads, D] with `heads` from an attribute.
 std::string split_heads(FnBuilder& f, const std::string& x, const std::string& heads_attr) {
-  std::string shape = f.node("Concat", {f.ints({0, 0}), unsqueeze(f, int_attr_scalar(f, heads_attr), {0}), f.ints({-1})},
-                             "", {FnBuilder::attr_int("axis", 0)});
-  return f.node("Reshape", {x, shape});
+  std::string heads = unsqueeze(f, int_attr_scalar(f, heads_attr), {0});
+  std::string d = f.node("Div", {dims(f, x, 2, 3), heads});
+  return f.node("Reshape", {x, concat0(f, {dims(f, x, 0, 2), heads, d})});
 }
 
 onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::string& ov) {
@@ -105,11 +119,10 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
     std::string rep = f.node("Div", {int_attr_scalar(f, "num_heads"), int_attr_scalar(f, "kv_num_heads")});
     std::string target = f.node("Concat", {f.ints({1, 1, 1}), unsqueeze(f, rep, {0}), f.ints({1})}, "",
                                 {FnBuilder::attr_int("axis", 0)});
-    std::string heads = f.node("Concat", {f.ints({0, 0}), unsqueeze(f, int_attr_scalar(f, "num_heads"), {0}),
-                                          f.ints({-1})}, "", {FnBuilder::attr_int("axis", 0)});
+    std::string heads = unsqueeze(f, int_attr_scalar(f, "num_heads"), {0});
     auto repeat = [&](const std::string& x) {
       std::string e = f.node("Expand", {unsqueeze(f, x, {3}), target});  // [B, Skv, Hkv, rep, Dh]
-      return f.node("Reshape", {e, heads});
+      return f.node("Reshape", {e, concat0(f, {dims(f, e, 0, 2), heads, dims(f, e, 4, 5)})});  // [B, Skv, H, Dh]
     };
     k4 = repeat(k4);
     v4 = repeat(v4);
@@ -148,7 +161,8 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
   if (ov.find("_rows0") != std::string::npos)
     p = f.node("Where", {f.node("IsNaN", {p}), f.scalar(0.0f, "query"), p});
   std::string o = f.node("Transpose", {f.node("MatMul", {p, vt})}, "", {perm({0, 2, 1, 3})});
-  f.node("Reshape", {o, f.ints({0, 0, -1})}, "Y");
+  std::string width = f.node("Mul", {dims(f, o, 2, 3), dims(f, o, 3, 4)});  // H * Dv
+  f.node("Reshape", {o, concat0(f, {dims(f, o, 0, 2), width})}, "Y");
   return f.take();
 }
 

@@ -82,7 +82,19 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   FnBuilder f("RotaryEmbedding", ov, {"X", "cos_cache", "sin_cache"}, {"Y"},
               {"interleaved", "rotary_embedding_dim", "num_heads", "rotated_heads"}, g.opset(""), fnbody::elem_type(n));
   constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
-  std::string x4 = flat ? f.node("Reshape", {"X", f.ints({0, 0, heads, -1})}) : "X";
+  // Every target dim spelled out, no -1: with a batch of 0 ONNX refuses a -1 next
+  // to a product of 0 (the same as fuseopt.Attention's body, mutate_models.py s5 m287).
+  auto dims = [&](const std::string& x, int64_t from, int64_t to) {
+    return f.node("Slice", {f.node("Shape", {x}), f.ints({from}), f.ints({to})});
+  };
+  auto concat0 = [&](const std::vector<std::string>& parts) {
+    return f.node("Concat", parts, "", {FnBuilder::attr_int("axis", 0)});
+  };
+  std::string x4 = "X";
+  if (flat) {
+    std::string h = f.ints({heads});
+    x4 = f.node("Reshape", {"X", concat0({dims("X", 0, 2), h, f.node("Div", {dims("X", 2, 3), h})})});
+  }
   const int64_t rot_heads = rotated_heads(n);
   std::string whole = x4;  // [B, S, H, D]; with rotated_heads the rotation sees its first heads only
   if (rot_heads) x4 = f.node("Slice", {whole, f.ints({0}), f.ints({rot_heads}), f.ints({2})});
@@ -113,7 +125,7 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
     y4 = f.node("Concat", {y4, rest}, "", {FnBuilder::attr_int("axis", 2)});
   }
   if (flat) {
-    f.node("Reshape", {y4, f.ints({0, 0, -1})}, "Y");
+    f.node("Reshape", {y4, concat0({dims(y4, 0, 2), f.node("Mul", {dims(y4, 2, 3), dims(y4, 3, 4)})})}, "Y");
   } else {
     f.node("Identity", {y4}, "Y");
   }
