@@ -2,6 +2,7 @@
 // im2col + GEMM; MaxPool / AveragePool (ceil_mode, count_include_pad);
 // GlobalAveragePool / GlobalMaxPool; BatchNormalization (inference).
 // 1-D cases run as 2-D with height 1.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,21 @@ namespace {
 // dm::spatial_geometry, shared with the CUDA Conv and pooling kernels.
 using Axis = dm::ConvAxis;
 using dm::spatial_geometry;
+
+// The output positions [lo, hi) of one axis whose window reaches the input: outside
+// them every tap is padding and the output is the bias alone. Large pads
+// (mutate_models.py seed 8 m534: pads 65536 on a 32-wide input) then cost the
+// input's size, not the padded size (im2col and GEMM over 65567 columns ran past
+// the timeout under ASan).
+std::pair<int64_t, int64_t> touched(const Axis& a) {
+  auto floor_div = [](int64_t n, int64_t d) { return n >= 0 ? n / d : -((-n + d - 1) / d); };
+  // o * stride - pad_begin + (k - 1) * dil >= 0  and  o * stride - pad_begin <= in - 1
+  int64_t lo = -floor_div(-(a.pad_begin - (a.k - 1) * a.dil), a.stride);  // ceil
+  int64_t hi = floor_div(a.in - 1 + a.pad_begin, a.stride) + 1;
+  lo = std::min(std::max<int64_t>(lo, 0), a.out);
+  hi = std::min(std::max(hi, lo), a.out);
+  return {lo, hi};
+}
 
 // As 2-D: returns {H axis, W axis}; 1-D inputs get a dummy H.
 std::pair<Axis, Axis> as_2d(const std::vector<Axis>& axes) {
@@ -50,27 +66,40 @@ FUSEOPT_KERNEL(cpu_Conv, "", "Conv", Backend::CPU, {DType::Float}) {
   if (bias) MATH_CHECK(ctx, bias->numel() == OC, "bias " << shape_str(bias->shape) << " must have " << OC << " elements");
   const int64_t OCg = OC / group, KK = Cg * ah.k * aw.k, P = ah.out * aw.out, HW = ah.in * aw.in;
   const float* px = x->ptr<float>();
-  const float* pw = w->ptr<float>();
   float* py = y->ptr<float>();
+  // The window positions that reach the input, [h0, h1) x [w0, w1) (Pt of them);
+  // the rest of Y is the bias (or 0).
+  const std::pair<int64_t, int64_t> th = touched(ah), tw = touched(aw);
+  const int64_t h0 = th.first, w0 = tw.first, nh = th.second - th.first, nw = tw.second - tw.first, Pt = nh * nw;
+  const bool whole = Pt == P;
+  if (!whole) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t oc = 0; oc < OC; ++oc)
+        std::fill_n(py + (n * OC + oc) * P, P, bias ? bias->ptr<float>()[oc] : 0.f);
+    if (Pt == 0) return;
+  }
+  const float* pw = w->ptr<float>();
   const bool direct = ah.k == 1 && aw.k == 1 && ah.stride == 1 && aw.stride == 1 && ah.pad_begin == 0 &&
                       aw.pad_begin == 0 && ah.pad_end == 0 && aw.pad_end == 0;
-  float* col = direct ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(KK * P) * 4));
+  float* col = direct ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(KK * Pt) * 4));
+  float* part = whole ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(OCg * Pt) * 4));
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t g = 0; g < group; ++g) {
       const float* xg = px + (n * C + g * Cg) * HW;
       const float* B = xg;
       if (!direct) {
-        // im2col: row (c, kh, kw), column (oh, ow); zeros where the window hits padding.
+        // im2col: row (c, kh, kw), column (oh, ow) of the touched positions; zeros
+        // where the window hits padding.
         parallel_for(Cg * ah.k * aw.k, 4, [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) {
             int64_t c = r / (ah.k * aw.k), kh = (r / aw.k) % ah.k, kw = r % aw.k;
-            float* dst = col + r * P;
-            for (int64_t oh = 0; oh < ah.out; ++oh) {
+            float* dst = col + r * Pt;
+            for (int64_t oh = h0; oh < h0 + nh; ++oh) {
               int64_t ih = oh * ah.stride - ah.pad_begin + kh * ah.dil;
-              for (int64_t ow = 0; ow < aw.out; ++ow) {
+              for (int64_t ow = w0; ow < w0 + nw; ++ow) {
                 int64_t iw = ow * aw.stride - aw.pad_begin + kw * aw.dil;
                 bool inside = ih >= 0 && ih < ah.in && iw >= 0 && iw < aw.in;
-                dst[oh * aw.out + ow] = inside ? xg[c * HW + ih * aw.in + iw] : 0.f;
+                dst[(oh - h0) * nw + (ow - w0)] = inside ? xg[c * HW + ih * aw.in + iw] : 0.f;
               }
             }
           }
@@ -78,12 +107,17 @@ FUSEOPT_KERNEL(cpu_Conv, "", "Conv", Backend::CPU, {DType::Float}) {
         B = col;
       }
       float* yg = py + (n * OC + g * OCg) * P;
-      cpumath::gemm(OCg, P, KK, pw + g * OCg * KK, KK, B, P, yg, P, false);
+      float* dst = whole ? yg : part;
+      cpumath::gemm(OCg, Pt, KK, pw + g * OCg * KK, KK, B, Pt, dst, Pt, false);
       if (bias) {
         const float* pb = bias->ptr<float>() + g * OCg;
         for (int64_t oc = 0; oc < OCg; ++oc)
-          for (int64_t p = 0; p < P; ++p) yg[oc * P + p] += pb[oc];
+          for (int64_t p = 0; p < Pt; ++p) dst[oc * Pt + p] += pb[oc];
       }
+      if (!whole)  // the touched rectangle into Y, whose other positions hold the bias already
+        for (int64_t oc = 0; oc < OCg; ++oc)
+          for (int64_t oh = 0; oh < nh; ++oh)
+            std::memcpy(yg + oc * P + (h0 + oh) * aw.out + w0, part + oc * Pt + oh * nw, static_cast<size_t>(nw) * 4);
     }
   }
 }
