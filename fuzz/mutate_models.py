@@ -19,7 +19,11 @@ and each run is classified:
               file (fuserun: naming the file, a node or an op of the model), and
               no output written; anything else is a bad-rejection
   accepted    exit 0: OUT must pass onnx.checker.check_model(full_check=True) and
-              open in an ONNX Runtime session; else invalid-output
+              open in an ONNX Runtime session; else invalid-output, except:
+  reference-unavailable  exit 0, OUT passes the checker, and ONNX Runtime refuses OUT
+              and the mutated input alike for want of a kernel (NOT_IMPLEMENTED, the
+              same op and version in both): the schema allows the model, the reference
+              cannot run it (Pow-15 with a bfloat16 exponent, Mul-6). Not a failure.
 
 crash, sanitizer, hang, bad-rejection and invalid-output are failures: each one's
 model is kept in --keep with a line in its FINDINGS.txt, and the exit status is 1.
@@ -42,6 +46,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 FAILURES = ("crash", "sanitizer", "hang", "bad-rejection", "invalid-output")
+REFERENCE_UNAVAILABLE = "reference-unavailable"
+# ONNX Runtime's two ways of saying it has no kernel for an op at a version.
+NO_KERNEL = re.compile(r"NOT_IMPLEMENTED : (?:Failed to find kernel for|Could not find an implementation for) "
+                       r"([A-Za-z_][A-Za-z0-9_.]*)\((\d+)\)")
 SANITIZER_EXIT = 86
 # Reports are fatal (exit 86); a huge allocation returns null (std::bad_alloc, as in a
 # release build) instead of an ASan abort, and past 3 GiB it is refused.
@@ -154,6 +162,37 @@ def check_output(path):
     return None
 
 
+def no_kernel_op(why):
+    """'Op(version)' when `why` (check_output's text) is ONNX Runtime refusing for want of a
+    kernel, the checker having passed; else None."""
+    if not why or not why.startswith("onnxruntime: "):
+        return None
+    m = NO_KERNEL.search(why)
+    return f"{m.group(1)}({m.group(2)})" if m else None
+
+
+def ort_refusal(path):
+    """ONNX Runtime's refusal of the model at `path` (the checker not asked), or None."""
+    import onnxruntime as ort
+    try:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 4
+        ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        return "onnxruntime: " + " ".join(str(e).split())[:300]
+    return None
+
+
+def reference_unavailable(why_out, why_in):
+    """The detail of a reference-unavailable run, or None: OUT passed the checker and ONNX
+    Runtime has no kernel for the same op and version in OUT and in the input."""
+    op = no_kernel_op(why_out)
+    if op is None or no_kernel_op(why_in) != op:
+        return None
+    return f"ONNX Runtime has no kernel for {op}, in the input as in the output: {why_out[:200]}"
+
+
 class ModelNames(set):
     """What a fuserun message may name instead of the file: node, value and input names
     (quoted in messages), and op types (.ops, as words)."""
@@ -195,7 +234,10 @@ def one_mutation(i, verbose=False):
         cls, detail = "invalid-output", "an output was written although fuseopt failed"
     elif cls == "accepted":
         why = check_output(out) if os.path.exists(out) else "exit 0 but no output file"
-        if why:
+        unavailable = reference_unavailable(why, ort_refusal(path)) if no_kernel_op(why) else None
+        if unavailable:
+            cls, detail = REFERENCE_UNAVAILABLE, unavailable
+        elif why:
             # For triage: writing an invalid model from a valid input is fuseopt's own bug;
             # from an invalid one, a check the loader lacks.
             cls, detail = "invalid-output", why + (" [the mutated input is valid ONNX]" if check_output(path) is None
@@ -203,7 +245,7 @@ def one_mutation(i, verbose=False):
     rec["runs"].append(("fuseopt", cls, detail, secs, err))
 
     if size <= args.fuserun_max_kb * 1024:
-        target = out if cls == "accepted" else path
+        target = out if cls in ("accepted", REFERENCE_UNAVAILABLE) else path
         rc, err, secs = run_tool([os.path.join(args.bin, "fuserun"), target, "--backend", "cpu", "--threads", "1",
                                   "-q"], args.timeout)
         if target == out:  # the optimized model's nodes (fused ones) are what its messages name
@@ -218,6 +260,8 @@ def one_mutation(i, verbose=False):
         with open(keep, "wb") as f:
             f.write(data)
         rec["kept"] = keep
+    elif any(r[1] == REFERENCE_UNAVAILABLE for r in rec["runs"]):
+        rec["noted"] = True
     if not verbose:
         rec["runs"] = [r[:4] for r in rec["runs"]]  # the stderr text only for --only
     for p in (path, out):
@@ -239,18 +283,23 @@ def summarize(recs, bases, args, wall):
             secs[tool].append(s)
         worst = next((x[1] for x in r["runs"] if x[1] in FAILURES), r["runs"][0][1])
         kinds[r["kind"]][worst] += 1
-    cols = ["accepted", "rejected"] + list(FAILURES)
+    cols = ["accepted", "rejected", REFERENCE_UNAVAILABLE] + list(FAILURES)
     print(f"\n{len(recs)} mutated models (seed {args.seed}, indices {args.start}..{args.start + len(recs) - 1}) "
           f"of {len(bases)} base models, {wall:.0f} s with {args.jobs} jobs")
-    head = f"{'':16}" + "".join(f"{c:>16}" for c in cols) + f"{'median s':>10}{'max s':>8}"
+    head = f"{'':16}" + "".join(f"{c:>22}" for c in cols) + f"{'median s':>10}{'max s':>8}"
     print(head)
     for tool, c in tools.items():
         s = sorted(secs[tool])
-        print(f"{tool:16}" + "".join(f"{c[k]:>16}" for k in cols) + f"{s[len(s) // 2]:>10.2f}{s[-1]:>8.1f}")
+        print(f"{tool:16}" + "".join(f"{c[k]:>22}" for k in cols) + f"{s[len(s) // 2]:>10.2f}{s[-1]:>8.1f}")
     print("\nper mutation kind (fuseopt's class, or the first failure of the runs)")
-    print(f"{'':22}" + "".join(f"{c:>16}" for c in cols))
+    print(f"{'':22}" + "".join(f"{c:>22}" for c in cols))
     for k in sorted(kinds):
-        print(f"{k:22}" + "".join(f"{kinds[k][c]:>16}" for c in cols))
+        print(f"{k:22}" + "".join(f"{kinds[k][c]:>22}" for c in cols))
+    noted = [r for r in recs if r.get("noted")]
+    for r in noted:  # not failures: listed so that each can be looked at
+        for tool, cls, detail, _s in (x[:4] for x in r["runs"]):
+            if cls == REFERENCE_UNAVAILABLE:
+                print(f"NOTE {cls}: {tool} on mutation {r['i']} of {r['model']} ({r['what']}): {detail}")
     failed = [r for r in recs if "kept" in r]
     if failed:
         os.makedirs(args.keep, exist_ok=True)

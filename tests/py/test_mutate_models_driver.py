@@ -2,7 +2,8 @@
 without running the tools: a mutation is a function of (seed, index) alone, every mutation kind
 changes something on the real exports, and the classifier sorts tool runs the way
 docs/testing.md says (a sanitizer report is never taken for a rejection, a rejection must be one
-line naming the file)."""
+line naming the file, ONNX Runtime lacking a kernel for input and output alike is
+reference-unavailable and nothing else is)."""
 import os
 import random
 import sys
@@ -36,6 +37,36 @@ def check_classifier(mm, fails):
         got, detail = mm.classify(tool, rc, err, path, names)
         if got != want:
             fails.append(f"classify({tool}, rc={rc}, {err.strip()[:60]!r}) = {got} ({detail}), want {want}")
+
+
+def check_reference_unavailable(mm, fails):
+    # ONNX Runtime without a kernel, for the output and the input alike (seed 1 m957, seed 6 m530):
+    # reference-unavailable; anything else stays invalid-output.
+    pow15 = ("onnxruntime: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Failed to find kernel for Pow(15) "
+             "(node:'rms.pow' ep:'CPUExecutionProvider'). Op with name (rms.pow) ...")
+    mul6 = ("onnxruntime: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for "
+            "Mul(6) node with name 'outer.scaled'")
+    add6 = mul6.replace("Mul(6)", "Add(6)")
+    other = "onnxruntime: [ONNXRuntimeError] : 1 : FAIL : attribute reverse can only be 0 or 1"
+    checker = "onnx.checker: [ShapeInferenceError] ... NOT_IMPLEMENTED : Could not find an implementation for Mul(6)"
+    cases = [
+        (pow15, pow15, True),
+        (mul6, mul6.replace("outer.scaled", "other_name"), True),  # node names may change, op and version not
+        (mul6, add6, False),      # another op refused in the input: fuseopt changed something
+        (mul6, None, False),      # the input runs: fuseopt broke it
+        (mul6, other, False),
+        (other, other, False),    # a refusal other than a missing kernel
+        (checker, checker, False),  # the checker refused the output
+        (None, None, False),
+    ]
+    for out, inp, want in cases:
+        got = mm.reference_unavailable(out, inp) is not None
+        if got != want:
+            fails.append(f"reference_unavailable({(out or '')[:50]!r}, {(inp or '')[:50]!r}) = {got}, want {want}")
+    if mm.no_kernel_op(pow15) != "Pow(15)" or mm.no_kernel_op(mul6) != "Mul(6)":
+        fails.append(f"no_kernel_op: {mm.no_kernel_op(pow15)}, {mm.no_kernel_op(mul6)}")
+    if mm.REFERENCE_UNAVAILABLE in mm.FAILURES:
+        fails.append("reference-unavailable is counted as a failure")
 
 
 def check_mutations(onnx, mut, bases, fails):
@@ -77,6 +108,7 @@ def main():
     import model_mutations as mut  # noqa: E402
     fails = []
     check_classifier(mm, fails)
+    check_reference_unavailable(mm, fails)
     rels = ["models/real/resnet_tiny_op17_ts/model.onnx", "models/synthetic/attn_gqa/model.onnx",
             "models/synthetic/if_outer_scope/model.onnx", "models/exported/torch_mha_op17_ts/model.onnx"]
     bases = [(r, onnx.load(os.path.join(args.src, r))) for r in rels if os.path.exists(os.path.join(args.src, r))]
