@@ -27,8 +27,10 @@ struct KvAppend {
 };
 // K's and V's appends in one launch where both move as 16-byte words (a decode step's
 // case), else as two launch_kv_append calls.
+// zero / zero_bytes: a region the same launch sets to 0 (the decode kernel's arrival
+// counters, flash_decode_counter_bytes at the start of its scratch), or nullptr / 0.
 void launch_kv_append_pair(size_t elem_size, const KvAppend& k, const KvAppend& v, int64_t B, int64_t Hkv, int64_t Sp,
-                           int64_t St, cudaStream_t stream);
+                           int64_t St, cudaStream_t stream, void* zero = nullptr, size_t zero_bytes = 0);
 
 // Whether the split-KV decode kernel is taken for S_q = 1 over a cache (no attn_bias, no
 // softcap): FUSEOPT_FLASH_DECODE "1" on, "0" off; unset: from this many keys (past + new) on.
@@ -37,15 +39,23 @@ void launch_kv_append_pair(size_t elem_size, const KvAppend& k, const KvAppend& 
 constexpr int64_t kFlashDecodeMinKeys = 768;
 
 bool flash_decode_supported(int Dh, int Dv, int H, int Hkv);
-// Scratch for the per-split partials (acc[Dv], max, sum per query head and split).
+// Scratch: the one-launch kernel's arrival counters (the first flash_decode_counter_bytes,
+// which must be zero at launch), then the per-split partials (acc[Dv], max, sum per query
+// head and split).
 size_t flash_decode_scratch_bytes(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv);
+size_t flash_decode_counter_bytes(int B, int H);
 // q: [B, 1, H·Dh] rows at q_batch_stride; k/v: the present [B, Hkv, St, D]; y: [B, 1, H·Dv].
+// counters_zeroed: the caller has zeroed the counters (launch_kv_append_pair's zero region);
+// else this memsets them first.
 void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
-                         const void* mask, DType mask_dtype, void* y, float* scratch, int B, int H, int Hkv, int St,
-                         int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream);
-// For tests: launches so far in this process, and whether (dt, Dh, Dv) takes the 16-byte
-// vector path (given aligned rows) rather than the scalar fallback.
+                         const void* mask, DType mask_dtype, void* y, void* scratch, int B, int H, int Hkv, int St,
+                         int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream,
+                         bool counters_zeroed = false);
+// For tests: launches so far in this process (all, and those of the one-launch kernel), and
+// whether (dt, Dh, Dv) takes the 16-byte vector path (given aligned rows) rather than the
+// scalar fallback.
 long long flash_decode_launch_count();
+long long flash_decode_fused_launch_count();
 bool flash_decode_vector_path(DType dt, int Dh, int Dv);
 
 }  // namespace fuseopt::cuda_fused

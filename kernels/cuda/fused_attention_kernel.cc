@@ -74,6 +74,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
   const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
+  void* decode_scratch = nullptr;  // flash_decode's, allocated before the append (which zeroes its counters)
   if (past_k) {
     const int64_t Sp = l.Sp;
     const int64_t St = Sp + Skv;
@@ -87,7 +88,12 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     };
     const cuda_fused::KvAppend k{past_k->data, a.k, a.k_seq_stride, a.k_batch_stride, present_of(1, Dh), Dh};
     const cuda_fused::KvAppend v{past_v->data, a.v, a.v_seq_stride, a.v_batch_stride, present_of(2, Dv), Dv};
-    cuda_fused::launch_kv_append_pair(esz, k, v, B, Hkv, Sp, St, st);
+    // The decode kernel's scratch now, so the append zeroes its arrival counters in passing.
+    if (flash_decode)
+      decode_scratch = ctx.scratch(cuda_fused::flash_decode_scratch_bytes(dt, int(B), int(H), int(Hkv), int(St),
+                                                                          int(Dh), int(Dv)));
+    cuda_fused::launch_kv_append_pair(esz, k, v, B, Hkv, Sp, St, st, decode_scratch,
+                                      decode_scratch ? cuda_fused::flash_decode_counter_bytes(int(B), int(H)) : 0);
     FUSED_LAUNCH_CHECK(node.label());
     a.k = k.present;
     a.k_seq_stride = Dh;
@@ -137,11 +143,9 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   }
   a.y = y->data;
   if (flash_decode) {
-    auto* scratch =
-        static_cast<float*>(ctx.scratch(cuda_fused::flash_decode_scratch_bytes(dt, a.B, a.H, a.Hkv, a.Skv, a.Dh, a.Dv)));
-    cuda_fused::launch_flash_decode(dt, a.q, a.q_batch_stride, a.k, a.v, a.mask, a.mask_dtype, a.y, scratch, a.B, a.H,
-                                    a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value, a.masked_rows_zero,
-                                    cuda_fused::stream_of(ctx));
+    cuda_fused::launch_flash_decode(dt, a.q, a.q_batch_stride, a.k, a.v, a.mask, a.mask_dtype, a.y, decode_scratch,
+                                    a.B, a.H, a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value,
+                                    a.masked_rows_zero, cuda_fused::stream_of(ctx), /*counters_zeroed=*/true);
     FUSED_LAUNCH_CHECK(node.label());
     return;
   }

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cuda/fused_attention_decode.h"
@@ -96,12 +97,25 @@ void run_case(const KvCase& c, DType dt) {
   }
 }
 
-// A decode case through the split-KV kernel, which must have been the one that ran.
-void run_decode(const KvCase& c, DType dt) {
+// Sets FUSEOPT_DECODE_FUSED=0 (the two-pass split/merge kernels) for one scope.
+struct TwoPassDecode {
+  TwoPassDecode() { setenv("FUSEOPT_DECODE_FUSED", "0", 1); }
+  ~TwoPassDecode() { unsetenv("FUSEOPT_DECODE_FUSED"); }
+};
+
+enum class Path { Any, Fused, TwoPass };
+
+// A decode case through the split-KV kernels, which must have been the ones that ran: the
+// one-launch kernel (Fused) or the two-pass ones, where the case says which.
+void run_decode(const KvCase& c, DType dt, Path path = Path::Any) {
   FlashDecode on(true);
   const long long before = cuda_fused::flash_decode_launch_count();
+  const long long fused_before = cuda_fused::flash_decode_fused_launch_count();
   run_case(c, dt);
   CHECK(cuda_fused::flash_decode_launch_count() == before + 1);
+  const long long fused = cuda_fused::flash_decode_fused_launch_count() - fused_before;
+  if (path == Path::Fused) CHECK(fused == 1);
+  if (path == Path::TwoPass) CHECK(fused == 0);
 }
 
 }  // namespace
@@ -123,8 +137,48 @@ TEST_CASE("cuda Attention flash decode: MHA/GQA/MQA, head dims 64/128, past 1..4
             c.mask = past % 2 ? 1 : 2;
             c.rows_zero = D == 64;
           }
-          run_decode(c, DType::Float16);
+          run_decode(c, DType::Float16, Path::Fused);
         }
+}
+
+TEST_CASE("cuda Attention flash decode: the two-pass kernels (forced, Dv != Dh, a cache past 256 chunks)",
+          "[cuda][attention][decode]") {
+  if (!cuda_check::gpu_ready()) return;
+  {
+    TwoPassDecode two_pass;
+    run_decode({1, 1, 2047, 32, 8, 64, 64}, DType::Float16, Path::TwoPass);
+    run_decode({8, 1, 127, 8, 1, 128, 128, false, 1, kNoAttr, true}, DType::Float16, Path::TwoPass);
+    run_decode({4, 1, 300, 32, 8, 64, 64, false, 2, kFinfoMin, false}, DType::BFloat16, Path::TwoPass);
+  }
+  run_decode({2, 1, 517, 16, 16, 128, 64, false, 0, kNoAttr, false}, DType::Float16, Path::TwoPass);
+  // 17000 keys at head dim 64: 266 chunks of 64, past the one-launch kernel's 256.
+  run_decode({1, 1, 16999, 8, 2, 64, 64, false, 1, kNoAttr, false}, DType::Float16, Path::TwoPass);
+  run_decode({1, 1, 16000, 8, 2, 64, 64, false, 1, kNoAttr, false}, DType::Float16, Path::Fused);
+}
+
+TEST_CASE("cuda Attention flash decode: one launch is deterministic and replays under a CUDA graph",
+          "[cuda][attention][decode]") {
+  if (!cuda_check::gpu_ready()) return;
+  // Same inputs twice (the harness runs eager, then a replayed graph where it checks graphs):
+  // the last block's merge sums the splits in a fixed order, so both runs agree bit for bit.
+  OpCase op("fuseopt", "Attention", 7, 3);
+  op.attr(Attribute::make_int("num_heads", 32));
+  op.attr(Attribute::make_int("kv_num_heads", 8));
+  Tensor q = cuda_check::random_tensor({2, 1, 32 * 64}, -2.f, 2.f);
+  Tensor k = cuda_check::random_tensor({2, 1, 8 * 64}, -2.f, 2.f);
+  Tensor v = cuda_check::random_tensor({2, 1, 8 * 64});
+  Tensor pk = cuda_check::random_tensor({2, 8, 3000, 64}, -2.f, 2.f);
+  Tensor pv = cuda_check::random_tensor({2, 8, 3000, 64});
+  op.inputs = {&q, &k, &v, nullptr, nullptr, &pk, &pv};
+  FlashDecode on(true);
+  const long long fused_before = cuda_fused::flash_decode_fused_launch_count();
+  auto first = op.run_cuda(DType::Float16);
+  auto second = op.run_cuda(DType::Float16);
+  CHECK(cuda_fused::flash_decode_fused_launch_count() >= fused_before + 2);
+  REQUIRE(first[0].dims == second[0].dims);
+  CHECK(cuda_check::rel_error(first[0], second[0]) == 0.0);
+  REQUIRE(first[0].bytes.size() == second[0].bytes.size());
+  CHECK(std::memcmp(first[0].bytes.data(), second[0].bytes.data(), first[0].bytes.size()) == 0);
 }
 
 TEST_CASE("cuda Attention flash decode: dtypes, fills, masked rows, the scalar fallback", "[cuda][attention][decode]") {
