@@ -1,6 +1,7 @@
 // Shared harness of the hidden CUDA micro-benchmarks (`bin/bench_kernels
-// "[.bench]"`): device buffers with random fp16 data, and a median-of-100
-// CUDA-event timer with 20 warm-ups and an index for input rotation.
+// "[.bench]"`): device buffers with random fp16 data, a median-of-100
+// CUDA-event timer with 20 warm-ups and an index for input rotation, and a
+// per-call time from CUDA-graph replays.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -72,6 +73,42 @@ inline double time_us(cudaStream_t s, const std::function<void(int)>& fn) {
   cuda_check::ck(cudaGetLastError(), "benchmark");
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1000.0;
+}
+
+// µs per call of fn(i) the way a captured model sees it (the gaps between
+// kernels included, PDL edges where the launches ask for them): a CUDA graph
+// of `calls` back-to-back calls, replayed `replays` times after two warm-up
+// replays, median replay divided by `calls`. One eager pass first (algorithm
+// choice, function attributes).
+inline double graph_us(cudaStream_t s, const std::function<void(int)>& fn, int calls = 24, int replays = 15) {
+  for (int i = 0; i < calls; ++i) fn(i);
+  cuda_check::ck(cudaStreamSynchronize(s), "warm-up");
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  cuda_check::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < calls; ++i) fn(i);
+  cuda_check::ck(cudaStreamEndCapture(s, &g), "end capture");
+  cuda_check::ck(cudaGraphInstantiate(&e, g, 0), "instantiate");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int r = 0; r < replays + 2; ++r) {
+    cudaEventRecord(e0, s);
+    cudaGraphLaunch(e, s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (r >= 2) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  cuda_check::ck(cudaGetLastError(), "benchmark");
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1000.0 / calls;
 }
 
 }  // namespace fuseopt::cuda_bench

@@ -24,39 +24,9 @@ using namespace fuseopt;
 
 namespace {
 
-constexpr int kWeightSets = 16, kCalls = 24, kReplays = 15;
+constexpr int kWeightSets = 16;
 
-// µs per call: a graph of kCalls calls of fn(i), replayed kReplays times.
-double graph_us(cudaStream_t s, const std::function<void(int)>& fn) {
-  for (int i = 0; i < kCalls; ++i) fn(i);  // eager warm-up (algorithm choice, attributes)
-  cuda_check::ck(cudaStreamSynchronize(s), "warm-up");
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t e = nullptr;
-  cuda_check::ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < kCalls; ++i) fn(i);
-  cuda_check::ck(cudaStreamEndCapture(s, &g), "end capture");
-  cuda_check::ck(cudaGraphInstantiate(&e, g, 0), "instantiate");
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ms;
-  for (int r = 0; r < kReplays + 2; ++r) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(e, s);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    if (r >= 2) ms.push_back(t);  // two replays as warm-up
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(e);
-  cudaGraphDestroy(g);
-  cuda_check::ck(cudaGetLastError(), "benchmark");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1000.0 / kCalls;
-}
+using cuda_bench::graph_us;
 
 }  // namespace
 

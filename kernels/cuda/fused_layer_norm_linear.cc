@@ -82,6 +82,8 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.rms = n.attr_int("rms", 0) != 0;
   cuda_fused::launch_norm(na, stream);
 
+  if (cuda_gemm::try_gemv(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, trans_b, 1.f, stream))
+    return;  // M <= 8 (decode): the weight-streaming kernel
   if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
     return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
   const cuda_fused::GemmDesc g = cuda_gemm::gemm_desc(ctx, dt, rows, N, K, trans_b, act, bias ? bias->data : nullptr);

@@ -1,6 +1,7 @@
-// fuseopt.GatedMatMul on CUDA: one cuBLASLt GEMM P = A·W (+ bias, in its
-// epilogue) into scratch [rows, 2N] in the compute dtype, then one elementwise
-// kernel Y = act(P[:, :N]) * P[:, N:] with fp32 math. Attribute and shape
+// fuseopt.GatedMatMul on CUDA: one GEMM P = A·W (+ bias, in its epilogue;
+// cuBLASLt, or gemm_small_m.h's kernel for rows <= 8) into scratch [rows, 2N]
+// in the compute dtype, then one elementwise kernel Y = act(P[:, :N]) *
+// P[:, N:] with fp32 math. Attribute and shape
 // handling mirror kernels/cpu/fused_gated_matmul.cc.
 #include <cuda_runtime_api.h>
 
@@ -12,6 +13,7 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_small_m.h"
 
 namespace fuseopt {
 namespace {
@@ -62,7 +64,9 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
       cuda_fused::launch_broadcast_2d(dt, bias->data, 1, two_n, p, rows, two_n, stream);
     else
       FUSED_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(rows * two_n) * dtype_size(dt), stream), n.label());
-  } else {
+  } else if (!cuda_fused::launch_gemm_small_m(dt, cuda_fused::GemvAct::None, a->data, w->data,
+                                              bias ? bias->data : nullptr, p, rows, two_n, K, false, stream)) {
+    // cuBLASLt where the weight-streaming kernel (rows <= 8, a decode step) does not apply.
     cuda_fused::GemmDesc g;
     g.dtype = dt;
     g.tf32 = ctx.precision() == Precision::TF32;

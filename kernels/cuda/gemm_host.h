@@ -1,7 +1,8 @@
 // The host layer of the GEMM-based CUDA kernels (gemm_kernels.cc: MatMul,
 // Gemm; fused_matmul.cc: fuseopt.FusedMatMul; fused_layer_norm_linear.cc:
 // fuseopt.LayerNormLinear), all through one cuBLASLt GEMM (bias and ReLU /
-// tanh-GELU in its epilogue).
+// tanh-GELU in its epilogue), except M <= 8 rows (decode), which go to the
+// weight-streaming kernel of gemm_small_m.cu first (try_gemv).
 //
 // tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
 // so the GEMM runs with the BIAS epilogue and one elementwise pass applies
@@ -25,6 +26,12 @@ namespace fuseopt::cuda_gemm {
 // The fused ops' `activation` attribute.
 enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
 Act parse_act(const Node& n);
+
+// The weight-streaming kernel of gemm_small_m.cu for M <= 8 rows (a decode
+// step), any B layout, any activation, alpha; FUSEOPT_GEMV=0 switches it off.
+// Tried before everything else; false: nothing launched.
+bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream);
 
 // The small-M kernel of gemm_gelu.cu where it is switched on and applies
 // (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.

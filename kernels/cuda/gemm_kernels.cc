@@ -15,8 +15,9 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_gelu.h"
-#include "kernels/cuda/gemm_pack.h"
 #include "kernels/cuda/gemm_host.h"
+#include "kernels/cuda/gemm_pack.h"
+#include "kernels/cuda/gemm_small_m.h"
 
 namespace fuseopt {
 namespace cuda_gemm {
@@ -45,7 +46,22 @@ cuda_fused::SmallGemmAct small_act(Act a) {
   }
 }
 
+cuda_fused::GemvAct gemv_act(Act a) {
+  switch (a) {
+    case Act::Relu: return cuda_fused::GemvAct::Relu;
+    case Act::Gelu: return cuda_fused::GemvAct::GeluErf;
+    case Act::GeluTanh: return cuda_fused::GemvAct::GeluTanh;
+    case Act::Tanh: return cuda_fused::GemvAct::Tanh;
+    default: return cuda_fused::GemvAct::None;
+  }
+}
+
 }  // namespace
+
+bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream) {
+  return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha);
+}
 
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
@@ -148,6 +164,10 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   g.alpha = alpha;
   auto scratch = scratch_of(ctx);
 
+  // M <= 8 (decode): the weight-streaming kernel, bias and activation included.
+  if (nb == 1 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
+                          alpha, stream))
+    return;
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
   if (nb == 1 && !trans_b && alpha == 1.f &&
       try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))

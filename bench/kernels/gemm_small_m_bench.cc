@@ -1,0 +1,78 @@
+// Micro-benchmark (hidden: `bin/bench_kernels "[.bench][gemm_small_m]"`;
+// never decides pass/fail): the weight-streaming small-M GEMM of
+// kernels/cuda/gemm_small_m.cu against cuBLASLt at a Llama-3.2-1B decode
+// step's GEMMs (fp16, no bias, B [K, N]; ours also with B stored [N, K]), M 1
+// and 8. Per-call µs from CUDA-graph replays (cuda_bench::graph_us), weights
+// rotated over enough sets to leave L2 (as 16 layers' weights do), GB/s as
+// (weights + A + Y) bytes per call.
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_small_m.h"
+#include "cuda_bench.h"
+#include "support/cuda_kernel_check.h"
+
+using namespace fuseopt;
+
+TEST_CASE("cuda small-M GEMV vs cuBLASLt benchmark (Llama-1B decode)", "[.bench][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  cuda_fused::set_gemm_small_m(1);
+  struct Shape {
+    const char* what;
+    int64_t K, N;
+  };
+  const Shape shapes[] = {{"QKV", 2048, 3072}, {"o-proj", 2048, 2048}, {"down-proj", 8192, 2048},
+                          {"gate+up", 2048, 16384}};
+  std::printf("\nBENCH %-10s %-18s %11s %9s %11s %9s %11s %9s\n", "GEMM", "MxKxN", "cuBLASLt us", "GB/s",
+              "ours us", "GB/s", "ours NK us", "GB/s");
+  for (int64_t M : {1, 8})
+    for (const Shape& sh : shapes) {
+      if (!cuda_bench::section_on(sh.what)) continue;
+      const int64_t wbytes = sh.K * sh.N * 2;
+      // > 256 MB of weights in rotation (H200's L2 is 60 MB).
+      const int sets = static_cast<int>(std::clamp<int64_t>((int64_t(256) << 20) / wbytes + 1, 4, 32));
+      cuda_bench::DeviceBuffers mem;
+      std::vector<void*> a, w, y;
+      for (int k = 0; k < cuda_bench::kSets; ++k) {
+        a.push_back(mem.random_half(M * sh.K));
+        y.push_back(mem.alloc(M * sh.N * 2));
+      }
+      // The [K, N] and [N, K] timings read the same buffers (only the layout
+      // differs; the values do not matter here).
+      for (int k = 0; k < sets; ++k) w.push_back(mem.random_half(sh.K * sh.N, -0.05f, 0.05f));
+      void* ws = mem.alloc(32 << 20);
+      auto scratch = [ws](size_t) { return ws; };
+      cuda_fused::GemmDesc d;
+      d.dtype = DType::Float16;
+      d.M = M;
+      d.K = sh.K;
+      d.N = sh.N;
+      const double lt = cuda_bench::graph_us(s, [&](int i) {
+        cuda_fused::gemm(d, a[i % cuda_bench::kSets], w[i % sets], y[i % cuda_bench::kSets], s, scratch);
+      });
+      auto ours_us = [&](bool trans_b) {
+        return cuda_bench::graph_us(s, [&](int i) {
+          REQUIRE(cuda_fused::launch_gemm_small_m(DType::Float16, cuda_fused::GemvAct::None, a[i % cuda_bench::kSets],
+                                                  w[i % sets], nullptr, y[i % cuda_bench::kSets], M, sh.N, sh.K,
+                                                  trans_b, s));
+        });
+      };
+      const double kn = ours_us(false), nk = ours_us(true);
+      const double bytes = double(wbytes + M * sh.K * 2 + M * sh.N * 2);
+      auto gbs = [&](double us) { return bytes / (us * 1e3); };
+      char dims[32];
+      std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)M, (long long)sh.K, (long long)sh.N);
+      std::printf("BENCH %-10s %-18s %11.2f %9.0f %11.2f %9.0f %11.2f %9.0f\n", sh.what, dims, lt, gbs(lt), kn,
+                  gbs(kn), nk, gbs(nk));
+    }
+  cuda_fused::set_gemm_small_m(-1);
+  cudaStreamDestroy(s);
+}

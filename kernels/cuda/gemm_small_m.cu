@@ -1,0 +1,466 @@
+// Weight-streaming GEMM for M <= 8 rows (gemm_small_m.h): a decode step's
+// projections are GEMVs whose time is the weights' bytes over HBM bandwidth,
+// so the kernel is built around keeping enough 16-byte weight loads in flight
+// on every SM, with the K reduction done in the same launch.
+//
+// Row-major B [K, N] (ONNX MatMul weights): a block owns a 64-column tile
+// (128 bytes of each weight row: 8 lanes x 16 B, full cache lines) and a
+// slice of K; its 256 threads walk that slice 32 rows per step, 8 steps of
+// loads in flight per thread (32 KB per block). A tile of 64 columns gives
+// only N / 64 blocks (32 for N = 2048), so K is split over the blocks of a
+// thread-block cluster (grid y = cluster y = S <= 8): each block reduces its
+// part in shared memory (warp shuffles, then the 8 warps in order), and the
+// cluster's blocks add the S parts in rank order through distributed shared
+// memory. One launch, no scratch, no atomics: bit-identical on every run and
+// graph replay. A (at most 8 rows) is staged per block into shared memory,
+// row k's M values side by side (one 16-byte read for M = 8).
+//
+// B stored [N, K] (trans_b): each output column is one contiguous weight row,
+// a plain GEMV: a block owns 4 columns, its threads split K in 16-byte
+// chunks, and the block reduces (shuffles, then warps in order). No split
+// across blocks is needed: N / 4 blocks.
+//
+// Launched with programmatic dependent launch (pdl.cuh's contract: every
+// thread waits before its first global access) and, for [K, N], the cluster
+// dimension attribute, which pdl_launch has no slot for: launch_ex below
+// does what pdl_launch does with both attributes.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/gemm_small_m.h"
+#include "kernels/cuda/pdl.cuh"
+
+namespace fuseopt::cuda_fused {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kTileN = 64;         // [K, N]: columns per block (8 chunks of 8)
+constexpr int kRowsPerStep = 32;   // [K, N]: weight rows one load instruction of the block covers
+constexpr int kUnroll = 8;         // [K, N]: independent 16-byte weight loads per thread in flight
+constexpr int kColsT = 4;          // [N, K]: columns (weight rows) per block
+constexpr int kMaxSplits = 8;      // portable cluster size
+constexpr size_t kMaxSliceBytes = 64 << 10;  // A's slice per block, before K is split further
+
+// 8 consecutive 16-bit values (one 16-byte load) as fp32.
+template <class T> __device__ __forceinline__ void unpack8(const uint4& v, float* f);
+template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, float* f) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __half22float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+template <> __device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+
+// MR values of T from shared memory at p (aligned to MR elements), as fp32:
+// one access for MR = 2, 4, 8.
+template <class T, int MR> __device__ __forceinline__ void load_x(const T* p, float* x) {
+  if constexpr (MR == 8) {
+    unpack8<T>(*reinterpret_cast<const uint4*>(p), x);
+  } else if constexpr (MR == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    float f[8];
+    unpack8<T>(make_uint4(v.x, v.y, 0u, 0u), f);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = f[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < MR; ++i) x[i] = to_f(p[i]);
+  }
+}
+
+// The epilogue's activation in fp32; the CPU reference's formulas
+// (kernels/cpu/fused_activation.h), the fast erf for 16-bit storage.
+template <class T> __device__ __forceinline__ float activate(GemvAct act, float v) {
+  switch (act) {
+    case GemvAct::Relu: return v > 0.f ? v : 0.f;
+    case GemvAct::GeluErf: return gelu_erf_for<T>(v);
+    case GemvAct::GeluTanh: return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case GemvAct::Tanh: return tanhf(v);
+    default: return v;
+  }
+}
+
+// n consecutive outputs (n = 8 or 4): alpha · v + bias, the activation, one
+// rounding, one 16- or 8-byte store.
+template <class T, int NV>
+__device__ __forceinline__ void store_out(T* y, const T* bias, const float* v, GemvAct act, float alpha) {
+  Vec<T, NV> o;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const float b = bias ? to_f(bias[j]) : 0.f;
+    o.v[j] = from_f<T>(activate<T>(act, alpha * v[j] + b));
+  }
+  *reinterpret_cast<Vec<T, NV>*>(y) = o;
+}
+
+// Shared memory of the [K, N] kernel: per-warp sums, the block's part (read
+// by the cluster), A's slice.
+constexpr size_t kn_fixed_smem(int mr) { return size_t(kWarps + 1) * mr * kTileN * sizeof(float); }
+
+template <class T, int MR>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_kn_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
+                   int M, int N, int K, int k_len, GemvAct act, float alpha) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
+  float* part = red + kWarps * MR * kTileN;          // [MR][kTileN]
+  T* xs = reinterpret_cast<T*>(part + MR * kTileN);  // [k_len][MR]
+  cg::cluster_group cluster = cg::this_cluster();
+  cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int chunk = lane & 7;                 // 8-column chunk of the tile
+  const int sub = warp * 4 + (lane >> 3);     // row within a 32-row step
+  const int n0 = blockIdx.x * kTileN, col = n0 + chunk * 8;
+  const bool col_ok = col < N;                // N % 8 == 0: a chunk is all in or all out
+  const int k_begin = blockIdx.y * k_len;
+  const int rows = max(0, min(K - k_begin, k_len));
+  const T* bp = B + (int64_t(k_begin) + sub) * N + col;
+
+  // The first 8 steps' weights are requested before A is staged, so the
+  // staging's latency hides behind them.
+  uint4 bv[kUnroll];
+  auto load = [&](int r0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int r = r0 + sub + kRowsPerStep * u;
+      bv[u] = col_ok && r < rows ? __ldg(reinterpret_cast<const uint4*>(bp + int64_t(r0 + kRowsPerStep * u) * N))
+                                 : make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  load(0);
+  // A's slice, coalesced along k; rows past M are zeros.
+  for (int i = tid; i < rows * MR; i += kThreads) {
+    const int m = i / rows, r = i - m * rows;
+    xs[r * MR + m] = m < M ? A[int64_t(m) * K + k_begin + r] : from_f<T>(0.f);
+  }
+  __syncthreads();
+
+  float acc[MR][8];
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[m][j] = 0.f;
+  for (int r0 = 0; r0 < rows; r0 += kRowsPerStep * kUnroll) {
+    if (r0 > 0) load(r0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int r = r0 + sub + kRowsPerStep * u;
+      if (r < rows) {
+        float b[8], x[MR];
+        unpack8<T>(bv[u], b);
+        load_x<T, MR>(xs + r * MR, x);
+#pragma unroll
+        for (int m = 0; m < MR; ++m)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(x[m], b[j], acc[m][j]);
+      }
+    }
+  }
+
+  // The 4 lanes of a warp on the same chunk (lane, lane ^ 8, ^ 16, ^ 24);
+  // then the warps, in order.
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float v = acc[m][j];
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      acc[m][j] = v;
+    }
+  if (lane < 8) {
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      float4* d = reinterpret_cast<float4*>(red + (warp * MR + m) * kTileN + chunk * 8);
+      d[0] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+      d[1] = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < MR * kTileN; i += kThreads) {
+    float s = red[i];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += red[w * MR * kTileN + i];
+    part[i] = s;
+  }
+  cluster.sync();  // every block's part is written and visible to the cluster
+
+  // Output chunk c (row c / 8, columns n0 + 8 (c % 8)) is finished by block
+  // rank c % S: the S parts added in rank order.
+  const int S = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  for (int c = rank + tid * S; c < MR * 8; c += kThreads * S) {
+    const int m = c >> 3, cn = n0 + (c & 7) * 8;
+    if (m >= M || cn >= N) continue;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = 0.f;
+    for (int s = 0; s < S; ++s) {
+      const float4* p = reinterpret_cast<const float4*>(cluster.map_shared_rank(part, s)) + c * 2;
+      const float4 a = p[0], b = p[1];
+      v[0] += a.x, v[1] += a.y, v[2] += a.z, v[3] += a.w;
+      v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
+    }
+    store_out<T, 8>(Y + int64_t(m) * N + cn, bias ? bias + cn : nullptr, v, act, alpha);
+  }
+  cluster.sync();  // no block leaves while another still reads its part
+}
+
+template <class T, int MR>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_nk_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
+                   int M, int N, int K, GemvAct act, float alpha) {
+  __shared__ float red[kWarps][MR * kColsT];
+  cuda_pdl::pdl_begin();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * kColsT;  // N % 8 == 0: the block's 4 columns all exist
+  const int chunks = K / 8;
+  float acc[MR][kColsT];
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j) acc[m][j] = 0.f;
+  for (int c = tid; c < chunks; c += kThreads) {
+    uint4 bv[kColsT], av[MR];
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j) bv[j] = __ldg(reinterpret_cast<const uint4*>(B + int64_t(n0 + j) * K) + c);
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+      av[m] = m < M ? __ldg(reinterpret_cast<const uint4*>(A + int64_t(m) * K) + c) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      float a[8];
+      unpack8<T>(av[m], a);
+#pragma unroll
+      for (int j = 0; j < kColsT; ++j) {
+        float b[8];
+        unpack8<T>(bv[j], b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[m][j] = fmaf(a[e], b[e], acc[m][j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j) {
+      float v = acc[m][j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[m][j] = v;
+    }
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+      for (int j = 0; j < kColsT; ++j) red[warp][m * kColsT + j] = acc[m][j];
+  }
+  __syncthreads();
+  if (tid < M) {
+    float v[kColsT];
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j) {
+      float s = red[0][tid * kColsT + j];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) s += red[w][tid * kColsT + j];
+      v[j] = s;
+    }
+    store_out<T, kColsT>(Y + int64_t(tid) * N + n0, bias ? bias + n0 : nullptr, v, act, alpha);
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Per-device facts, cached (device ordinals past 64 ask every time).
+struct DeviceInfo {
+  int sms = 0;
+  bool clusters = false;
+};
+DeviceInfo device_info() {
+  static std::atomic<int> cache[64];  // 0 = unknown, else sms * 2 + clusters
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    int sms = 0, cl = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return {};
+    }
+    v = sms * 2 + (cl ? 1 : 0);
+    if (dev >= 0 && dev < 64) cache[dev].store(v, std::memory_order_relaxed);
+  }
+  return {v / 2, (v & 1) != 0};
+}
+
+// FUSEOPT_GEMV_BLOCKS_PER_SM (tuning, default 2): how many [K, N] blocks per
+// SM the K split aims at.
+int blocks_per_sm() {
+  static const int v = [] {
+    const char* e = std::getenv("FUSEOPT_GEMV_BLOCKS_PER_SM");
+    const int n = e && *e ? std::atoi(e) : 2;
+    return n >= 1 && n <= 32 ? n : 2;
+  }();
+  return v;
+}
+
+// pdl_launch with an optional cluster dimension (y = cluster_y) beside the
+// PDL attribute. false: nothing launched (error cleared), use cuBLASLt.
+template <class... Params, class... Args>
+bool launch_ex(void (*kernel)(Params...), dim3 grid, size_t smem, unsigned cluster_y, cudaStream_t stream,
+               Args... args) {
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster_y > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1;
+    attr[n].val.clusterDim.y = cluster_y;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  const unsigned base = n;
+  static std::atomic<bool> pdl_refused_with_cluster{false};
+  const bool pdl = stream != nullptr && stream != cudaStreamLegacy && cuda_pdl::enabled() &&
+                   !(cluster_y > 0 && pdl_refused_with_cluster.load(std::memory_order_relaxed)) &&
+                   cuda_pdl::capture_allows(stream);
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  if (!pdl) return false;
+  // As pdl_launch: if the launch works without PDL, PDL was the problem:
+  // switched off for the device, or, beside a cluster dimension, only for
+  // these cluster launches (the pair may be what the driver refused).
+  cfg.numAttrs = base;
+  if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  int device = 0;
+  if (cluster_y > 0)
+    pdl_refused_with_cluster.store(true, std::memory_order_relaxed);
+  else if (cudaGetDevice(&device) == cudaSuccess)
+    cuda_pdl::disable_for_device(device, static_cast<int>(e));
+  return true;
+}
+
+template <class T, int MR>
+bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
+               cudaStream_t stream) {
+  const DeviceInfo info = device_info();
+  if (!info.clusters || info.sms <= 0) return false;
+  const int tiles = (N + kTileN - 1) / kTileN;
+  // Enough blocks for blocks_per_sm() per SM, at least one 32-row step each,
+  // and A's slice within kMaxSliceBytes where the split allows.
+  int S = std::clamp((info.sms * blocks_per_sm() + tiles - 1) / tiles, 1, kMaxSplits);
+  S = std::min(S, (K + kRowsPerStep - 1) / kRowsPerStep);
+  while (S < kMaxSplits && size_t((K + S - 1) / S) * MR * sizeof(T) > kMaxSliceBytes) ++S;
+  const int k_len = (K + S - 1) / S;
+  S = (K + k_len - 1) / k_len;  // no empty split
+  const size_t smem = kn_fixed_smem(MR) + (size_t(k_len) * MR * sizeof(T) + 15) / 16 * 16;
+  if (smem > (200u << 10)) return false;
+  auto kernel = gemv_kn_kernel<T, MR>;
+  // Past 48 KB needs the opt-in, per function and device: set on every call
+  // (not cached, so a second GPU gets it too; graph replays do not come here).
+  if (smem > (48u << 10) &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return launch_ex(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), smem,
+                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha);
+}
+
+template <class T, int MR>
+bool launch_nk(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
+               cudaStream_t stream) {
+  return launch_ex(gemv_nk_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream, A, B, bias, Y, M,
+                   N, K, act, alpha);
+}
+
+template <class T, int MR>
+bool launch_mr(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
+               bool trans_b, float alpha, cudaStream_t stream) {
+  const T* a = static_cast<const T*>(A);
+  const T* b = static_cast<const T*>(B);
+  const T* bs = static_cast<const T*>(bias);
+  T* y = static_cast<T*>(Y);
+  return trans_b ? launch_nk<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream)
+                 : launch_kn<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream);
+}
+
+// M rounded up to 1, 2, 4 or 8 (the rows past M are zeros, never stored).
+template <class T>
+bool launch_t(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
+              bool trans_b, float alpha, cudaStream_t stream) {
+  if (M == 1) return launch_mr<T, 1>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
+  if (M == 2) return launch_mr<T, 2>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
+  if (M <= 4) return launch_mr<T, 4>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
+  return launch_mr<T, 8>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
+}
+
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+bool gemm_small_m_enabled() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool env = [] {
+    const char* e = std::getenv("FUSEOPT_GEMV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return env;
+}
+void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+
+bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
+                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha) {
+  if (!gemm_small_m_enabled() || (dt != DType::Float16 && dt != DType::BFloat16)) return false;
+  if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
+  if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 40)) return false;
+  if (!aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
+  // [N, K]: 16-byte chunks along K, of A's rows too.
+  if (trans_b && (K % 8 != 0 || !aligned16(A))) return false;
+  if (dt == DType::Float16)
+    return launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
+  return launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
+}
+
+}  // namespace fuseopt::cuda_fused

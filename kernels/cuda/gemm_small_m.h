@@ -1,0 +1,36 @@
+// Y [M, N] = act(alpha · A [M, K] · B + bias) for M <= 8 (a decode step's
+// rows) in one weight-streaming launch (issue 11). cuBLASLt runs these GEMMs
+// at 2-3x the time their weights take to read (Llama-1B's QKV, o-proj and
+// down-proj at batch 1: split-K + a reduce launch); this kernel reads every
+// weight byte once with 16-byte loads and reduces K inside the launch.
+// Includable from .cc files (no nvcc needed).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ir/tensor.h"
+
+namespace fuseopt::cuda_fused {
+
+enum class GemvAct { None, Relu, GeluErf, GeluTanh, Tanh };
+
+constexpr int64_t kGemvMaxM = 8;
+
+// A row-major [M, K]; B row-major [K, N] (ONNX MatMul weights) or, with
+// trans_b, [N, K]; bias [N] or null; Y [M, N]; all of dtype dt. Launches and
+// returns true when the kernel applies: the switch is on (gemm_small_m_enabled),
+// dt is Float16 or BFloat16, 1 <= M <= kGemvMaxM, K >= 1, N a multiple of 8
+// (K too with trans_b), B, Y (and bias) 16-byte aligned, and the device has
+// thread-block clusters (sm_90). Otherwise launches nothing and returns false
+// (the caller runs cuBLASLt). fp32 accumulation, alpha, bias and the
+// activation in fp32, one rounding; bit-identical from run to run.
+bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
+                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha = 1.f);
+
+// FUSEOPT_GEMV: "0" off, anything else (or unset) on. set_gemm_small_m(-1)
+// goes back to the environment's choice (tests, benchmarks).
+bool gemm_small_m_enabled();
+void set_gemm_small_m(int mode);
+
+}  // namespace fuseopt::cuda_fused
