@@ -1,7 +1,8 @@
 // fuseopt.GatedMatMul on CUDA: one GEMM P = A·W (+ bias, in its epilogue;
 // cuBLASLt, or gemm_small_m.h's kernel for rows <= 8) into scratch [rows, 2N]
 // in the compute dtype, then one elementwise kernel Y = act(P[:, :N]) *
-// P[:, N:] with fp32 math. Attribute and shape
+// P[:, N:] with fp32 math. For rows <= 8, launch_gated_small_m does both in
+// one kernel first. Attribute and shape
 // handling mirror kernels/cpu/fused_gated_matmul.cc.
 #include <cuda_runtime_api.h>
 
@@ -57,6 +58,10 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   if (rows == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
 
+  // rows <= 8 (a decode step): one kernel for the product and the gate, P never stored.
+  if (K > 0 && cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data,
+                                                rows, N, K, stream))
+    return;
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));
   if (K == 0) {
     // No product: P = bias (or 0) on every row.

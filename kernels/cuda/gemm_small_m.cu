@@ -33,6 +33,7 @@
 
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_small_m.h"
 #include "kernels/cuda/pdl.cuh"
 
@@ -100,6 +101,17 @@ template <class T> __device__ __forceinline__ float activate(GemvAct act, float 
   }
 }
 
+// GatedMatMul's gate activations, as gated_matmul.cu's gate_act (fp32;
+// ReLU keeps a NaN).
+__device__ __forceinline__ float gate_activate(GateActivation a, float x) {
+  switch (a) {
+    case GateActivation::Silu: return x / (1.f + expf(-x));
+    case GateActivation::Gelu: return gelu_erf(x);
+    case GateActivation::GeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x > 0.f ? x : (x == x ? 0.f : x);
+  }
+}
+
 // n consecutive outputs (n = 8 or 4): alpha · v + bias, the activation, one
 // rounding, one 16- or 8-byte store.
 template <class T, int NV>
@@ -120,7 +132,7 @@ constexpr size_t kn_fixed_smem(int mr) { return size_t(kWarps + 1) * mr * kTileN
 template <class T, int MR>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_kn_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
-                   int M, int N, int K, int k_len, GemvAct act, float alpha) {
+                   int M, int N, int K, int k_len, GemvAct act, float alpha, int gate_n, GateActivation gate) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
   float* part = red + kWarps * MR * kTileN;          // [MR][kTileN]
@@ -131,8 +143,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = lane & 7;                 // 8-column chunk of the tile
   const int sub = warp * 4 + (lane >> 3);     // row within a 32-row step
-  const int n0 = blockIdx.x * kTileN, col = n0 + chunk * 8;
-  const bool col_ok = col < N;                // N % 8 == 0: a chunk is all in or all out
+  // Gated (gate_n > 0, B [K, 2 gate_n]): the tile is 32 gate columns (chunks
+  // 0-3) and the 32 up columns they multiply (chunks 4-7, gate_n further on).
+  const bool gated = gate_n > 0;
+  const int n0 = blockIdx.x * (gated ? kTileN / 2 : kTileN);
+  const int col = gated ? n0 + (chunk & 3) * 8 + (chunk >= 4 ? gate_n : 0) : n0 + chunk * 8;
+  const bool col_ok = gated ? n0 + (chunk & 3) * 8 < gate_n : col < N;  // N % 8 == 0: all in or all out
   const int k_begin = blockIdx.y * k_len;
   const int rows = max(0, min(K - k_begin, k_len));
   const T* bp = B + (int64_t(k_begin) + sub) * N + col;
@@ -209,7 +225,33 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Output chunk c (row c / 8, columns n0 + 8 (c % 8)) is finished by block
   // rank c % S: the S parts added in rank order.
   const int S = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
-  for (int c = rank + tid * S; c < MR * 8; c += kThreads * S) {
+  if (gated) {
+    // Output chunk c: row c / 4, columns n0 + 8 (c % 4) of Y [M, gate_n];
+    // its gate sums at part chunk (row, c % 4), its up sums 4 chunks on.
+    for (int c = rank + tid * S; c < MR * 4; c += kThreads * S) {
+      const int m = c >> 2, q = c & 3, cn = n0 + q * 8;
+      if (m >= M || cn >= gate_n) continue;
+      float g[8], u[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g[j] = u[j] = 0.f;
+      for (int s = 0; s < S; ++s) {
+        const float4* p = reinterpret_cast<const float4*>(cluster.map_shared_rank(part, s) + m * kTileN + q * 8);
+        const float4 a = p[0], b = p[1], c0 = p[8], c1 = p[9];  // p[8]: 32 floats on, the up chunk
+        g[0] += a.x, g[1] += a.y, g[2] += a.z, g[3] += a.w, g[4] += b.x, g[5] += b.y, g[6] += b.z, g[7] += b.w;
+        u[0] += c0.x, u[1] += c0.y, u[2] += c0.z, u[3] += c0.w, u[4] += c1.x, u[5] += c1.y, u[6] += c1.z,
+            u[7] += c1.w;
+      }
+      Vec<T, 8> o;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float gb = alpha * g[j] + (bias ? to_f(bias[cn + j]) : 0.f);
+        const float ub = alpha * u[j] + (bias ? to_f(bias[gate_n + cn + j]) : 0.f);
+        o.v[j] = from_f<T>(gate_activate(gate, gb) * ub);
+      }
+      *reinterpret_cast<Vec<T, 8>*>(Y + int64_t(m) * gate_n + cn) = o;
+    }
+  }
+  for (int c = rank + tid * S; !gated && c < MR * 8; c += kThreads * S) {
     const int m = c >> 3, cn = n0 + (c & 7) * 8;
     if (m >= M || cn >= N) continue;
     float v[8];
@@ -379,12 +421,13 @@ bool launch_ex(void (*kernel)(Params...), dim3 grid, size_t smem, unsigned clust
   return true;
 }
 
+// gate_n > 0: GatedMatMul, N = 2 gate_n columns of B, Y [M, gate_n].
 template <class T, int MR>
 bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
-               cudaStream_t stream) {
+               cudaStream_t stream, int gate_n = 0, GateActivation gate = GateActivation::Silu) {
   const DeviceInfo info = device_info();
   if (!info.clusters || info.sms <= 0) return false;
-  const int tiles = (N + kTileN - 1) / kTileN;
+  const int tiles = gate_n > 0 ? (gate_n + kTileN / 2 - 1) / (kTileN / 2) : (N + kTileN - 1) / kTileN;
   // Enough blocks for blocks_per_sm() per SM, at least one 32-row step each,
   // and A's slice within kMaxSliceBytes where the split allows.
   int S = std::clamp((info.sms * blocks_per_sm() + tiles - 1) / tiles, 1, kMaxSplits);
@@ -404,7 +447,7 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
     return false;
   }
   return launch_ex(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), smem,
-                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha);
+                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha, gate_n, gate);
 }
 
 template <class T, int MR>
@@ -435,6 +478,19 @@ bool launch_t(GemvAct act, const void* A, const void* B, const void* bias, void*
   return launch_mr<T, 8>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
 }
 
+template <class T>
+bool launch_gated_t(GateActivation gate, const void* A, const void* W, const void* bias, void* Y, int M, int N,
+                    int K, cudaStream_t stream) {
+  const T* a = static_cast<const T*>(A);
+  const T* w = static_cast<const T*>(W);
+  const T* b = static_cast<const T*>(bias);
+  T* y = static_cast<T*>(Y);
+  if (M == 1) return launch_kn<T, 1>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
+  if (M == 2) return launch_kn<T, 2>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
+  if (M <= 4) return launch_kn<T, 4>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
+  return launch_kn<T, 8>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
+}
+
 std::atomic<int> g_override{-1};
 
 }  // namespace
@@ -461,6 +517,16 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
   if (dt == DType::Float16)
     return launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
   return launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
+}
+
+bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (!gemm_small_m_enabled() || (dt != DType::Float16 && dt != DType::BFloat16)) return false;
+  if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
+  if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
+  if (!aligned16(W) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
+  if (dt == DType::Float16) return launch_gated_t<__half>(act, A, W, bias, Y, int(M), int(N), int(K), stream);
+  return launch_gated_t<__nv_bfloat16>(act, A, W, bias, Y, int(M), int(N), int(K), stream);
 }
 
 }  // namespace fuseopt::cuda_fused

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "ir/tensor.h"
+#include "kernels/cuda/gated_matmul.h"
 
 namespace fuseopt::cuda_fused {
 
@@ -27,6 +28,14 @@ constexpr int64_t kGemvMaxM = 8;
 // activation in fp32, one rounding; bit-identical from run to run.
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
                          int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha = 1.f);
+
+// fuseopt.GatedMatMul's whole op for M <= 8: Y [M, N] = act(P[:, :N]) ·
+// P[:, N:] with P = A [M, K] · W [K, 2N] + bias [2N] (or none), never stored:
+// a block reads 32 gate columns and the 32 up columns they multiply. The same
+// conditions as above (N a multiple of 8, W [K, 2N] row-major); act's math as
+// gated_matmul.cu's pass.
+bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
 // FUSEOPT_GEMV: "0" off, anything else (or unset) on. set_gemm_small_m(-1)
 // goes back to the environment's choice (tests, benchmarks).

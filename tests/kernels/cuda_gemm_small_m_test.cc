@@ -2,7 +2,8 @@
 // host fp64 reference on fresh random inputs with Y NaN-poisoned first, M 1..8
 // (each template size and the rows it pads), K and N off every tile and split
 // (K 1, 7, 64, 1000, 2049, 8192; N 8, 24, 1000, 3072), both B layouts, with and
-// without bias, fp16 and bf16, every activation and alpha; bit-identity over
+// without bias, fp16 and bf16, every activation and alpha; the gated variant
+// (GatedMatMul's product and gate in one kernel); bit-identity over
 // runs and CUDA-graph replays (the cluster's split-K sum); the cases it must
 // refuse (Y untouched); and MatMul / FusedMatMul / LayerNormLinear /
 // GatedMatMul at decode row counts through the kernel registry against the
@@ -180,6 +181,59 @@ TEST_CASE("cuda small-M GEMV kernel: every activation and alpha", "[cuda][gemm_s
   cuda_fused::set_gemm_small_m(-1);
 }
 
+TEST_CASE("cuda small-M gated GEMV (GatedMatMul in one kernel) matches the reference", "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  using cuda_fused::GateActivation;
+  Stream st;
+  cuda_fused::set_gemm_small_m(1);
+  struct Shape { int64_t M, K, N; };  // N: the output's columns (W is [K, 2N])
+  // Llama-1B's gate+up at batch 1 and 8; then off the 32-column tile and the splits.
+  const Shape shapes[] = {{1, 2048, 8192}, {8, 2048, 8192}, {3, 7, 24}, {5, 1000, 1000}, {2, 2049, 8}};
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const Shape& s : shapes) {
+      Problem p(dt, s.M, s.K, 2 * s.N);
+      DevBuf dY(s.M * s.N * 2);
+      for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu, GateActivation::GeluTanh,
+                                 GateActivation::Relu})
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " N " << s.N << " act " << int(act)
+                                          << " bias " << with_bias);
+          ck(cudaMemsetAsync(dY.p, 0xFF, s.M * s.N * 2, st.s), "poison");
+          REQUIRE(cuda_fused::launch_gated_small_m(dt, act, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, dY.p,
+                                                   s.M, s.N, s.K, st.s));
+          ck(cudaStreamSynchronize(st.s), "kernel");
+          const auto bits = download_bits(dY.p, s.M * s.N);
+          const std::vector<double> pre = p.reference(with_bias);  // [M, 2N]
+          std::vector<double> want(s.M * s.N);
+          for (int64_t m = 0; m < s.M; ++m)
+            for (int64_t j = 0; j < s.N; ++j) {
+              const double g = pre[m * 2 * s.N + j], u = pre[m * 2 * s.N + s.N + j];
+              double a = 0;
+              switch (act) {
+                case GateActivation::Silu: a = g / (1.0 + std::exp(-g)); break;
+                case GateActivation::Gelu: a = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))); break;
+                case GateActivation::GeluTanh:
+                  a = 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+                  break;
+                case GateActivation::Relu: a = g > 0 ? g : 0; break;
+              }
+              want[m * s.N + j] = a * u;
+            }
+          const double err = cuda_check::rel_err(as_float(dt, bits), want);
+          INFO("relative error " << err);
+          CHECK(err < p.tol());
+          // Bit-identical on a second run.
+          ck(cudaMemsetAsync(dY.p, 0xFF, s.M * s.N * 2, st.s), "poison");
+          REQUIRE(cuda_fused::launch_gated_small_m(dt, act, p.dA.p, p.dB.p, with_bias ? p.dbias.p : nullptr, dY.p,
+                                                   s.M, s.N, s.K, st.s));
+          ck(cudaStreamSynchronize(st.s), "kernel");
+          const bool same = download_bits(dY.p, s.M * s.N) == bits;
+          CHECK(same);
+        }
+    }
+  cuda_fused::set_gemm_small_m(-1);
+}
+
 TEST_CASE("cuda small-M GEMV kernel is bit-identical over runs and graph replays", "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   Stream st;
@@ -290,15 +344,15 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
         INFO("LayerNormLinear rms");
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
       }
-      {
+      for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"}) {
         OpCase c("fuseopt", "GatedMatMul", 3, 1);
-        c.attr(Attribute::make_string("activation", "silu"));
-        Tensor a = cuda_check::random_tensor({1, 1, 256});
+        c.attr(Attribute::make_string("activation", act));
+        Tensor a = cuda_check::random_tensor({5, 1, 256});
         Tensor w = cuda_check::random_tensor({256, 2 * 136}), bias = cuda_check::random_tensor({2 * 136});
         c.inputs = {&a, &w, &bias};
         auto got = c.run_cuda(dt);
         auto want = c.run_cpu(dt);
-        INFO("GatedMatMul silu");
+        INFO("GatedMatMul " << act);
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
       }
     }
