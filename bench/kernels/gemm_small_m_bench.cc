@@ -4,7 +4,9 @@
 // step's GEMMs (fp16, no bias, B [K, N]; ours also with B stored [N, K]), M 1
 // and 8. Per-call µs from CUDA-graph replays (cuda_bench::graph_us), weights
 // rotated over enough sets to leave L2 (as 16 layers' weights do), GB/s as
-// (weights + A + Y) bytes per call.
+// (weights + A + Y) bytes per call; then GatedMatMul's gate+up, cuBLASLt +
+// the gate pass against the gated kernel. FUSEOPT_BENCH_ONLY=<GEMM name or
+// "gated"> picks one section.
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_small_m.h"
 #include "cuda_bench.h"
@@ -73,6 +76,44 @@ TEST_CASE("cuda small-M GEMV vs cuBLASLt benchmark (Llama-1B decode)", "[.bench]
       std::printf("BENCH %-10s %-18s %11.2f %9.0f %11.2f %9.0f %11.2f %9.0f\n", sh.what, dims, lt, gbs(lt), kn,
                   gbs(kn), nk, gbs(nk));
     }
+  // GatedMatMul at Llama-1B's gate+up (W [2048, 2 x 8192], SiLU): cuBLASLt's
+  // GEMM into P + the gate pass, against the one gated kernel.
+  std::printf("BENCH %-10s %-18s %11s %9s %11s %9s\n", "gated", "MxKxN", "Lt+pass us", "GB/s", "ours us", "GB/s");
+  for (int64_t M : {1, 8}) {
+    if (!cuda_bench::section_on("gated")) break;
+    const int64_t K = 2048, N = 8192, wbytes = K * 2 * N * 2;
+    const int sets = 4;
+    cuda_bench::DeviceBuffers mem;
+    std::vector<void*> a, w, y;
+    for (int k = 0; k < cuda_bench::kSets; ++k) {
+      a.push_back(mem.random_half(M * K));
+      y.push_back(mem.alloc(M * N * 2));
+    }
+    for (int k = 0; k < sets; ++k) w.push_back(mem.random_half(K * 2 * N, -0.05f, 0.05f));
+    void* p = mem.alloc(M * 2 * N * 2);
+    void* ws = mem.alloc(32 << 20);
+    auto scratch = [ws](size_t) { return ws; };
+    cuda_fused::GemmDesc d;
+    d.dtype = DType::Float16;
+    d.M = M;
+    d.K = K;
+    d.N = 2 * N;
+    const double lt = cuda_bench::graph_us(s, [&](int i) {
+      cuda_fused::gemm(d, a[i % cuda_bench::kSets], w[i % sets], p, s, scratch);
+      cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p,
+                                          y[i % cuda_bench::kSets], M, N, s);
+    });
+    const double ours = cuda_bench::graph_us(s, [&](int i) {
+      REQUIRE(cuda_fused::launch_gated_small_m(DType::Float16, cuda_fused::GateActivation::Silu,
+                                               a[i % cuda_bench::kSets], w[i % sets], nullptr,
+                                               y[i % cuda_bench::kSets], M, N, K, s));
+    });
+    const double bytes = double(wbytes + M * K * 2 + M * N * 2);
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)M, (long long)K, (long long)(2 * N));
+    std::printf("BENCH %-10s %-18s %11.2f %9.0f %11.2f %9.0f\n", "gate+up", dims, lt, bytes / (lt * 1e3), ours,
+                bytes / (ours * 1e3));
+  }
   cuda_fused::set_gemm_small_m(-1);
   cudaStreamDestroy(s);
 }
