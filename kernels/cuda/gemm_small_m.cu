@@ -12,8 +12,8 @@
 // part in shared memory (warp shuffles, then the 8 warps in order), and the
 // cluster's blocks add the S parts in rank order through distributed shared
 // memory. One launch, no scratch, no atomics: bit-identical on every run and
-// graph replay. A (at most 8 rows) is staged per block into shared memory,
-// row k's M values side by side (one 16-byte read for M = 8).
+// graph replay. A's slice (at most 8 rows) is staged per block into shared
+// memory while the first weight loads are in flight.
 //
 // B stored [N, K] (trans_b): each output column is one contiguous weight row,
 // a plain GEMV: a block owns 4 columns, its threads split K in 16-byte
@@ -72,23 +72,6 @@ template <> __device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& 
   }
 }
 
-// MR values of T from shared memory at p (aligned to MR elements), as fp32:
-// one access for MR = 2, 4, 8.
-template <class T, int MR> __device__ __forceinline__ void load_x(const T* p, float* x) {
-  if constexpr (MR == 8) {
-    unpack8<T>(*reinterpret_cast<const uint4*>(p), x);
-  } else if constexpr (MR == 4) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    float f[8];
-    unpack8<T>(make_uint4(v.x, v.y, 0u, 0u), f);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) x[i] = f[i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < MR; ++i) x[i] = to_f(p[i]);
-  }
-}
-
 // The epilogue's activation in fp32; the CPU reference's formulas
 // (kernels/cpu/fused_activation.h), the fast erf for 16-bit storage.
 template <class T> __device__ __forceinline__ float activate(GemvAct act, float v) {
@@ -136,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
   float* part = red + kWarps * MR * kTileN;          // [MR][kTileN]
-  T* xs = reinterpret_cast<T*>(part + MR * kTileN);  // [k_len][MR]
+  T* xs = reinterpret_cast<T*>(part + MR * kTileN);  // [MR][k_len]
   cg::cluster_group cluster = cg::this_cluster();
   cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
 
@@ -165,10 +148,40 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
   load(0);
-  // A's slice, coalesced along k; rows past M are zeros.
-  for (int i = tid; i < rows * MR; i += kThreads) {
-    const int m = i / rows, r = i - m * rows;
-    xs[r * MR + m] = m < M ? A[int64_t(m) * K + k_begin + r] : from_f<T>(0.f);
+  // A's slice, row by row (16-byte loads and stores where K allows; k_begin
+  // and k_len are multiples of 32), several loads in flight per thread; rows
+  // past M are zeros.
+  if ((K & 7) == 0 && (reinterpret_cast<uintptr_t>(A) & 15) == 0) {
+    const int vr = rows >> 3, total = MR * vr;
+    for (int i0 = 0; i0 < total; i0 += 4 * kThreads) {
+      uint4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * kThreads + tid, m = i / vr, q = i - m * vr;
+        v[u] = i < total && m < M ? __ldg(reinterpret_cast<const uint4*>(A + int64_t(m) * K + k_begin) + q)
+                                  : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * kThreads + tid, m = i / vr, q = i - m * vr;
+        if (i < total) *reinterpret_cast<uint4*>(xs + m * k_len + q * 8) = v[u];
+      }
+    }
+  } else {
+    const int total = MR * rows;
+    for (int i0 = 0; i0 < total; i0 += 8 * kThreads) {
+      T v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * kThreads + tid, m = i / rows, r = i - m * rows;
+        v[u] = i < total && m < M ? A[int64_t(m) * K + k_begin + r] : from_f<T>(0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * kThreads + tid, m = i / rows, r = i - m * rows;
+        if (i < total) xs[m * k_len + r] = v[u];
+      }
+    }
   }
   __syncthreads();
 
@@ -185,7 +198,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (r < rows) {
         float b[8], x[MR];
         unpack8<T>(bv[u], b);
-        load_x<T, MR>(xs + r * MR, x);
+#pragma unroll
+        for (int m = 0; m < MR; ++m) x[m] = to_f(xs[m * k_len + r]);
 #pragma unroll
         for (int m = 0; m < MR; ++m)
 #pragma unroll
@@ -433,7 +447,7 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
   int S = std::clamp((info.sms * blocks_per_sm() + tiles - 1) / tiles, 1, kMaxSplits);
   S = std::min(S, (K + kRowsPerStep - 1) / kRowsPerStep);
   while (S < kMaxSplits && size_t((K + S - 1) / S) * MR * sizeof(T) > kMaxSliceBytes) ++S;
-  const int k_len = (K + S - 1) / S;
+  const int k_len = ((K + S - 1) / S + kRowsPerStep - 1) / kRowsPerStep * kRowsPerStep;  // 16-byte A rows
   S = (K + k_len - 1) / k_len;  // no empty split
   const size_t smem = kn_fixed_smem(MR) + (size_t(k_len) * MR * sizeof(T) + 15) / 16 * 16;
   if (smem > (200u << 10)) return false;
