@@ -49,7 +49,7 @@ constexpr int kRowsPerStep = 32;   // [K, N]: weight rows one load instruction o
 constexpr int kUnroll = 8;         // [K, N]: independent 16-byte weight loads per thread in flight
 constexpr int kColsT = 4;          // [N, K]: columns (weight rows) per block
 constexpr int kMaxSplits = 8;      // portable cluster size
-constexpr size_t kMaxSliceBytes = 64 << 10;  // A's slice per block, before K is split further
+constexpr size_t kMaxSliceBytes = 64 << 10;  // A's fp32 slice per block, before K is split further
 
 // 8 consecutive 16-bit values (one 16-byte load) as fp32.
 template <class T> __device__ __forceinline__ void unpack8(const uint4& v, float* f);
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
   float* part = red + kWarps * MR * kTileN;          // [MR][kTileN]
-  T* xs = reinterpret_cast<T*>(part + MR * kTileN);  // [MR][k_len]
+  float* xs = part + MR * kTileN;                    // [MR][k_len], fp32: no conversion per use
   cg::cluster_group cluster = cg::this_cluster();
   cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
 
@@ -148,9 +148,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
   load(0);
-  // A's slice, row by row (16-byte loads and stores where K allows; k_begin
-  // and k_len are multiples of 32), several loads in flight per thread; rows
-  // past M are zeros.
+  // A's slice as fp32, row by row (16-byte loads where K allows; k_begin and
+  // k_len are multiples of 32), several loads in flight per thread; rows past
+  // M are zeros.
   if ((K & 7) == 0 && (reinterpret_cast<uintptr_t>(A) & 15) == 0) {
     const int vr = rows >> 3, total = MR * vr;
     for (int i0 = 0; i0 < total; i0 += 4 * kThreads) {
@@ -164,7 +164,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int i = i0 + u * kThreads + tid, m = i / vr, q = i - m * vr;
-        if (i < total) *reinterpret_cast<uint4*>(xs + m * k_len + q * 8) = v[u];
+        if (i < total) {
+          float f[8];
+          unpack8<T>(v[u], f);
+          float4* d = reinterpret_cast<float4*>(xs + m * k_len + q * 8);
+          d[0] = make_float4(f[0], f[1], f[2], f[3]);
+          d[1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
       }
     }
   } else {
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int i = i0 + u * kThreads + tid, m = i / rows, r = i - m * rows;
-        if (i < total) xs[m * k_len + r] = v[u];
+        if (i < total) xs[m * k_len + r] = to_f(v[u]);
       }
     }
   }
@@ -199,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         float b[8], x[MR];
         unpack8<T>(bv[u], b);
 #pragma unroll
-        for (int m = 0; m < MR; ++m) x[m] = to_f(xs[m * k_len + r]);
+        for (int m = 0; m < MR; ++m) x[m] = xs[m * k_len + r];
 #pragma unroll
         for (int m = 0; m < MR; ++m)
 #pragma unroll
@@ -446,10 +452,10 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
   // and A's slice within kMaxSliceBytes where the split allows.
   int S = std::clamp((info.sms * blocks_per_sm() + tiles - 1) / tiles, 1, kMaxSplits);
   S = std::min(S, (K + kRowsPerStep - 1) / kRowsPerStep);
-  while (S < kMaxSplits && size_t((K + S - 1) / S) * MR * sizeof(T) > kMaxSliceBytes) ++S;
+  while (S < kMaxSplits && size_t((K + S - 1) / S) * MR * sizeof(float) > kMaxSliceBytes) ++S;
   const int k_len = ((K + S - 1) / S + kRowsPerStep - 1) / kRowsPerStep * kRowsPerStep;  // 16-byte A rows
   S = (K + k_len - 1) / k_len;  // no empty split
-  const size_t smem = kn_fixed_smem(MR) + (size_t(k_len) * MR * sizeof(T) + 15) / 16 * 16;
+  const size_t smem = kn_fixed_smem(MR) + size_t(k_len) * MR * sizeof(float);
   if (smem > (200u << 10)) return false;
   auto kernel = gemv_kn_kernel<T, MR>;
   // Past 48 KB needs the opt-in, per function and device: set on every call
