@@ -512,6 +512,12 @@ bool launch_gated_t(GateActivation gate, const void* A, const void* W, const voi
 }
 
 std::atomic<int> g_override{-1};
+std::atomic<long long> g_launches{0};
+
+bool counted(bool launched) {
+  if (launched) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return launched;
+}
 
 }  // namespace
 
@@ -525,6 +531,7 @@ bool gemm_small_m_enabled() {
   return env;
 }
 void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
+long long gemm_small_m_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
                          int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha) {
@@ -535,8 +542,8 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
   // [N, K]: 16-byte chunks along K, of A's rows too.
   if (trans_b && (K % 8 != 0 || !aligned16(A))) return false;
   if (dt == DType::Float16)
-    return launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
-  return launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream);
+    return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream));
+  return counted(launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream));
 }
 
 bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
@@ -545,8 +552,8 @@ bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const voi
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
   if (!aligned16(W) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
-  if (dt == DType::Float16) return launch_gated_t<__half>(act, A, W, bias, Y, int(M), int(N), int(K), stream);
-  return launch_gated_t<__nv_bfloat16>(act, A, W, bias, Y, int(M), int(N), int(K), stream);
+  if (dt == DType::Float16) return counted(launch_gated_t<__half>(act, A, W, bias, Y, int(M), int(N), int(K), stream));
+  return counted(launch_gated_t<__nv_bfloat16>(act, A, W, bias, Y, int(M), int(N), int(K), stream));
 }
 
 }  // namespace fuseopt::cuda_fused

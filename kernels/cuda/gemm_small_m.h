@@ -42,4 +42,7 @@ bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const voi
 bool gemm_small_m_enabled();
 void set_gemm_small_m(int mode);
 
+// Launches of either entry point so far in this process (tests: which path ran).
+long long gemm_small_m_launch_count();
+
 }  // namespace fuseopt::cuda_fused

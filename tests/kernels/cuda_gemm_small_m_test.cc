@@ -129,6 +129,14 @@ bool all_nan(DType dt, const std::vector<uint16_t>& h) {
   return true;
 }
 
+// c.run_cuda(dt), checking it launched the kernel once (on) or never (off).
+std::vector<Tensor> run_counted(OpCase& c, DType dt, int on) {
+  const long long before = cuda_fused::gemm_small_m_launch_count();
+  auto out = c.run_cuda(dt);
+  CHECK(cuda_fused::gemm_small_m_launch_count() == before + on);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("cuda small-M GEMV kernel matches the reference", "[cuda][gemm_small_m]") {
@@ -312,7 +320,7 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
         OpCase c("", "MatMul", 2, 1);
         Tensor a = cuda_check::random_tensor({2, 1, 96}), b = cuda_check::random_tensor({96, 72});
         c.inputs = {&a, &b};
-        auto got = c.run_cuda(dt);
+        auto got = run_counted(c, dt, on);
         auto want = c.run_cpu(dt);
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
       }
@@ -325,7 +333,7 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
           Tensor b = cuda_check::random_tensor(trans_b ? std::vector<int64_t>{136, 200} : std::vector<int64_t>{200, 136});
           Tensor bias = cuda_check::random_tensor({136});
           c.inputs = {&a, &b, &bias};
-          auto got = c.run_cuda(dt);
+          auto got = run_counted(c, dt, on);
           auto want = c.run_cpu(dt);
           INFO("FusedMatMul " << act << " transB " << trans_b);
           CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
@@ -339,7 +347,7 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
         Tensor gamma = cuda_check::random_tensor({256}, 0.5f, 1.5f);
         Tensor w = cuda_check::random_tensor({256, 264});
         c.inputs = {&x, &gamma, nullptr, &w, nullptr, nullptr};
-        auto got = c.run_cuda(dt);
+        auto got = run_counted(c, dt, on);
         auto want = c.run_cpu(dt);
         INFO("LayerNormLinear rms");
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
@@ -350,7 +358,7 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
         Tensor a = cuda_check::random_tensor({5, 1, 256});
         Tensor w = cuda_check::random_tensor({256, 2 * 136}), bias = cuda_check::random_tensor({2 * 136});
         c.inputs = {&a, &w, &bias};
-        auto got = c.run_cuda(dt);
+        auto got = run_counted(c, dt, on);
         auto want = c.run_cpu(dt);
         INFO("GatedMatMul " << act);
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
