@@ -6,7 +6,8 @@
 //
 // tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
 // so the GEMM runs with the BIAS epilogue and one elementwise pass applies
-// tanh in place (the small-M kernel is not used for it).
+// tanh in place (gemm_gelu.cu's small-M kernel is not used for it; the
+// M <= 8 one of gemm_small_m.cu has tanh in its epilogue).
 // erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
 // runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
 // epilogue and one fused elementwise kernel applies erf-GELU in place; or,
