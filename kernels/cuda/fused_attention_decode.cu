@@ -327,13 +327,16 @@ __global__ void __launch_bounds__(kThreads) decode_fused(DecodeArgs a) {
       for (int e = 0; e < VEC; ++e) red[warp][g * D + sub * VEC + e] = acc[g][e];
   }
   __syncthreads();
-  const int64_t row = D + 2;
+  // Partials: acc [B, H, splits, D] (16-byte aligned rows for the merge's float4 loads), then
+  // (max, sum) [B, H, splits, 2].
+  float* acc_out = a.partial;
+  float* ml_out = a.partial + int64_t(gridDim.z) * a.H * a.splits * D;
   for (int i = tid; i < GB * D; i += kThreads) {
     float o = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) o += red[w][i];
     const int g = i / D, d = i % D;
-    a.partial[((int64_t(b) * a.H + h0 + g) * a.splits + split) * row + d] = o;
+    acc_out[((int64_t(b) * a.H + h0 + g) * a.splits + split) * D + d] = o;
   }
 #pragma unroll
   for (int g = 0; g < GB; ++g)
@@ -341,9 +344,9 @@ __global__ void __launch_bounds__(kThreads) decode_fused(DecodeArgs a) {
       float l = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) l += stat_s[w][g];
-      float* out = a.partial + ((int64_t(b) * a.H + h0 + g) * a.splits + split) * row;
-      out[D] = m[g];
-      out[D + 1] = l;
+      float* out = ml_out + ((int64_t(b) * a.H + h0 + g) * a.splits + split) * 2;
+      out[0] = m[g];
+      out[1] = l;
     }
 
   // The last block of this (batch, head group) to finish merges every split.
@@ -356,17 +359,20 @@ __global__ void __launch_bounds__(kThreads) decode_fused(DecodeArgs a) {
   __syncthreads();
   if (!last_s) return;
   __threadfence();  // the other blocks' partials, counted before this block's arrival, are read after it
-  // M and L per head (warp g; GB <= kWarps), then Y = sum_s w_s acc_s / L in split order.
+  // Warp g: M and L of head g, and each split's weight exp(m_s - M) into shared memory.
+  __shared__ float w_s[GB][kMaxFusedSplits];
   if (warp < GB) {
-    const float* base = a.partial + (int64_t(b) * a.H + h0 + warp) * a.splits * row;
+    const float* ml = ml_out + (int64_t(b) * a.H + h0 + warp) * a.splits * 2;
     float M = -INFINITY;
-    for (int sp = lane; sp < a.splits; sp += 32) M = fmaxf(M, __ldcg(base + sp * row + D));
+    for (int sp = lane; sp < a.splits; sp += 32) M = fmaxf(M, __ldcg(ml + 2 * sp));
     for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     float L = 0.f;
     for (int sp = lane; sp < a.splits; sp += 32) {
-      const float ms = __ldcg(base + sp * row + D);
+      const float ms = __ldcg(ml + 2 * sp);
       // A split with no score above -inf adds nothing (w = 0), except a NaN in its l / acc.
-      L += (ms == -INFINITY ? 0.f : __expf(ms - M)) * __ldcg(base + sp * row + D + 1);
+      const float w = ms == -INFINITY ? 0.f : __expf(ms - M);
+      w_s[warp][sp] = w;
+      L += w * __ldcg(ml + 2 * sp + 1);
     }
     for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
     if (lane == 0) {
@@ -375,27 +381,53 @@ __global__ void __launch_bounds__(kThreads) decode_fused(DecodeArgs a) {
     }
   }
   __syncthreads();
-  for (int i = tid; i < GB * D; i += kThreads) {
-    const int g = i / D, d = i % D;
-    const float* base = a.partial + (int64_t(b) * a.H + h0 + g) * a.splits * row;
-    const float M = m_s[g];
-    // Four independent sums keep four L2 loads in flight; added in a fixed order.
-    float o4[4] = {0.f, 0.f, 0.f, 0.f};
-    int sp = 0;
-    for (; sp + 4 <= a.splits; sp += 4)
+  // Y: each output float4 (g, d4) summed over the splits by tpo neighbouring lanes, split
+  // r, r + tpo, ..., kU loads in flight each, then a fixed shuffle tree: the same order on
+  // every run (the merge used to issue one dependent L2 load per split).
+  constexpr int kU = 8;
+  const int D4 = D / 4, n_out = GB * D4;
+  int tpo = 1;  // a power of two (the shuffle tree), at most a warp
+  while (tpo < 32 && 2 * tpo * n_out <= kThreads) tpo <<= 1;
+  for (int base_o = 0; base_o < n_out; base_o += kThreads / tpo) {
+    const int o = base_o + tid / tpo, r = tid % tpo;
+    const bool live = o < n_out;  // every lane stays for the shuffles
+    const int g = live ? o / D4 : 0, d4 = live ? o % D4 : 0;
+    const float4* acc4 =
+        reinterpret_cast<const float4*>(acc_out + (int64_t(b) * a.H + h0 + g) * a.splits * D) + d4;
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int sp0 = r; sp0 < a.splits; sp0 += tpo * kU) {
+      float4 v[kU];
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const float ms = __ldcg(base + (sp + t) * row + D);
-        o4[t] = fmaf(ms == -INFINITY ? 0.f : __expf(ms - M), __ldcg(base + (sp + t) * row + d), o4[t]);
+      for (int u = 0; u < kU; ++u) {
+        const int sp = sp0 + u * tpo;
+        v[u] = live && sp < a.splits ? __ldcg(acc4 + int64_t(sp) * D4) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
-    for (; sp < a.splits; ++sp) {
-      const float ms = __ldcg(base + sp * row + D);
-      o4[0] = fmaf(ms == -INFINITY ? 0.f : __expf(ms - M), __ldcg(base + sp * row + d), o4[0]);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int sp = sp0 + u * tpo;
+        const float w = live && sp < a.splits ? w_s[g][sp] : 0.f;
+        sum.x = fmaf(w, v[u].x, sum.x);
+        sum.y = fmaf(w, v[u].y, sum.y);
+        sum.z = fmaf(w, v[u].z, sum.z);
+        sum.w = fmaf(w, v[u].w, sum.w);
+      }
     }
-    const float o = (o4[0] + o4[1]) + (o4[2] + o4[3]);
-    // L == 0 (every score -inf): 0/0 = NaN, as Softmax gives, or 0 with masked_rows_zero.
-    const bool zero = a.rows_zero && M == -INFINITY;
-    static_cast<T*>(a.y)[(int64_t(b) * a.H + h0 + g) * D + d] = from_f<T>(zero ? 0.f : o / l_s[g]);
+    for (int off = tpo / 2; off > 0; off >>= 1) {
+      sum.x += __shfl_xor_sync(0xffffffffu, sum.x, off);
+      sum.y += __shfl_xor_sync(0xffffffffu, sum.y, off);
+      sum.z += __shfl_xor_sync(0xffffffffu, sum.z, off);
+      sum.w += __shfl_xor_sync(0xffffffffu, sum.w, off);
+    }
+    if (live && r == 0) {
+      // L == 0 (every score -inf): 0/0 = NaN, as Softmax gives, or 0 with masked_rows_zero.
+      const bool zero = a.rows_zero && m_s[g] == -INFINITY;
+      const float L = l_s[g];
+      T* y = static_cast<T*>(a.y) + (int64_t(b) * a.H + h0 + g) * D + d4 * 4;
+      y[0] = from_f<T>(zero ? 0.f : sum.x / L);
+      y[1] = from_f<T>(zero ? 0.f : sum.y / L);
+      y[2] = from_f<T>(zero ? 0.f : sum.z / L);
+      y[3] = from_f<T>(zero ? 0.f : sum.w / L);
+    }
   }
 }
 
