@@ -1,6 +1,6 @@
 // Device primitives of the Hopper attention kernel (fused_attention_hopper_kernel.cuh):
 // mbarriers, TMA tile copies, wgmma fences and shared-memory descriptors, named
-// barriers, ex2 and fp16/bf16 packing. Inline PTX that exists only in the sm_90a image,
+// barriers and ex2 (fp16/bf16 packing: pack2 in fused_device.cuh). Inline PTX that exists only in the sm_90a image,
 // hence all of it under FUSEOPT_HOPPER_DEVICE (defined here for the sm_90a pass).
 #pragma once
 #include <cuda.h>
@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "kernels/cuda/fused_device.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FUSEOPT_HOPPER_DEVICE 1
@@ -80,15 +82,6 @@ __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
 }
 #endif  // FUSEOPT_HOPPER_DEVICE
 

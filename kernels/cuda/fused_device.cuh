@@ -112,6 +112,18 @@ template <class T> __device__ __forceinline__ T block_max(T v, T* shm, T lowest)
   return warp_max(r);
 }
 
+// Two floats rounded to one 32-bit word of T pairs (the MMA kernels' fragments and stores:
+// gemm_gelu.cu, the Hopper attention kernel).
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
 // ---- dispatch over the float storage types (host side) ---------------------------
 template <class T> struct Tag { using type = T; };
 
