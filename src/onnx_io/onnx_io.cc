@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "onnx_io/function_bodies.h"
+#include "onnx_io/shape_proto.h"
 #include "onnx_io/tensor_proto.h"
 #include "onnx_io/validate_model.h"
 #include "util/error.h"
@@ -50,15 +51,7 @@ void read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
   if (!vi.has_type() || !vi.type().has_tensor_type()) return;
   const auto& tt = vi.type().tensor_type();
   if (tt.elem_type() != 0) v->dtype = static_cast<DType>(tt.elem_type());
-  if (tt.has_shape()) {
-    Shape s;
-    for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) s.push_back(Dim::of(d.dim_value()));
-      else if (d.has_dim_param()) s.push_back(Dim::sym(d.dim_param()));
-      else s.push_back(Dim::unknown());
-    }
-    v->shape = s;
-  }
+  if (tt.has_shape()) v->shape = shape_from_proto(tt.shape());
 }
 
 void write_value_info(const Value* v, onnx::ValueInfoProto* vi) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/shape_inference.h"
+#include "onnx_io/shape_proto.h"
 #include "onnx_io/subgraph_load.h"
 #include "util/error.h"
 
@@ -34,15 +35,7 @@ std::optional<std::vector<DeclaredType>> body_outputs(const Node& n, const char*
     if (o.has_type() && o.type().has_tensor_type()) {
       const auto& tt = o.type().tensor_type();
       t.dtype = static_cast<DType>(tt.elem_type());
-      if (tt.has_shape()) {
-        Shape s;
-        for (const auto& d : tt.shape().dim()) {
-          if (d.has_dim_value()) s.push_back(Dim::of(d.dim_value()));
-          else if (d.has_dim_param()) s.push_back(Dim::sym(d.dim_param()));
-          else s.push_back(Dim::unknown());
-        }
-        t.shape = s;
-      }
+      if (tt.has_shape()) t.shape = shape_from_proto(tt.shape());
     }
     out.push_back(std::move(t));
   }
