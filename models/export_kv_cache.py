@@ -19,6 +19,12 @@ are padding; position_ids are not given, as HF generate() without padding-aware
 positions). `_static` exports use no dynamic dims (shape of data set 1) and get one
 data set. The export is traced at past=4, seq=3 so that no dim is specialised to 1.
 
+`--dtype fp16` exports the same models after `model.half()` (what GPU deployments do, as
+Optimum's --dtype fp16): names get `_fp16`, the past tensors are float16 and the references
+are ONNX Runtime's on the fp16 export itself (its CPU provider runs every op of these graphs in
+fp16); where it lacks a kernel the reference is ONNX Runtime's on the fp32 twin (the same
+weights exported from `model.float()`), rounded to fp16, and the script says so.
+
 Architectures: gpt2 (MHA), llama (GQA 4/2), mistral (GQA, sliding window larger than
 any test length), qwen2 (GQA, QKV biases), falcon-style multi-query via gpt_bigcode
 (MQA). Afterwards: `python3 tests/py/test_attention_kv_cache.py --bin build/bin --src .`
@@ -60,6 +66,7 @@ def build(arch, tf):
 ARCHS = ["gpt2", "llama", "mistral", "qwen2", "bigcode"]
 VARIANTS = [(17, "ts"), (18, "dynamo")]
 ATTN = "eager"
+DTYPE = None  # torch dtype of the model (main() sets it; torch is imported there)
 
 
 def make_cache(tf, flat, layers):
@@ -88,7 +95,7 @@ def step_inputs(torch, past, seq, kv_heads, head_dim, seed):
     mask[1, :2] = 0
     flat = []
     for _ in range(LAYERS):
-        flat += [torch.randn(BATCH, kv_heads, past, head_dim, generator=g) for _ in range(2)]
+        flat += [torch.randn(BATCH, kv_heads, past, head_dim, generator=g).to(DTYPE) for _ in range(2)]
     return [ids, mask] + flat
 
 
@@ -103,6 +110,8 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
     import onnxruntime as ort
     model, kv_heads, head_dim = build(arch, tf)
     model.eval()
+    if DTYPE != torch.float32:
+        model = model.to(DTYPE)
 
     class Step(torch.nn.Module):
         def __init__(self, m):
@@ -120,6 +129,8 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
     in_names = ["input_ids", "attention_mask"] + past_names
     out_names = ["last_hidden_state"] + present_names
     name = f"{arch}_kv_op{opset}_{exporter}" + ("_static" if static else "") + ("" if ATTN == "eager" else "_" + ATTN)
+    if DTYPE != torch.float32:
+        name += "_" + str(DTYPE).replace("torch.float16", "fp16").replace("torch.bfloat16", "bf16")
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -147,13 +158,28 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
             prog = torch.onnx.export(step, tuple(trace), dynamic_shapes=ds, input_names=in_names,
                                      output_names=out_names, opset_version=opset, dynamo=True, external_data=False)
             prog.save(path)
+    if exporter == "dynamo" and DTYPE != torch.float32:  # per-node stack traces: most of a tiny model's bytes
+        m = onnx.load(path)
+        for n in m.graph.node:
+            del n.metadata_props[:]
+        onnx.save(m, path)
     m = onnx.load(path)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        twin = None
+    except Exception as e:  # no fp16 CPU kernel for some op: the fp32 twin gives the reference
+        print(f"note: {name}: ONNX Runtime cannot run the {DTYPE} export ({str(e).splitlines()[0][:160]}); "
+              "references from the fp32 twin", flush=True)
+        twin = _fp32_twin(step, trace, in_names, out_names, opset, exporter, static, d, torch, ort)
+        sess = twin
     worst = 0.0
     for k, (past, seq) in enumerate([DATA[1]] if static else DATA):
         inputs = step_inputs(torch, past, seq, kv_heads, head_dim, seed=10 + k)
-        feeds = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), inputs)}
+        feeds = {i.name: (x.float() if twin is not None and x.is_floating_point() else x).numpy()
+                 for i, x in zip(sess.get_inputs(), inputs)}
         outs = sess.run(None, feeds)
+        if twin is not None:
+            outs = [o.astype(np.float16) if DTYPE == torch.float16 else o for o in outs]
         td = os.path.join(d, f"test_data_set_{k}")
         os.makedirs(td, exist_ok=True)
         for i, x in enumerate(inputs):
@@ -162,8 +188,25 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
             save_pb(o, os.path.join(td, f"output_{i}.pb"), m.graph.output[i].name)
         with torch.no_grad():
             ref = step(*inputs)
-        worst = max(worst, max(float(np.abs(r.numpy() - o).max()) for r, o in zip(ref, outs)))
+        worst = max(worst, max(float(np.abs(r.float().numpy() - o.astype(np.float32)).max()) for r, o in zip(ref, outs)))
     return name, len(m.graph.node), worst
+
+
+def _fp32_twin(step, trace, in_names, out_names, opset, exporter, static, d, torch, ort):
+    """An ORT session on the fp32 export of the same weights (a temporary file)."""
+    import copy
+    import tempfile
+    twin = copy.deepcopy(step).float()
+    path = os.path.join(tempfile.mkdtemp(), "twin.onnx")
+    trace32 = [x.float() if x.is_floating_point() else x for x in trace]
+    with torch.no_grad():
+        if exporter == "ts":
+            torch.onnx.export(twin, tuple(trace32), path, input_names=in_names, output_names=out_names,
+                              opset_version=opset, dynamo=False)
+        else:
+            torch.onnx.export(twin, tuple(trace32), input_names=in_names, output_names=out_names,
+                              opset_version=opset, dynamo=True, external_data=False).save(path)
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
 def main():
@@ -176,12 +219,15 @@ def main():
     ap.add_argument("--tiny", action="store_true",
                     help="hidden 32, FFN 64, vocab 200 (a quarter of the bytes; what the corpus in the repo uses "
                          "since session 4, where the tree that travels to the GPU machine is capped)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
+                    help="model dtype (fp16/bf16: model.half() / .bfloat16() before the export; names get _fp16/_bf16)")
     a = ap.parse_args()
-    global ATTN, HIDDEN, FFN, VOCAB
+    global ATTN, HIDDEN, FFN, VOCAB, DTYPE
     ATTN = a.attn
     if a.tiny:
         HIDDEN, FFN, VOCAB = 32, 64, 200
     import torch
+    DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
     import transformers as tf
     archs = a.only.split(",") if a.only else ARCHS
     variants = VARIANTS

@@ -4,7 +4,9 @@
 //   y  = Cast(n, x.dtype)? * gamma
 // => fuseopt.RMSNorm(x, gamma, epsilon). The casts are accepted only when they
 // are what the fused op does anyway: widen x to float32 (or a no-op) and
-// return to x's own dtype; any other cast changes precision (rule 5).
+// return to x's own dtype; any other cast changes precision (rule 5). The widening
+// Cast may have other readers (fp16 Llama exports share Cast(x, float) with the
+// residual Add): it reads only x, so it stays for them and the fused op reads x.
 #include "pass/pass.h"
 #include "passes/fusion/fusion_util.h"
 
@@ -36,6 +38,12 @@ class RMSNormFusion : public FusionPass {
     });
     Pattern back = Op("Cast", normed).optional().as(cap::cast_out);
     return Op("Mul", back, Any(cap::gamma)).commutative().as(cap::scale);
+  }
+  // Cast(x, float) only reads x, which the fused op reads too: when something else
+  // reads the widened x, the Cast stays for it (rewrite() erases only dead nodes).
+  std::vector<const Value*> kept_outputs(const Match& m) const override {
+    if (const Node* c = m.node(cap::cast_in)) return {c->output(0)};
+    return {};
   }
   Status check(const Graph&, const Match& m) const override {
     const Value* x = m.value(cap::x);

@@ -117,3 +117,96 @@ TEST_CASE("RMSNorm rule 1: the mean square is read elsewhere", "[passes][RMSNorm
   CHECK(count_op(b.graph(), "ReduceMean") == 1);
   CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 1") && Contains("graph output"));
 }
+
+// ---- half-precision exports (HF LlamaRMSNorm after model.half()) -------------------------
+//   xw = Cast(x, float) (x fp16/bf16); n = xw * (1 / Sqrt(ReduceMean(Pow(xw, 2)) + eps))
+//   y  = gamma (x's dtype) * Cast(n, x's dtype)
+// The widened xw may also feed the residual Add (the exporter shares one Cast): it stays for it.
+namespace {
+
+struct HalfRms {
+  DType t = DType::Float16;
+  DType back = DType::Undefined;  // the Cast after the norm (Undefined: t)
+  bool shared_up = false;         // Cast(x, float) also read by a residual Add
+  bool leak_normed = false;       // the fp32 normalised value is also a graph output
+};
+
+Tensor half_tensor(const Tensor& f, DType t) {
+  Tensor r(t, f.dims);
+  for (int64_t i = 0; i < f.numel(); ++i)
+    r.data<uint16_t>()[i] = t == DType::Float16 ? float_to_half(f.data<float>()[i]) : float_to_bf16(f.data<float>()[i]);
+  return r;
+}
+
+Value* cast_to(GraphBuilder& b, Value* x, DType to, const std::string& n) {
+  return b.op("Cast", {x}, {Attribute::make_int("to", static_cast<int64_t>(to))}, n);
+}
+
+void build_half_rms(GraphBuilder& b, const HalfRms& s) {
+  Value* x = cast_to(b, b.input("x", DType::Float, {3, 6}), s.t, "x_half");
+  Value* xw = cast_to(b, x, DType::Float, "up");
+  Value* ms = b.op("ReduceMean", {b.op("Pow", {xw, b.scalar("two", 2.0f)})},
+                   {Attribute::make_ints("axes", {-1}), Attribute::make_int("keepdims", 1)});
+  Value* sd = b.op("Sqrt", {b.op("Add", {ms, b.scalar("eps", 1e-6f)})});
+  Value* n = b.op("Mul", {xw, b.op("Div", {b.scalar("one", 1.0f), sd})}, {}, "normed");
+  Value* back = cast_to(b, n, s.back == DType::Undefined ? s.t : s.back, "down");
+  Value* g = b.constant("gamma", half_tensor(rand_tensor({6}, 5, 0.5f, 2.0f), s.back == DType::Undefined ? s.t : s.back));
+  b.output(cast_to(b, b.op("Mul", {g, back}, {}, "scale"), DType::Float, "y"));
+  if (s.shared_up) b.output(b.op("Add", {xw, b.input("r", DType::Float, {3, 6})}, {}, "residual"));
+  if (s.leak_normed) b.output(n);
+}
+
+std::map<std::string, Tensor> half_feeds(bool shared) {
+  std::map<std::string, Tensor> f{{"x", rand_tensor({3, 6}, 9, -2.0f, 3.0f)}};
+  if (shared) f.emplace("r", rand_tensor({3, 6}, 11));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("RMSNorm: fp16 and bf16 input, fp32 statistics, cast back, fuses", "[passes][RMSNorm]") {
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    for (bool shared : {false, true}) {
+      HalfRms s;
+      s.t = t;
+      s.shared_up = shared;
+      GraphBuilder b(17);
+      build_half_rms(b, s);
+      auto before = clone_graph(b.graph());
+      FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+      INFO(dtype_name(t) << (shared ? " shared widening Cast" : "") << ": " << reasons(r, "RMSNorm"));
+      REQUIRE(matched(r, "RMSNorm") == 1);
+      CHECK(count_domain_op(b.graph(), "fuseopt", "RMSNorm") == 1);
+      CHECK(count_op(b.graph(), "ReduceMean") == 0);
+      // x_half and y, plus Cast(x, float) only where the residual Add still reads it.
+      CHECK(count_op(b.graph(), "Cast") == (shared ? 3 : 2));
+      for (const auto& n : b.graph().nodes())
+        if (n->op_type == "RMSNorm") CHECK(n->input(0)->name == "x_half_y");
+      require_same_outputs(*before, b.graph(), half_feeds(shared), t == DType::BFloat16 ? 2e-2f : 2e-3f);
+    }
+  }
+}
+
+TEST_CASE("RMSNorm rule 5: bf16 input cast back to fp16", "[passes][RMSNorm][legality]") {
+  HalfRms s;
+  s.t = DType::BFloat16;
+  s.back = DType::Float16;
+  s.shared_up = true;
+  GraphBuilder b(17);
+  build_half_rms(b, s);
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK(count_op(b.graph(), "ReduceMean") == 1);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 5: Cast 'down' casts to float16, not back to the input's bfloat16"));
+}
+
+TEST_CASE("RMSNorm rule 1: fp16 form whose fp32 normalised value is read elsewhere", "[passes][RMSNorm][legality]") {
+  HalfRms s;
+  s.leak_normed = true;
+  GraphBuilder b(17);
+  build_half_rms(b, s);
+  FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+  CHECK(matched(r, "RMSNorm") == 0);
+  CHECK(count_op(b.graph(), "ReduceMean") == 1);
+  CHECK_THAT(reasons(r, "RMSNorm"), Contains("rule 1") && Contains("Mul 'normed'"));
+}

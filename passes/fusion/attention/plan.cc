@@ -142,6 +142,20 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pval = n->input(2);
       continue;
     }
+    if (n->is("Cast") && !is_passthrough(n) && n->input(0) && n->input(0)->producer &&
+        n->input(0)->producer->is("Cast")) {
+      // Cast(Cast(P, float), T) with P of dtype T = fp16/bf16 (TorchScript's softmax(dtype=float32)
+      // .to(T) on a half softmax): an exact round trip, P's own values.
+      Node* inner = n->input(0)->producer;
+      const DType t = dtype_of(inner->input(0));
+      if ((t == DType::Float16 || t == DType::BFloat16) && inner->attr_int("to", 0) == static_cast<int64_t>(DType::Float) &&
+          n->attr_int("to", 0) == static_cast<int64_t>(t)) {
+        pl.core.push_back(n);
+        pl.core.push_back(inner);
+        pval = inner->input(0);
+        continue;
+      }
+    }
     if (n->is("Cast") && !is_passthrough(n)) {
       // Only the downcast of an fp32 softmax back to the model's type is fine
       // (checked against the upcast below); the fused op's softmax is fp32.
@@ -186,13 +200,30 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       continue;
     }
     if (n->is("Cast")) {  // a Cast that changes the type: the fused op computes in one precision
-      const bool upcast_for_softmax = n->output(0) == sm->input(0) && pl.down_cast &&
-                                      n->attr_int("to", 0) == static_cast<int64_t>(DType::Float) &&
-                                      static_cast<int64_t>(dtype_of(n->input(0))) == pl.down_cast->attr_int("to", -1);
+      // fp16/bf16 scores widened to fp32 (anywhere between Q·Kᵀ and the Softmax: the mask terms
+      // and scale factors after it are applied in fp32) and the probabilities cast back to the
+      // scores' dtype before P·V: what the fused op does inside (fp32 softmax, P rounded to the
+      // compute dtype for P·V). One such pair; anything else changes precision.
+      const DType from = dtype_of(n->input(0));
+      const int64_t to = n->attr_int("to", 0);
+      const bool half_from = from == DType::Float16 || from == DType::BFloat16;
+      const bool upcast_for_softmax = !pl.up_cast && pl.down_cast && to == static_cast<int64_t>(DType::Float) &&
+                                      (n->output(0) == sm->input(0) || half_from) &&
+                                      static_cast<int64_t>(from) == pl.down_cast->attr_int("to", -1);
       if (upcast_for_softmax) {
         pl.up_cast = n;  // fp16/bf16 scores -> fp32 softmax -> back: what the fused op does inside
       } else if (pl.fail.empty()) {
-        pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
+        if (half_from && to == static_cast<int64_t>(DType::Float) && !pl.up_cast && !pl.down_cast)
+          pl.fail = "rule 5: " + n->label() + " widens the " + dtype_name(from) +
+                    " scores to float32, but the probabilities are not cast back to " + dtype_name(from) +
+                    " before the P·V MatMul " + pv->label();
+        else if (half_from && to == static_cast<int64_t>(DType::Float) && !pl.up_cast)
+          pl.fail = "rule 5: " + n->label() + " widens " + dtype_name(from) + " scores to float32, but " +
+                    pl.down_cast->label() + " casts the probabilities to " +
+                    dtype_name(static_cast<DType>(pl.down_cast->attr_int("to", 0))) + ", not back to " +
+                    dtype_name(from);
+        else
+          pl.fail = "rule 5: " + n->label() + " changes the precision inside the attention chain";
       }
       pl.core.push_back(n);
       s = n->input(0);
@@ -288,6 +319,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   if (pl.down_cast && !pl.up_cast && pl.fail.empty())
     pl.fail = "rule 5: " + pl.down_cast->label() + " changes the precision of the attention probabilities";
+  if (pl.up_cast && pl.fail.empty()) {
+    // The softmax between the casts must be the fp32 one (an upcast with half ops after it is not this form).
+    const DType p = dtype_of(pl.down_cast->input(0));
+    if (p != DType::Float && p != DType::Undefined)
+      pl.fail = "rule 5: " + pl.down_cast->label() + " casts " + dtype_name(p) +
+                " probabilities, not the float32 softmax of " + pl.up_cast->label();
+  }
   pl.core.push_back(pl.qk);
   for (const MaskTerm& t : pl.terms)
     if (t.where && dtype_of(t.v) != DType::Bool && dtype_of(t.v) != DType::Undefined && pl.fail.empty())
