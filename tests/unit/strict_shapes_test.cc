@@ -200,3 +200,71 @@ TEST_CASE("strict shapes: keepdims is 0 or 1") {
   attr_int(n, "keepdims", 2);
   CHECK(optimize(two) == "shape inference: ReduceMean 'rm': keepdims is 2; it is 0 or 1");
 }
+
+namespace {
+onnx::NodeProto* int_constant(onnx::ModelProto& m, const std::string& out, std::vector<int64_t> dims,
+                              std::vector<int64_t> values) {
+  auto* n = add_node(m, "Constant", {}, {out}, out);
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) a->mutable_t()->add_dims(d);
+  for (int64_t v : values) a->mutable_t()->add_int64_data(v);
+  return n;
+}
+}  // namespace
+
+TEST_CASE("strict shapes: Range's operands are scalars") {
+  // mutate_models.py seed 13 m189: Shape(start=2, end=-2) made an empty [0] start; folded to
+  // an initializer, it made the written Range invalid.
+  auto range = [](std::vector<int64_t> start_dims, std::vector<int64_t> start) {
+    auto m = model_proto();
+    int_constant(m, "s", start_dims, start);
+    int_constant(m, "l", {}, {6});
+    int_constant(m, "d", {}, {1});
+    add_node(m, "Range", {"s", "l", "d"}, {"r"}, "range");
+    attr_int(add_node(m, "Cast", {"r"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
+    return m;
+  };
+  CHECK(optimize(range({}, {2})) == "");
+  CHECK(optimize(range({1}, {2})) == "shape inference: Range 'range': start is [1]; it is a scalar");
+  CHECK(optimize(range({0}, {})) == "shape inference: Range 'range': start is [0]; it is a scalar");
+}
+
+TEST_CASE("strict shapes: GatherND's batch_dims is below both ranks") {
+  // mutate_models.py seed 14 m497: batch_dims = INT64_MAX overflowed (UBSan) before the check.
+  auto gather = [](int64_t batch_dims) {
+    auto m = model_proto();
+    int_constant(m, "idx", {2, 1}, {0, 1});
+    attr_int(add_node(m, "GatherND", {"x", "idx"}, {"y"}, "gnd"), "batch_dims", batch_dims);
+    return m;
+  };
+  CHECK(optimize(gather(0)) == "");
+  CHECK(optimize(gather(1)) == "");
+  CHECK(optimize(gather(2)) ==
+        "shape inference: GatherND 'gnd': batch_dims 2 is out of range [0, 1] for data [2,3] and indices [2,1]");
+  CHECK(optimize(gather(INT64_MAX)) == "shape inference: GatherND 'gnd': batch_dims 9223372036854775807 is out of "
+                                       "range [0, 1] for data [2,3] and indices [2,1]");
+  CHECK(optimize(gather(-1)) ==
+        "shape inference: GatherND 'gnd': batch_dims -1 is out of range [0, 1] for data [2,3] and indices [2,1]");
+}
+
+TEST_CASE("strict shapes: a Reshape -1 next to a product of 0 is refused") {
+  // A batch of 0 (mutate_models.py's dims mutation): ONNX refuses a -1 when the other dims
+  // multiply to 0. The input passed the checker (the target came from Shape arithmetic);
+  // fuseopt folded the target into a constant, and the written model did not.
+  auto reshape = [](std::vector<int64_t> x_dims, std::vector<int64_t> target) {
+    auto m = model_proto();
+    set_dims(m.mutable_graph()->mutable_input(0), x_dims);
+    int_constant(m, "shape", {static_cast<int64_t>(target.size())}, target);
+    add_node(m, "Reshape", {"x", "shape"}, {"y"}, "rs");
+    return m;
+  };
+  CHECK(optimize(reshape({2, 3}, {0, -1})) == "");
+  CHECK(optimize(reshape({0, 3}, {0, 3})) == "");
+  CHECK(optimize(reshape({0, 3}, {-1, 3})) == "");  // the others' product is 3: -1 is 0
+  CHECK(optimize(reshape({0, 3}, {0, -1})) ==
+        "shape inference: Reshape 'rs': cannot reshape [0,3] to [0,-1]: the other dims' product is 0, so the -1 is "
+        "not determined");
+}

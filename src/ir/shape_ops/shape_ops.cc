@@ -105,6 +105,18 @@ void reshape_fn(ShapeContext& c) {
       Shape rest = out;
       rest.erase(rest.begin() + infer_at);
       const Dim others = dims_product(rest, 0, rest.size());
+      // ONNX's inference: "Product cannot be 0 in combination with -1", and ONNX Runtime
+      // refuses it when it runs (the -1 could be anything). A batch of 0 reached it through
+      // shape arithmetic: the input passed the checker, the written model, whose target
+      // fuseopt had folded into a constant, did not.
+      if (others.known() && others.value == 0) {
+        std::string t;
+        for (size_t i = 0; i < out.size(); ++i) {
+          const std::string d = shp(Shape{out[i]});  // "[x]"
+          t += (i ? "," : "") + (static_cast<int>(i) == infer_at ? std::string("-1") : d.substr(1, d.size() - 2));
+        }
+        c.fail("cannot reshape " + shp(*in) + " to [" + t + "]: the other dims' product is 0, so the -1 is not determined");
+      }
       if (total.known() && others.known() && others.value != 0 && total.value % others.value != 0)
         c.fail("cannot reshape " + shp(*in) + " to " + shp(out) + " (" + std::to_string(total.value) +
                " elements not divisible by " + std::to_string(others.value) + ")");
@@ -530,9 +542,15 @@ void gather_nd_fn(ShapeContext& c) {
   if (!data || !idx) return;
   const int64_t b = c.node().attr_int("batch_dims", 0);
   if (idx->empty()) c.fail("indices must have rank >= 1");
+  // batch_dims < min(rank(data), rank(indices)), checked before any sum (mutate_models.py
+  // seed 14 m497: batch_dims = INT64_MAX overflowed b + last).
+  const int64_t r = static_cast<int64_t>(data->size()), q = static_cast<int64_t>(idx->size());
+  if (b < 0 || b >= std::min(r, q))
+    c.fail("batch_dims " + std::to_string(b) + " is out of range [0, " + std::to_string(std::min(r, q) - 1) +
+           "] for data " + shp(*data) + " and indices " + shp(*idx));
   const Dim last = idx->back();
   if (!last.known()) return;
-  if (b < 0 || b + last.value > static_cast<int64_t>(data->size()))
+  if (last.value > r - b)
     c.fail("indices " + shp(*idx) + " index past data " + shp(*data) + " with batch_dims " + std::to_string(b));
   Shape out(idx->begin(), idx->end() - 1);
   out.insert(out.end(), data->begin() + b + last.value, data->end());
@@ -609,6 +627,13 @@ Elem scalar_operand(const ShapeContext& c, size_t i) {
 
 void range_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
+  // start, limit and delta are scalars (ONNX's inference: "Input to 'Range' op should be
+  // scalars"; mutate_models.py seed 13 m189: Shape(end=-2) gave an empty [0] start, folded
+  // into an initializer that the checker then saw).
+  static const char* const kNames[] = {"start", "limit", "delta"};
+  for (int i = 0; i < 3; ++i)
+    if (const Shape* s = shape_of(c, i); s && !s->empty())
+      c.fail(std::string(kNames[i]) + " is " + shp(*s) + "; it is a scalar");
   const Tensor* ts = c.input_const(0);
   const Tensor* tl = c.input_const(1);
   const Tensor* td = c.input_const(2);
