@@ -26,7 +26,10 @@ Value* materialize(Rewriter& rw, const HeadPath& hp) {
         ->output(0);
   if (hp.to_bshd != Perm{0, 1, 2, 3})
     v = rw.create_node("", "Transpose", {v}, {Attribute::make_ints("perm", hp.to_bshd)}, 1, "attn_heads_back")->output(0);
-  return rw.create_node("", "Reshape", {v, rw.add_int64s("attn_merge_shape", {0, 0, -1})}, {}, 1, "attn_heads_merge")
+  // heads·D written out where known: next to a batch of 0 ONNX refuses a -1 (the
+  // product of the other dims is 0; mutate_models.py seed 5 m287 in the function body).
+  const int64_t width = hp.heads > 0 && hp.dim > 0 ? hp.heads * hp.dim : -1;
+  return rw.create_node("", "Reshape", {v, rw.add_int64s("attn_merge_shape", {0, 0, width})}, {}, 1, "attn_heads_merge")
       ->output(0);
 }
 
