@@ -569,7 +569,13 @@ struct FusedPlan {
   int gb, tpk, chunk, splits;
 };
 
-FusedPlan make_fused_plan(DType dt, int H, int Hkv, int St, int Dh, int Dv, bool aligned) {
+// B x heads-groups x chunks beyond kFusedMaxBlocksPerSm blocks per SM go to the two-pass
+// kernels: session 8's micro-benchmark (append + attention per layer, H200) had the one-launch
+// kernel ahead at 1 x 2048 (18.9 vs 19.9 us, 264 blocks) and behind at 8 x 2048 (73.3 vs 67.3,
+// 2112 blocks, where the two-pass kernels' 228-key chunks move fewer partials).
+constexpr int kFusedMaxBlocksPerSm = 4;
+
+FusedPlan make_fused_plan(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv, bool aligned) {
   FusedPlan p{};
   const int vec = dt == DType::Float ? 4 : 8;
   if (!aligned || Dh != Dv || Dh % vec != 0 || Dh / vec > 32) return p;
@@ -580,7 +586,8 @@ FusedPlan make_fused_plan(DType dt, int H, int Hkv, int St, int Dh, int Dv, bool
   p.tpk = tpk;
   p.chunk = kKpt * (kThreads / tpk);
   p.splits = (St + p.chunk - 1) / p.chunk;
-  p.ok = p.splits <= kMaxFusedSplits;
+  p.ok = p.splits <= kMaxFusedSplits &&
+         int64_t(B) * (H / p.gb) * p.splits <= int64_t(kFusedMaxBlocksPerSm) * sm_count();
   return p;
 }
 
@@ -638,7 +645,7 @@ bool flash_decode_supported(int Dh, int Dv, int H, int Hkv) {
 size_t flash_decode_scratch_bytes(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv) {
   // The arrival counters, then the partials for the worst case over alignment and paths.
   const Plan a = make_plan(dt, B, H, Hkv, St, Dh, Dv, true), b = make_plan(dt, B, H, Hkv, St, Dh, Dv, false);
-  const FusedPlan f = make_fused_plan(dt, H, Hkv, St, Dh, Dv, true);
+  const FusedPlan f = make_fused_plan(dt, B, H, Hkv, St, Dh, Dv, true);
   const int splits = std::max({a.splits, b.splits, f.ok ? f.splits : 1});
   return counter_bytes(B, H) + size_t(B) * H * splits * (Dv + 2) * sizeof(float);
 }
@@ -654,7 +661,7 @@ void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const 
   const int vec = dt == DType::Float ? 4 : 8;
   const bool aligned = aligned16(q) && aligned16(k) && aligned16(v) && q_batch_stride % vec == 0;
   const Plan p = make_plan(dt, B, H, Hkv, St, Dh, Dv, aligned);
-  const FusedPlan f = fused_decode_enabled() ? make_fused_plan(dt, H, Hkv, St, Dh, Dv, aligned) : FusedPlan{};
+  const FusedPlan f = fused_decode_enabled() ? make_fused_plan(dt, B, H, Hkv, St, Dh, Dv, aligned) : FusedPlan{};
   DecodeArgs a{};
   a.q = q;
   a.q_batch_stride = q_batch_stride;

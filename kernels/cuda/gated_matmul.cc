@@ -45,9 +45,12 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   cuda_fused::check_same_dtype(ctx, bias, dt, "bias");
   FUSE_CHECK(a->rank() >= 1 && w->rank() == 2, n.label() << ": GatedMatMul needs A [..., K] and W [K, 2N], got "
                                                           << shape_str(a->shape) << " and " << shape_str(w->shape));
-  const int64_t K = a->shape.back(), two_n = w->shape[1];
-  FUSE_CHECK(w->shape[0] == K && two_n % 2 == 0, n.label() << ": GatedMatMul W " << shape_str(w->shape)
-                                                            << " is not [" << K << ", 2N] for A " << shape_str(a->shape));
+  // W stored [2N, K] where the Session transposed the constant weight (kWeightNkAttr).
+  const bool nk = n.attr_int(kWeightNkAttr, 0) != 0;
+  const int64_t K = a->shape.back(), two_n = nk ? w->shape[0] : w->shape[1];
+  FUSE_CHECK((nk ? w->shape[1] : w->shape[0]) == K && two_n % 2 == 0,
+             n.label() << ": GatedMatMul W " << shape_str(w->shape) << " is not " << (nk ? "[2N, " : "[")
+                       << K << (nk ? "]" : ", 2N]") << " for A " << shape_str(a->shape));
   cuda_fused::check_vector(ctx, bias, two_n, "bias");
   const GateActivation act = parse_gate_act(n);
   const int64_t N = two_n / 2;
@@ -59,8 +62,9 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   cudaStream_t stream = cuda_fused::stream_of(ctx);
 
   // rows <= 8 (a decode step): one kernel for the product and the gate, P never stored.
-  if (K > 0 && cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data,
-                                                rows, N, K, stream))
+  if (K > 0 && !nk &&
+      cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
+                                       stream))
     return;
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));
   if (K == 0) {
@@ -70,7 +74,7 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
     else
       FUSED_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(rows * two_n) * dtype_size(dt), stream), n.label());
   } else if (!cuda_fused::launch_gemm_small_m(dt, cuda_fused::GemvAct::None, a->data, w->data,
-                                              bias ? bias->data : nullptr, p, rows, two_n, K, false, stream)) {
+                                              bias ? bias->data : nullptr, p, rows, two_n, K, nk, stream)) {
     // cuBLASLt where the weight-streaming kernel (rows <= 8, a decode step) does not apply.
     cuda_fused::GemmDesc g;
     g.dtype = dt;
@@ -78,6 +82,7 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
     g.M = rows;
     g.N = two_n;
     g.K = K;
+    g.trans_b = nk;
     g.epilogue = bias ? cuda_fused::GemmEpilogue::Bias : cuda_fused::GemmEpilogue::None;
     g.bias = bias ? bias->data : nullptr;
     cuda_fused::gemm(g, a->data, w->data, p, stream, [&ctx](size_t bytes) { return ctx.scratch(bytes); });

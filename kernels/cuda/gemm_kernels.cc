@@ -232,7 +232,8 @@ FUSEOPT_KERNEL(CudaMatMul, "", "MatMul", Backend::CUDA, {DType::Float, DType::Fl
   const RtTensor* a = ctx.input(0);
   const RtTensor* b = ctx.input(1);
   FUSE_CHECK(a && b, ctx.node().label() << ": MatMul needs inputs A and B");
-  run_matmul(ctx, a, b, false, 1.f, Act::None, nullptr);
+  // B stored [N, K] where the Session transposed a constant weight (kWeightNkAttr).
+  run_matmul(ctx, a, b, ctx.node().attr_int(kWeightNkAttr, 0) != 0, 1.f, Act::None, nullptr);
 }
 
 // ONNX Gemm: Y = alpha·op(A)·op(B) + beta·C, C unidirectionally broadcast to [M, N].

@@ -20,7 +20,7 @@ constexpr int64_t kGemvMaxM = 8;
 
 // A row-major [M, K]; B row-major [K, N] (ONNX MatMul weights) or, with
 // trans_b, [N, K]; bias [N] or null; Y [M, N]; all of dtype dt. Launches and
-// returns true when the kernel applies: the switch is on (gemm_small_m_enabled),
+// returns true when the kernel applies: the switch takes the shape (FUSEOPT_GEMV below),
 // dt is Float16 or BFloat16, 1 <= M <= kGemvMaxM, K >= 1, N a multiple of 8
 // (K too with trans_b), B, Y (and bias) 16-byte aligned, and the device has
 // thread-block clusters (sm_90). Otherwise launches nothing and returns false
@@ -37,8 +37,10 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
 bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
                           int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
-// FUSEOPT_GEMV: "0" off, anything else (or unset) on. set_gemm_small_m(-1)
-// goes back to the environment's choice (tests, benchmarks).
+// FUSEOPT_GEMV: "0" off, "1" every shape the kernels handle, unset: where they
+// measured faster than cuBLASLt (B [N, K] at M <= 2; gemm_small_m.cu says why).
+// set_gemm_small_m(1) / (0) force every shape / none, (-1) goes back to the
+// environment's choice (tests, benchmarks).
 bool gemm_small_m_enabled();
 void set_gemm_small_m(int mode);
 

@@ -68,6 +68,11 @@ class KernelContext {
 
 using KernelFn = std::function<void(KernelContext&)>;
 
+// Set by the Session on MatMul and fuseopt.GatedMatMul steps whose constant weight it stores
+// transposed, [N, K] ([2N, K] for GatedMatMul) instead of the model's [K, N]: the kernel reads
+// B as transB (session_setup.cc, store_weights_nk). FusedMatMul / LayerNormLinear get transB = 1.
+constexpr const char* kWeightNkAttr = "__fuseopt_weight_nk";
+
 struct KernelInfo {
   std::string domain, op;
   Backend backend;

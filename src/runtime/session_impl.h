@@ -71,6 +71,7 @@ struct Slot {
   RtTensor dev, host;
   Buffer* dev_buf = nullptr;
   Buffer* host_buf = nullptr;
+  bool upload_nk = false;  // uploaded transposed, [N, K] (store_weights_nk); the host view stays [K, N]
 };
 
 struct Step {
@@ -171,6 +172,7 @@ struct Session::Impl {
   }
 
   void setup();
+  void store_weights_nk();  // 16-bit CUDA sessions: constant GEMM weights stored [N, K]
   void fold_constants(std::vector<const Node*>& order);
   void check_kernels();
   Plan& plan_for(const std::string& sig);

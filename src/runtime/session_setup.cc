@@ -1,6 +1,7 @@
 // Session setup: slots, constant folding, placement, precision rewrites,
 // the kernel check and the static capture decision (session_impl.h).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "ir/shape_inference.h"
 #include "onnx_io/subgraph_load.h"
 #include "runtime/eval_node.h"
+#include "runtime/parallel.h"
 #include "runtime/parameter_inputs.h"
 #include "runtime/session_impl.h"
 #include "util/error.h"
@@ -42,6 +44,23 @@ bool is_nondeterministic(const Node& n) {
   static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
                                             "RandomUniformLike", "Multinomial", "Bernoulli"};
   return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
+}
+
+// A 2-D 16-bit [K, N] tensor as [N, K] (store_weights_nk), in cache-sized tiles so both sides
+// are read and written in runs, over the CPU threads.
+Tensor transposed_16bit(const RtTensor& w) {
+  const int64_t K = w.shape[0], N = w.shape[1];
+  Tensor t(w.dtype, {N, K});
+  const auto* src = reinterpret_cast<const uint16_t*>(w.data);
+  auto* dst = reinterpret_cast<uint16_t*>(t.bytes.data());
+  constexpr int64_t kTile = 64;
+  parallel_for((N + kTile - 1) / kTile, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t nb = b0 * kTile; nb < std::min(N, b1 * kTile); nb += kTile)
+      for (int64_t kb = 0; kb < K; kb += kTile)
+        for (int64_t k = kb; k < std::min(K, kb + kTile); ++k)
+          for (int64_t n = nb; n < std::min(N, nb + kTile); ++n) dst[n * K + k] = src[k * N + n];
+  });
+  return t;
 }
 
 bool any_kernel(const Node& n, Backend b) {
@@ -100,6 +119,57 @@ void Session::Impl::fold_constants(std::vector<const Node*>& order) {
     kept.push_back(n);
   }
   order = std::move(kept);
+}
+
+// Weight layout: a 16-bit constant 2-D B read only as the weight of MatMul, FusedMatMul,
+// LayerNormLinear (transB 0) or GatedMatMul on the device is stored transposed, [N, K], and
+// those steps run with transB = 1 (MatMul and GatedMatMul, which have no such attribute: with
+// kWeightNkAttr). The GEMM is the same; what changes is that a decode step's rows (M <= 2) can
+// take the weight-streaming kernel, which reads [N, K] rows at ~4 TB/s where cuBLASLt's small-M
+// kernels reach 1.3-3.6 (kernels/cuda/gemm_small_m.cu; NOTES-perf.md v13). cuBLASLt runs the
+// larger-M GEMMs with B transposed instead. FUSEOPT_WEIGHT_NK=0 keeps the model's layout.
+void Session::Impl::store_weights_nk() {
+  const char* env = std::getenv("FUSEOPT_WEIGHT_NK");
+  if (env && std::string(env) == "0") return;
+  auto weight_input = [](const Node& n) {
+    if (n.domain.empty() || n.domain == "ai.onnx") return n.op_type == "MatMul";
+    if (n.domain != "fuseopt") return false;
+    if (n.op_type == "GatedMatMul") return true;
+    return (n.op_type == "FusedMatMul" || n.op_type == "LayerNormLinear") && n.attr_int("transB", 0) == 0 &&
+           n.attr_int("transA", 0) == 0;
+  };
+  std::vector<std::vector<size_t>> readers(slots.size());  // steps reading the slot as their B
+  std::vector<bool> other_use(slots.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& st = steps[i];
+    for (size_t j = 0; j < st.ins.size(); ++j) {
+      const int id = st.ins[j];
+      if (id < 0) continue;
+      if (j == 1 && !st.on_host && !st.is_if && weight_input(st.n())) readers[id].push_back(i);
+      else other_use[id] = true;
+    }
+    for (int id : st.implicit) other_use[id] = true;
+  }
+  for (size_t id = 0; id < slots.size(); ++id) {
+    Slot& sl = slots[id];
+    if (!sl.is_const || sl.is_output || readers[id].empty() || other_use[id]) continue;
+    if ((sl.host.dtype != DType::Float16 && sl.host.dtype != DType::BFloat16) || sl.host.shape.size() != 2) continue;
+    const int64_t K = sl.host.shape[0], N = sl.host.shape[1];
+    if (K < 1 || N < 1) continue;
+    // Transposed while it is uploaded, one tensor at a time (a mapped weight is never copied
+    // whole on the host); the host view keeps the model's layout, which only these device steps read.
+    // GatedMatMul's [K, 2N] is transposed whole: its gate and up halves become rows [0, N), [N, 2N).
+    sl.upload_nk = true;
+    for (size_t i : readers[id]) {
+      Step& st = steps[i];
+      auto n = std::make_unique<Node>(st.n());
+      if (n->op_type == "FusedMatMul" || n->op_type == "LayerNormLinear")
+        n->set_attr(Attribute::make_int("transB", 1));
+      else
+        n->set_attr(Attribute::make_int(kWeightNkAttr, 1));
+      st.override_node = std::move(n);
+    }
+  }
 }
 
 void Session::Impl::setup() {
@@ -273,6 +343,9 @@ void Session::Impl::setup() {
     const Tensor& c = owned_consts.back();
     sl.host = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
   }
+  if (device && be.kind() == Backend::CUDA && (compute_float == DType::Float16 || compute_float == DType::BFloat16))
+    store_weights_nk();
+
   // Constants: on the CPU backend they are used in place (a mapped weight is
   // read from its mapping); on a device they are uploaded once if a device
   // step reads them.
@@ -285,6 +358,15 @@ void Session::Impl::setup() {
     } else if (sl.used_on_device) {
       void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
       const_device_allocs.push_back(p);
+      if (sl.upload_nk) {
+        const Tensor t = transposed_16bit(sl.host);
+        be.copy_from_host(p, t.bytes.data(), t.bytes.size());
+        if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
+        sl.dev = RtTensor{t.dtype, t.dims, p, be.kind()};
+        sl.has_dev = true;
+        const_bytes += t.bytes.size();
+        continue;
+      }
       be.copy_from_host(p, sl.host.data, sl.host.nbytes());
       // One tensor at a time, straight from a memory-mapped weight: once it
       // is staged, its pages need not stay in this process (a host step that

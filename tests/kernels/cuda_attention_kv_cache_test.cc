@@ -137,7 +137,8 @@ TEST_CASE("cuda Attention flash decode: MHA/GQA/MQA, head dims 64/128, past 1..4
             c.mask = past % 2 ? 1 : 2;
             c.rows_zero = D == 64;
           }
-          run_decode(c, DType::Float16, Path::Fused);
+          // Batch 1 up to 2048 keys fits the one-launch kernel's grid; bigger grids may go either way.
+          run_decode(c, DType::Float16, B == 1 && past <= 2047 ? Path::Fused : Path::Any);
         }
 }
 
