@@ -12,6 +12,10 @@ Each model is <arch>_op<opset>_<ts|dynamo>: ts = TorchScript exporter
 (dynamo=False), dynamo = torch.export-based exporter. Inputs are batch 2,
 seq 16; row 1 of attention_mask masks its last 5 tokens (as in the bundled
 models), so mask handling is exercised.
+
+`--dtype fp16` exports after `model.half()` (as GPU deployments do): names get `_fp16`,
+float inputs are float16, and the reference is ONNX Runtime's CPU provider on the fp16
+export itself (the export fails loudly where ONNX Runtime cannot run it).
 """
 import argparse
 import os
@@ -22,6 +26,7 @@ import numpy as np
 
 BATCH, SEQ, PAD = 2, 16, 5
 ATTN = "eager"  # --attn sdpa exports through torch SDPA instead (name suffix _sdpa)
+DTYPE = "fp32"  # --dtype fp16: model.half() before the export (name suffix _fp16)
 SMALL = dict(hidden=64, layers=2, heads=4, ffn=128, vocab=500)
 
 
@@ -245,7 +250,10 @@ def export_one(arch, opset, exporter, out_root, torch, tf):
     import onnxruntime as ort
     model, inputs, kind = build(arch, torch, tf)
     model.eval()
-    name = f"{arch}_op{opset}_{exporter}" + ("" if ATTN == "eager" else "_" + ATTN)
+    if DTYPE == "fp16":
+        model = model.half()
+        inputs = {k: v.half() if v.is_floating_point() else v for k, v in inputs.items()}
+    name = f"{arch}_op{opset}_{exporter}" + ("" if ATTN == "eager" else "_" + ATTN) + ("" if DTYPE == "fp32" else "_" + DTYPE)
     d = os.path.join(out_root, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -287,7 +295,7 @@ def export_one(arch, opset, exporter, out_root, torch, tf):
         save_pb(o, os.path.join(d, "test_data_set_0", f"output_{i}.pb"), m.graph.output[i].name)
     with torch.no_grad():
         ref = pm(*args)
-    err = float(np.abs(ref.numpy() - outs[0]).max())
+    err = float(np.abs(ref.float().numpy() - outs[0].astype(np.float32)).max())
     return name, len(m.graph.node), err
 
 
@@ -300,12 +308,13 @@ def main():
     ap.add_argument("--more", action="store_true", help="export MORE_ARCHS (tiny configs) instead")
     ap.add_argument("--extra", action="store_true", help="export EXTRA_ARCHS (tiny configs) instead")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"], help="fp16: model.half() before the export")
     a = ap.parse_args()
     if a.list:
         print("\n".join(ARCHS + MORE_ARCHS + EXTRA_ARCHS))
         return 0
-    global ATTN
-    ATTN = a.attn
+    global ATTN, DTYPE
+    ATTN, DTYPE = a.attn, a.dtype
     import torch
     import transformers as tf
     torch.manual_seed(0)

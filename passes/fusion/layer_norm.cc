@@ -3,6 +3,10 @@
 //   (or d * Reciprocal(Sqrt(...)), d * (1 / Sqrt(...))) * gamma + beta?
 // => ONNX LayerNormalization (model opset >= 17), else fuseopt.LayerNorm.
 // ReduceMean's axes may be an attribute or (opset 18) an input.
+// Half-precision TorchScript exports (opset < 17, model.half()) widen the centred value:
+//   dc = Cast(d, double | float); var, norm from dc; y = Cast(norm, x.dtype) * gamma + beta
+// accepted for fp16/bf16 x only (the fused op's statistics are fp32: wider than the
+// graph's half mean, and its output is back in x's dtype, as the casts say).
 #include "pass/pass.h"
 #include "passes/fusion/fusion_util.h"
 
@@ -12,7 +16,7 @@ namespace {
 // The captures of this fusion's pattern (the names reports and -v logs print).
 namespace cap {
 const ValueCapture beta{"beta"}, eps{"eps"}, gamma{"gamma"}, two{"two"}, x{"x"};
-const NodeCapture add_eps{"add_eps"}, d{"d"}, mean{"mean"}, norm{"norm"}, recip{"recip"}, scale{"scale"},
+const NodeCapture add_eps{"add_eps"}, cast_in{"cast_in"}, cast_out{"cast_out"}, d{"d"}, mean{"mean"}, norm{"norm"}, recip{"recip"}, scale{"scale"},
     shift{"shift"}, sq{"sq"}, sqrt{"sqrt"}, var{"var"};
 }  // namespace cap
 
@@ -25,14 +29,15 @@ class LayerNormFusion : public FusionPass {
   Pattern pattern() const override {
     Pattern x = Any(cap::x);
     Pattern mean = Op("ReduceMean", x).allow_extra_inputs().as(cap::mean);
-    Pattern d = Op("Sub", x, mean).as(cap::d);
+    Pattern d = Op("Cast", Op("Sub", x, mean).as(cap::d)).optional().as(cap::cast_in);
     Pattern sq = AnyOf({Op("Pow", d, Const(cap::two).equals(2.0)).as(cap::sq), Op("Mul", d, d).as(cap::sq)});
     Pattern var = Op("ReduceMean", sq).allow_extra_inputs().as(cap::var);
     Pattern sd = Op("Sqrt", Op("Add", var, Any(cap::eps)).commutative().as(cap::add_eps)).as(cap::sqrt);
     Pattern norm = AnyOf({Op("Div", d, sd).as(cap::norm),
                           Op("Mul", d, Op("Reciprocal", sd).as(cap::recip)).commutative().as(cap::norm),
                           Op("Mul", d, Op("Div", Const().equals(1.0), sd).as(cap::recip)).commutative().as(cap::norm)});
-    Pattern scaled = Op("Mul", norm, Any(cap::gamma)).commutative().as(cap::scale);
+    Pattern back = Op("Cast", norm).optional().as(cap::cast_out);
+    Pattern scaled = Op("Mul", back, Any(cap::gamma)).commutative().as(cap::scale);
     // Only a [D]-like constant is a beta; any other Add after the norm stays outside.
     Pattern beta = Const(cap::beta).where(
         [](const Value& v) { return !v.const_data->dims.empty() && v.const_data->numel() == v.const_data->dims.back(); },
@@ -47,6 +52,7 @@ class LayerNormFusion : public FusionPass {
     }
     float eps = 0;
     if (Status s = fusion::scalar_epsilon(m.value(cap::eps), m.node(cap::add_eps), &eps); !s) return s;
+    if (Status s = check_casts(m); !s) return s;
     const auto d = fusion::last_dim(x);
     if (Status s = fusion::const_last_axis_vector(m.value(cap::gamma), "gamma", m.node(cap::scale), d.value_or(-1)); !s)
       return s;
@@ -63,6 +69,29 @@ class LayerNormFusion : public FusionPass {
     }
     return fusion::same_float_dtype({x, m.value(cap::gamma), m.has(cap::beta) ? m.value(cap::beta) : nullptr},
                                     m.root);
+  }
+  // Rule 5: the casts are Cast(d, float | double) of a half x and Cast(norm, x's dtype), or no-ops.
+  static Status check_casts(const Match& m) {
+    const Node* ci = m.node(cap::cast_in);
+    const Node* co = m.node(cap::cast_out);
+    if (!ci && !co) return Status::ok();
+    const DType xt = fusion::value_dtype(m.value(cap::x));
+    const bool half = xt == DType::Float16 || xt == DType::BFloat16;
+    const DType in_to = ci ? static_cast<DType>(ci->attr_int("to", 0)) : xt;
+    if (ci && in_to != xt && !(half && (in_to == DType::Float || in_to == DType::Double)))
+      return Status::reject("rule 5: ", ci->label(), " casts the centred ", dtype_name(xt), " input to ", dtype_name(in_to),
+                            ": the fused op's statistics are float32");
+    if (co) {
+      const DType to = static_cast<DType>(co->attr_int("to", 0));
+      if (xt == DType::Undefined || to != xt)
+        return Status::reject("rule 5: ", co->label(), " casts to ", dtype_name(to), ", not back to the input's ",
+                              dtype_name(xt));
+      if (!ci) return Status::reject("rule 5: ", co->label(), " changes precision inside the chain");
+    } else if (in_to != xt) {
+      return Status::reject("rule 5: ", ci->label(), " widens the centred input, but the normalised value is not cast back to ",
+                            dtype_name(xt));
+    }
+    return Status::ok();
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
     float eps = static_cast<float>(*scalar_value(m.value(cap::eps)));

@@ -203,3 +203,111 @@ TEST_CASE("LayerNorm rule 5: gamma of another dtype", "[passes][LayerNorm][legal
   CHECK(matched(r, "LayerNorm") == 0);
   CHECK_THAT(reasons(r, "LayerNorm"), Contains("rule 5"));
 }
+
+// ---- half-precision TorchScript exports (opset < 17 after model.half()) --------------------
+//   d = x - ReduceMean(x) (half); dc = Cast(d, double | float); y = Cast(dc / Sqrt(var(dc) + eps), half)
+//   * gamma + beta (half)
+namespace {
+
+struct HalfLN {
+  DType t = DType::Float16;
+  DType wide = DType::Double;     // the Cast of the centred value
+  DType back = DType::Undefined;  // the Cast after the norm (Undefined: t; Float16 for an fp32 x means none)
+  bool no_back = false;
+};
+
+Tensor ln_half(const Tensor& f, DType t) {
+  Tensor r(t, f.dims);
+  for (int64_t i = 0; i < f.numel(); ++i)
+    r.data<uint16_t>()[i] = t == DType::Float16 ? float_to_half(f.data<float>()[i]) : float_to_bf16(f.data<float>()[i]);
+  return r;
+}
+
+Value* typed_scalar(GraphBuilder& b, const std::string& n, DType t, double v) {
+  if (t == DType::Double) {
+    Tensor d(DType::Double, {});
+    d.data<double>()[0] = v;
+    return b.constant(n, d);
+  }
+  if (t == DType::Float) return b.scalar(n, static_cast<float>(v));
+  return b.constant(n, ln_half(Tensor::scalar_float(static_cast<float>(v)), t));
+}
+
+void build_half_ln(GraphBuilder& b, const HalfLN& s) {
+  Value* x = b.input("x", DType::Float, {2, 5, 8});
+  if (s.t != DType::Float) x = b.op("Cast", {x}, {Attribute::make_int("to", static_cast<int64_t>(s.t))}, "x_half");
+  auto reduce = [&](Value* v, const std::string& name) {
+    return b.op("ReduceMean", {v}, {Attribute::make_int("keepdims", 1), Attribute::make_ints("axes", {-1})}, name);
+  };
+  Value* d = b.op("Sub", {x, reduce(x, "mean")}, {}, "sub");
+  Value* dc = b.op("Cast", {d}, {Attribute::make_int("to", static_cast<int64_t>(s.wide))}, "widen");
+  Value* sq = b.op("Pow", {dc, typed_scalar(b, "two", s.wide, 2.0)});
+  Value* sd = b.op("Sqrt", {b.op("Add", {reduce(sq, "var"), typed_scalar(b, "eps", s.wide, 1e-5)})});
+  Value* n = b.op("Div", {dc, sd});
+  const DType back = s.back == DType::Undefined ? s.t : s.back;
+  if (!s.no_back) n = b.op("Cast", {n}, {Attribute::make_int("to", static_cast<int64_t>(back))}, "narrow");
+  const DType pt = s.no_back ? s.wide : back;
+  auto param = [&](const std::string& name, uint32_t seed, float lo, float hi) {
+    Tensor f = rand_tensor({8}, seed, lo, hi);
+    if (pt == DType::Float) return b.constant(name, f);
+    if (pt == DType::Double) {
+      Tensor d(DType::Double, {8});
+      for (int i = 0; i < 8; ++i) d.data<double>()[i] = f.data<float>()[i];
+      return b.constant(name, d);
+    }
+    return b.constant(name, ln_half(f, pt));
+  };
+  Value* y = b.op("Add", {b.op("Mul", {param("gamma", 7, 0.5f, 1.5f), n}), param("beta", 8, -1.0f, 1.0f)});
+  if (pt != DType::Float) y = b.op("Cast", {y}, {Attribute::make_int("to", static_cast<int64_t>(DType::Float))}, "y");
+  b.output(y);
+}
+
+}  // namespace
+
+TEST_CASE("LayerNorm: fp16 / bf16 opset-14 TorchScript form (centred value widened, cast back) fuses",
+          "[passes][LayerNorm]") {
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    for (DType wide : {DType::Double, DType::Float}) {
+      HalfLN s;
+      s.t = t;
+      s.wide = wide;
+      GraphBuilder b(14);
+      build_half_ln(b, s);
+      auto before = clone_graph(b.graph());
+      FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+      INFO(dtype_name(t) << " widened to " << dtype_name(wide) << ": " << reasons(r, "LayerNorm"));
+      REQUIRE(matched(r, "LayerNorm") == 1);
+      CHECK(count_domain_op(b.graph(), "fuseopt", "LayerNorm") == 1);
+      CHECK(count_op(b.graph(), "ReduceMean") == 0);
+      CHECK(count_op(b.graph(), "Cast") == 2);  // x_half and y
+      require_same_outputs(*before, b.graph(), {{"x", rand_tensor({2, 5, 8}, 11, -3.0f, 5.0f)}},
+                           t == DType::BFloat16 ? 3e-2f : 5e-3f);
+    }
+  }
+}
+
+TEST_CASE("LayerNorm rule 5: the casts of the half form that do not fit", "[passes][LayerNorm][legality]") {
+  struct Case {
+    HalfLN s;
+    const char* reason;
+  };
+  HalfLN fp32_double;  // fp32 x with double statistics: the fused op's fp32 ones are narrower
+  fp32_double.t = DType::Float;
+  fp32_double.back = DType::Float;
+  HalfLN other_back;  // bf16 x, normalised value cast to fp16
+  other_back.t = DType::BFloat16;
+  other_back.back = DType::Float16;
+  HalfLN to_half;  // bf16 x "widened" to fp16 (which rounds: fewer exponent bits)
+  to_half.t = DType::BFloat16;
+  to_half.wide = DType::Float16;
+  for (const Case& c : {Case{fp32_double, "rule 5: Cast 'widen' casts the centred float32 input to float64"},
+                        Case{other_back, "rule 5: Cast 'narrow' casts to float16, not back to the input's bfloat16"},
+                        Case{to_half, "rule 5: Cast 'widen' casts the centred bfloat16 input to float16"}}) {
+    GraphBuilder b(14);
+    build_half_ln(b, c.s);
+    FusionReport r = run_one_pass(b.graph(), "LayerNorm");
+    CHECK(matched(r, "LayerNorm") == 0);
+    CHECK(count_op(b.graph(), "ReduceMean") == 2);
+    CHECK_THAT(reasons(r, "LayerNorm"), Contains(c.reason));
+  }
+}

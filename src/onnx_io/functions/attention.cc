@@ -29,7 +29,7 @@ std::string attention_overload(const Graph& g, const Node& n) {
   if (n.attr_float("softcap", 0.0f) > 0.0f) ov += "_softcap";
   if (has_in(n, 5)) ov += "_past";
   if (n.attr_int("masked_rows_zero", 0)) ov += "_rows0";
-  return ov;
+  return ov + fnbody::dtype_suffix(g, n);  // before opset 15 the scalar constants are Cast to the element type
 }
 
 // A rank-0 int64 constant read from an int attribute of the node.
@@ -81,7 +81,7 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
     ins.insert(ins.end(), {"past_key", "past_value"});
     outs.insert(outs.end(), {"present_key", "present_value"});
   }
-  FnBuilder f("Attention", ov, ins, outs, fnbody::attr_names(n), g.opset(""));
+  FnBuilder f("Attention", ov, ins, outs, fnbody::attr_names(n), g.opset(""), fnbody::elem_type(n));
   const bool packed = !has_in(n, 1);
   const bool gqa = ov.find("_gqa") != std::string::npos;
   std::string q = "query", k = "key", v = "value";
