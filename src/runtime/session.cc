@@ -93,6 +93,7 @@ size_t Session::reserved_bytes() const {
   return b;
 }
 size_t Session::constant_bytes() const { return impl_->const_bytes; }
+size_t Session::weights_stored_nk() const { return impl_->weights_nk; }
 
 void Session::reset_profile() {
   for (NodeProfile& n : profile_.nodes) n.total_ms = 0, n.calls = 0;

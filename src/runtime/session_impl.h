@@ -142,6 +142,7 @@ struct Session::Impl {
   std::deque<Tensor> owned_consts;           // folded / converted constants
   std::vector<void*> const_device_allocs;    // uploaded constants
   size_t const_bytes = 0;
+  size_t weights_nk = 0;  // constants stored [N, K] (store_weights_nk)
   std::vector<int> input_slots, output_slots;
   std::unique_ptr<BackendImpl> host_backend;  // CPU memory for host steps of a device session
   std::unique_ptr<BufferPool> shared_dev, shared_host;

@@ -46,13 +46,13 @@ bool is_nondeterministic(const Node& n) {
   return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
 }
 
-// A 2-D 16-bit [K, N] tensor as [N, K] (store_weights_nk), in cache-sized tiles so both sides
-// are read and written in runs, over the CPU threads.
-Tensor transposed_16bit(const RtTensor& w) {
+// A 2-D [K, N] tensor of 2- or 4-byte elements as [N, K] (store_weights_nk), in cache-sized
+// tiles so both sides are read and written in runs, over the CPU threads.
+template <class E>
+void transpose_into(const RtTensor& w, Tensor& t) {
   const int64_t K = w.shape[0], N = w.shape[1];
-  Tensor t(w.dtype, {N, K});
-  const auto* src = reinterpret_cast<const uint16_t*>(w.data);
-  auto* dst = reinterpret_cast<uint16_t*>(t.bytes.data());
+  const auto* src = reinterpret_cast<const E*>(w.data);
+  auto* dst = reinterpret_cast<E*>(t.bytes.data());
   constexpr int64_t kTile = 64;
   parallel_for((N + kTile - 1) / kTile, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t nb = b0 * kTile; nb < std::min(N, b1 * kTile); nb += kTile)
@@ -60,6 +60,12 @@ Tensor transposed_16bit(const RtTensor& w) {
         for (int64_t k = kb; k < std::min(K, kb + kTile); ++k)
           for (int64_t n = nb; n < std::min(N, nb + kTile); ++n) dst[n * K + k] = src[k * N + n];
   });
+}
+
+Tensor transposed(const RtTensor& w) {
+  Tensor t(w.dtype, {w.shape[1], w.shape[0]});
+  if (dtype_size(w.dtype) == 2) transpose_into<uint16_t>(w, t);
+  else transpose_into<uint32_t>(w, t);
   return t;
 }
 
@@ -121,22 +127,31 @@ void Session::Impl::fold_constants(std::vector<const Node*>& order) {
   order = std::move(kept);
 }
 
-// Weight layout: a 16-bit constant 2-D B read only as the weight of MatMul, FusedMatMul,
-// LayerNormLinear (transB 0) or GatedMatMul on the device is stored transposed, [N, K], and
+// Weight layout: a 16-bit constant 2-D B read only as the weight (input 1) of MatMul,
+// FusedMatMul (transA, transB 0) or GatedMatMul on the device is stored transposed, [N, K], and
 // those steps run with transB = 1 (MatMul and GatedMatMul, which have no such attribute: with
 // kWeightNkAttr). The GEMM is the same; what changes is that a decode step's rows (M <= 2) can
 // take the weight-streaming kernel, which reads [N, K] rows at ~4 TB/s where cuBLASLt's small-M
 // kernels reach 1.3-3.6 (kernels/cuda/gemm_small_m.cu; NOTES-perf.md v13). cuBLASLt runs the
-// larger-M GEMMs with B transposed instead. FUSEOPT_WEIGHT_NK=0 keeps the model's layout.
+// larger-M GEMMs with B transposed instead (BERT-base 32x128: 1.667 vs 1.662 ms, session 8).
+// LayerNormLinear's W (input 3) keeps its layout for now. FUSEOPT_WEIGHT_NK=0 keeps the model's
+// layout everywhere; =1 also applies it on the CPU backend and to fp32 weights, for FusedMatMul
+// only there (its CPU kernel reads transB; MatMul's and GatedMatMul's do not read the marker):
+// a check of this function on machines without a GPU.
 void Session::Impl::store_weights_nk() {
   const char* env = std::getenv("FUSEOPT_WEIGHT_NK");
-  if (env && std::string(env) == "0") return;
-  auto weight_input = [](const Node& n) {
-    if (n.domain.empty() || n.domain == "ai.onnx") return n.op_type == "MatMul";
+  const std::string mode = env ? env : "";
+  if (mode == "0") return;
+  const bool cuda16 = device && be.kind() == Backend::CUDA &&
+                      (compute_float == DType::Float16 || compute_float == DType::BFloat16);
+  const bool forced = mode == "1";
+  if (!cuda16 && !forced) return;
+  const bool cuda = device && be.kind() == Backend::CUDA;
+  auto weight_input = [cuda](const Node& n) {
+    if (n.domain.empty() || n.domain == "ai.onnx") return cuda && n.op_type == "MatMul";
     if (n.domain != "fuseopt") return false;
-    if (n.op_type == "GatedMatMul") return true;
-    return (n.op_type == "FusedMatMul" || n.op_type == "LayerNormLinear") && n.attr_int("transB", 0) == 0 &&
-           n.attr_int("transA", 0) == 0;
+    if (n.op_type == "GatedMatMul") return cuda;
+    return n.op_type == "FusedMatMul" && n.attr_int("transB", 0) == 0 && n.attr_int("transA", 0) == 0;
   };
   std::vector<std::vector<size_t>> readers(slots.size());  // steps reading the slot as their B
   std::vector<bool> other_use(slots.size(), false);
@@ -153,17 +168,19 @@ void Session::Impl::store_weights_nk() {
   for (size_t id = 0; id < slots.size(); ++id) {
     Slot& sl = slots[id];
     if (!sl.is_const || sl.is_output || readers[id].empty() || other_use[id]) continue;
-    if ((sl.host.dtype != DType::Float16 && sl.host.dtype != DType::BFloat16) || sl.host.shape.size() != 2) continue;
+    const bool half = sl.host.dtype == DType::Float16 || sl.host.dtype == DType::BFloat16;
+    if (!(half || (forced && sl.host.dtype == DType::Float)) || sl.host.shape.size() != 2) continue;
     const int64_t K = sl.host.shape[0], N = sl.host.shape[1];
     if (K < 1 || N < 1) continue;
     // Transposed while it is uploaded, one tensor at a time (a mapped weight is never copied
     // whole on the host); the host view keeps the model's layout, which only these device steps read.
     // GatedMatMul's [K, 2N] is transposed whole: its gate and up halves become rows [0, N), [N, 2N).
     sl.upload_nk = true;
+    ++weights_nk;
     for (size_t i : readers[id]) {
       Step& st = steps[i];
       auto n = std::make_unique<Node>(st.n());
-      if (n->op_type == "FusedMatMul" || n->op_type == "LayerNormLinear")
+      if (n->op_type == "FusedMatMul")
         n->set_attr(Attribute::make_int("transB", 1));
       else
         n->set_attr(Attribute::make_int(kWeightNkAttr, 1));
@@ -343,8 +360,7 @@ void Session::Impl::setup() {
     const Tensor& c = owned_consts.back();
     sl.host = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
   }
-  if (device && be.kind() == Backend::CUDA && (compute_float == DType::Float16 || compute_float == DType::BFloat16))
-    store_weights_nk();
+  store_weights_nk();
 
   // Constants: on the CPU backend they are used in place (a mapped weight is
   // read from its mapping); on a device they are uploaded once if a device
@@ -353,13 +369,18 @@ void Session::Impl::setup() {
     if (!sl.is_const) continue;
     if (!device) {
       sl.dev = sl.host;
+      if (sl.upload_nk) {  // FUSEOPT_WEIGHT_NK=1 on the CPU backend (store_weights_nk)
+        owned_consts.push_back(transposed(sl.host));
+        const Tensor& c = owned_consts.back();
+        sl.dev = RtTensor{c.dtype, c.dims, const_cast<uint8_t*>(c.bytes.data()), Backend::CPU};
+      }
       sl.has_dev = true;
       const_bytes += sl.host.nbytes();
     } else if (sl.used_on_device) {
       void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
       const_device_allocs.push_back(p);
       if (sl.upload_nk) {
-        const Tensor t = transposed_16bit(sl.host);
+        const Tensor t = transposed(sl.host);
         be.copy_from_host(p, t.bytes.data(), t.bytes.size());
         if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
         sl.dev = RtTensor{t.dtype, t.dims, p, be.kind()};

@@ -2,6 +2,9 @@
 // one-shot missing-kernel check, views, constants, the profile.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <map>
+
 #include "runtime/eval_node.h"
 #include "runtime/session.h"
 #include "support/graph_builder.h"
@@ -164,4 +167,39 @@ TEST_CASE("Softmax in an opset-11 model flattens to 2-D at axis 1", "[session]")
   Session s13(b13.graph());
   out = s13.run({{"x", Tensor::from_floats({1, 2, 3, 4}, {1, 2, 2})}});
   CHECK(out[0].data<float>()[0] == Approx(0.2689414f).epsilon(1e-5));
+}
+
+// FUSEOPT_WEIGHT_NK=1 applies the weight layout of 16-bit CUDA sessions on the CPU backend too
+// (FusedMatMul only there): a constant B read only as FusedMatMul's weight is stored [N, K]
+// and the step runs with transB; one with another reader keeps its layout. Same results.
+TEST_CASE("weight layout: constant FusedMatMul weights stored [N, K] where that is all they are", "[session]") {
+  struct Env {
+    explicit Env(const char* v) { setenv("FUSEOPT_WEIGHT_NK", v, 1); }
+    ~Env() { unsetenv("FUSEOPT_WEIGHT_NK"); }
+  };
+  auto build = [](bool shared) {
+    GraphBuilder b;
+    Value* x = b.input("x", DType::Float, {2, 3, 4});
+    Value* w = b.constant("w", Tensor::from_floats({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}));
+    Value* y = b.op("FusedMatMul", {x, w}, {}, "mm", "fuseopt");
+    b.output(y);
+    if (shared) b.output(b.op("Add", {b.input("z", DType::Float, {4, 3}), w}));  // another reader: the layout stays
+    return b.release();
+  };
+  Tensor in = filled({2, 3, 4}, -3.f);
+  for (bool shared : {false, true}) {
+    INFO("shared " << shared);
+    auto g = build(shared);
+    Session plain(*g);
+    std::map<std::string, Tensor> feeds{{"x", in}};
+    if (shared) feeds["z"] = filled({4, 3});
+    const std::vector<Tensor> want = plain.run(feeds);
+    CHECK(plain.weights_stored_nk() == 0);
+    Env on("1");
+    Session nk(*g);
+    const std::vector<Tensor> got = nk.run(feeds);
+    CHECK(nk.weights_stored_nk() == (shared ? 0u : 1u));
+    REQUIRE(got[0].dims == want[0].dims);
+    for (int64_t i = 0; i < want[0].numel(); ++i) CHECK(got[0].data<float>()[i] == want[0].data<float>()[i]);
+  }
 }

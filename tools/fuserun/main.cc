@@ -223,9 +223,13 @@ int run_tool(const Options& o) {
       std::printf("device latency (CUDA graph replay, I/O resident on the GPU): median %.3f ms, p10 %.3f ms, p90 %.3f ms; throughput %.1f inferences/s\n",
                   dev_median, dev_p10, dev_p90, static_cast<double>(batch) * 1000.0 / dev_median);
   const SessionProfile& prof = session.profile();
-  std::printf("memory: peak %.2f MiB of intermediates, %.2f MiB pooled, %.2f MiB constants\n",
+  std::printf("memory: peak %.2f MiB of intermediates, %.2f MiB pooled, %.2f MiB constants",
               session.peak_bytes() / 1048576.0, session.reserved_bytes() / 1048576.0,
               session.constant_bytes() / 1048576.0);
+  if (session.weights_stored_nk() > 0)
+    std::printf(" (%zu GEMM weights stored [N, K]; FUSEOPT_WEIGHT_NK=0 keeps the model's layout)",
+                session.weights_stored_nk());
+  std::printf("\n");
   if (backend != Backend::CPU) {
     std::printf("graph capture: %s%s\n", prof.capture_possible && prof.capture_disabled_reason.empty() ? "on" : "off",
                 prof.capture_disabled_reason.empty() ? "" : (" (" + prof.capture_disabled_reason + ")").c_str());
@@ -271,7 +275,8 @@ int run_tool(const Options& o) {
     j["throughput_per_s"] = throughput;
     j["memory_bytes"] = {{"peak_intermediate", session.peak_bytes()},
                          {"pooled", session.reserved_bytes()},
-                         {"constants", session.constant_bytes()}};
+                         {"constants", session.constant_bytes()},
+                         {"weights_stored_nk", session.weights_stored_nk()}};
     j["graph_capture"] = {{"possible", prof.capture_possible && prof.capture_disabled_reason.empty()},
                           {"reason", prof.capture_disabled_reason},
                           {"replays", prof.graph_replays}};
