@@ -148,6 +148,22 @@ void if_fn(ShapeContext& c) {
   std::optional<std::vector<BranchType>> then_inf, else_inf;
   if (!cond || *cond) then_inf = infer_branch(c, "then_branch");
   if (!cond || !*cond) else_inf = infer_branch(c, "else_branch");
+  // A body output whose declared rank is not the rank it computes: ONNX's checker refuses
+  // the model ("Inferred shape and existing shape differ in rank"; mutate_models.py seed 17
+  // m881, the outer input x one rank up, the bodies' outputs still declared [4]).
+  auto check_ranks = [&](const char* which, const std::optional<std::vector<BranchType>>& inf,
+                         const std::vector<DeclaredType>& declared) {
+    if (!inf) return;
+    for (size_t i = 0; i < inf->size() && i < declared.size(); ++i) {
+      const auto& got = (*inf)[i].shape;
+      const auto& want = declared[i].shape;
+      if (got && want && got->size() != want->size())
+        c.fail(std::string(which) + " output " + std::to_string(i) + " is declared " + shape_str(*want) +
+               " but computes " + shape_str(*got));
+    }
+  };
+  check_ranks("then_branch", then_inf, *then_out);
+  check_ranks("else_branch", else_inf, *else_out);
   for (size_t i = 0; i < c.num_outputs() && i < then_out->size(); ++i) {
     const DeclaredType t = combine(then_inf, i, (*then_out)[i]);
     const DeclaredType e = combine(else_inf, i, (*else_out)[i]);

@@ -268,3 +268,47 @@ TEST_CASE("strict shapes: a Reshape -1 next to a product of 0 is refused") {
         "shape inference: Reshape 'rs': cannot reshape [0,3] to [0,-1]: the other dims' product is 0, so the -1 is "
         "not determined");
 }
+
+TEST_CASE("strict shapes: an integer Div by a constant 0 is refused") {
+  // mutate_models.py seed 14 m208: Unsqueeze -> Div made its axes [0] the divisor; ONNX
+  // Runtime refuses the model when it loads it ("Integer division by zero").
+  auto div = [](std::vector<int64_t> b) {
+    auto m = model_proto();
+    int_constant(m, "a", {2}, {6, 8});
+    int_constant(m, "b", {static_cast<int64_t>(b.size())}, b);
+    add_node(m, "Div", {"a", "b"}, {"q"}, "div");
+    attr_int(add_node(m, "Cast", {"q"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
+    return m;
+  };
+  CHECK(optimize(div({2, 4})) == "");
+  CHECK(optimize(div({2, 0})) == "shape inference: Div 'div': integer division by zero (B holds 0 at element 1)");
+}
+
+TEST_CASE("strict shapes: an If body output declared with another rank than it computes") {
+  // mutate_models.py seed 17 m881: the outer x one rank up, the bodies' outputs still
+  // declared with the old rank; ONNX's checker refuses it.
+  auto with_if = [](std::vector<int64_t> then_dims) {
+    auto m = model_proto();
+    auto* cond = m.mutable_graph()->add_input();
+    cond->set_name("cond");
+    cond->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+    cond->mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto* n = add_node(m, "If", {"cond"}, {"y"}, "if");
+    for (const char* which : {"then_branch", "else_branch"}) {
+      auto* a = n->add_attribute();
+      a->set_name(which);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      auto* g = a->mutable_g();
+      g->set_name(which);
+      const std::string out = std::string(which) + "_out";
+      add_node(g, "Neg", {"x"}, {out}, std::string(which) + "_neg");
+      auto* o = g->add_output();
+      o->set_name(out);
+      o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+      set_dims(o, std::string(which) == "then_branch" ? then_dims : std::vector<int64_t>{2, 3});
+    }
+    return m;
+  };
+  CHECK(optimize(with_if({2, 3})) == "");
+  CHECK(optimize(with_if({2})) == "shape inference: If 'if': then_branch output 0 is declared [2] but computes [2,3]");
+}

@@ -220,6 +220,11 @@ FUSEOPT_SHAPE_FN("", "Mul", [](ShapeContext& c) {
 });
 FUSEOPT_SHAPE_FN("", "Div", [](ShapeContext& c) {
   const bool integer = is_int_dtype(c.input_dtype(0));
+  // An integer division by a constant 0 is undefined (ONNX Runtime refuses the model
+  // when it loads it: mutate_models.py seed 14 m208, an Unsqueeze's axes [0] as Div's B).
+  if (const Tensor* b = c.input_const(1); integer && tensor_ok(b) && dtype_is_integer(b->dtype))
+    for (int64_t i = 0; i < b->numel(); ++i)
+      if (b->as_int(i) == 0) c.fail("integer division by zero (B holds 0 at element " + std::to_string(i) + ")");
   elementwise(c, c.input_dtype(0), 2, [integer](const Args& a) { return divide(a[0], a[1], integer); });
 });
 FUSEOPT_SHAPE_FN("", "Mod", [](ShapeContext& c) {
