@@ -362,6 +362,17 @@ std::string type_constraint_problem(const OpSignature& sig, const std::string& o
                 (variable ? f->type_str : "'" + f->name + "'") + " does not allow (it takes floating types only)";
       return;
     }
+    // A set of integer types only gained integers and the 8- and 4-bit floats of the
+    // quantization ops (QuantizeLinear's y, QLinearMatMul's a), never float32/16/64,
+    // bfloat16, bool or string (the same check; mutate_models.py seed 20 m203: a float
+    // Gather index at opset 18 came out invalid).
+    const bool int_only = std::all_of(c->second.begin(), c->second.end(), [](int t) { return kIndexTypes.count(t) && t != onnx::TensorProto::BOOL; });
+    const bool narrow = kIndexTypes.count(et) || (et >= 17 && et <= 20) || et >= 21;  // float8s, int4/uint4 (21/22), float4...
+    if (!exact && !fixed_index && int_only && (!narrow || et == onnx::TensorProto::BOOL)) {
+      problem = who + " is " + validation::type_name(et) + ", which " + printable(op_type) + "'s " +
+                (variable ? f->type_str : "'" + f->name + "'") + " does not allow (it takes integer types)";
+      return;
+    }
     if ((exact || fixed_index) && std::find(c->second.begin(), c->second.end(), et) == c->second.end()) {
       problem = who + " is " + validation::type_name(et) + ", which " + printable(op_type) + "'s " +
                 (variable ? f->type_str + " does not allow (it allows " + validation::type_list(c->second) + ")"

@@ -296,3 +296,20 @@ TEST_CASE("validate: a float-only type variable stays float-only above libonnx's
   }());
   CHECK(message_of(rs) == "");
 }
+
+TEST_CASE("validate: an integer-only type variable takes no float32/16/64 or bool above libonnx's opsets") {
+  // mutate_models.py seed 20 m203/m210: Add -> Gather made a float tensor the indices (Tind:
+  // int32, int64) at opset 18. Such sets gained integers and the float8/float4 of the
+  // quantization ops since, nothing else.
+  auto gather = [](int idx_type) {
+    auto m = model_proto(18);
+    add_input(m, "i", idx_type);
+    add_node(m, "Gather", {"x", "i"}, {"y"}, "g");
+    return m;
+  };
+  CHECK_NOTHROW(validate(gather(onnx::TensorProto::INT64)));
+  CHECK(message_of(gather(onnx::TensorProto::FLOAT)) ==
+        "m.onnx: node 'g' (Gather, opset 18): input 1 'i' is FLOAT, which Gather's Tind does not allow (it takes "
+        "integer types)");
+  CHECK_THAT(message_of(gather(onnx::TensorProto::BOOL)), Contains("input 1 'i' is BOOL"));
+}
