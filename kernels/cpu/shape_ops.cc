@@ -44,7 +44,12 @@ std::vector<int64_t> reshape_target(KernelContext& ctx, const RtTensor& x,
       DM_CHECK(ctx, d >= 0, "shape " << shape_str(spec) << " has invalid dim " << d);
       out[i] = d;
     }
-    known *= out[i];
+    // The product in 64 bits with a check: a dim near INT64_MAX (mutate_models.py seed 11
+    // m200, a Concat rewired into a Reshape's target) overflowed it (UBSan).
+    int64_t next = 0;
+    const bool over = __builtin_mul_overflow(known, out[i], &next);
+    DM_CHECK(ctx, !over, "shape " << shape_str(spec) << " has more elements than 64 bits can count");
+    known = next;
   }
   if (infer >= 0) {
     DM_CHECK(ctx, known != 0 && x.numel() % known == 0,

@@ -55,6 +55,11 @@ TEST_CASE("Reshape: impossible shapes name the node and shapes", "[cpu][shape_op
   OpTest t3("Reshape");
   t3.input("x", iota({2, 3})).input("shape", ints({7}, {1}));
   REQUIRE_THROWS_AS(t3.run(), Error);
+
+  // mutate_models.py seed 11 m200: a target dim near INT64_MAX overflowed the product (UBSan).
+  OpTest t4("Reshape");
+  t4.input("x", iota({2, 3})).input("shape", ints({4, INT64_MAX, -1}, {3}));
+  REQUIRE_THROWS_WITH(t4.run(), Contains("Reshape 'Reshape_node'") && Contains("more elements than 64 bits can count"));
 }
 
 TEST_CASE("Squeeze: all unit dims, axes input, axes attribute, negative axes", "[cpu][shape_ops]") {
