@@ -4,11 +4,15 @@ with a KV cache, fuseopt + fuserun against PyTorch in the same run. Runs on the
 GPU machine (random weights, no downloads).
 
   python3 bench/decode_bench.py --bin .gpu/bin [--batches 1,8] [--past 128,2048]
-      [--exporter ts|dynamo] [--json FILE] [--markdown FILE]
+      [--exporter ts|dynamo] [--dtype fp32,fp16] [--json FILE] [--markdown FILE]
 
 The export is one decoder step with flat inputs: input_ids [B, 1], attention_mask
 [B, P + 1], past_key_values.{i}.{key,value} [B, 8, P, 64] for the 16 layers, and
 outputs the last hidden state and present.{i}.{key,value} [B, 8, P + 1, 64].
+--dtype picks the exported model's type: fp32 (the model as built; fuserun --precision fp16
+converts the float32 cache tensors to and from fp16 every step) and/or fp16 (model.half()
+before the export, as fp16 deployments export: the cache crosses the interface in fp16, as
+torch's static cache keeps it).
 fuserun times it with --past P (fp16, device latency of the replayed CUDA graph).
 PyTorch: eager with a DynamicCache of P tokens, and torch.compile(mode=
 "reduce-overhead") with a StaticCache of max_cache_len = max(P) + 16 (one compile
@@ -57,10 +61,14 @@ def cache_tensors(cache):
     return out
 
 
-def export(torch, tf, path, exporter):
+def export(torch, tf, path, exporter, dtype="fp32"):
     if os.path.exists(path):
         return path
     model = build(torch, tf)
+    dev, dt = "cpu", torch.float32
+    if dtype == "fp16":  # traced on the GPU: CPU half kernels are incomplete
+        dev, dt = "cuda", torch.float16
+        model = model.to(dev, dt)
 
     class Step(torch.nn.Module):
         def __init__(self, m):
@@ -74,9 +82,9 @@ def export(torch, tf, path, exporter):
 
     step = Step(model).eval()
     B, P = 2, 16
-    ids = torch.randint(1, 128000, (B, 1))
-    mask = torch.ones(B, P + 1, dtype=torch.int64)
-    past = [torch.randn(B, KV_HEADS, P, HEAD_DIM) for _ in range(2 * LAYERS)]
+    ids = torch.randint(1, 128000, (B, 1), device=dev)
+    mask = torch.ones(B, P + 1, dtype=torch.int64, device=dev)
+    past = [torch.randn(B, KV_HEADS, P, HEAD_DIM, device=dev, dtype=dt) for _ in range(2 * LAYERS)]
     names = ["input_ids", "attention_mask"] + [f"past_key_values.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
     outs = ["last_hidden_state"] + [f"present.{i}.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
     t0 = time.time()
@@ -97,7 +105,7 @@ def export(torch, tf, path, exporter):
             prog = torch.onnx.export(step, (ids, mask, *past), dynamic_shapes=ds, input_names=names,
                                      output_names=outs, opset_version=18, dynamo=True, external_data=True)
             prog.save(path, external_data=True)
-    log(f"exported the decoder step ({exporter}) in {time.time() - t0:.0f} s -> {path}")
+    log(f"exported the decoder step ({exporter}, {dtype}) in {time.time() - t0:.0f} s -> {path}")
     return path
 
 
@@ -211,6 +219,7 @@ def main():
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--past", default="128,2048")
     ap.add_argument("--exporter", default="ts", choices=["ts", "dynamo"])
+    ap.add_argument("--dtype", default="fp32,fp16", help="exported model types, comma-separated (fp32, fp16)")
     ap.add_argument("--torch", default="eager,static-compile")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--work", default="/tmp/fuseopt-decode")
@@ -231,26 +240,39 @@ def main():
     batches = [int(x) for x in a.batches.split(",")]
     pasts = [int(x) for x in a.past.split(",")]
     modes = [m for m in a.torch.split(",") if m]
-    src = export(torch, tf, os.path.join(a.work, f"llama_decode_{a.exporter}.onnx"), a.exporter)
-    fused = fuse(a.bin, src)
+    dtypes = [d for d in a.dtype.split(",") if d]
+    for d in dtypes:
+        if d not in ("fp32", "fp16"):
+            sys.exit(f"decode_bench: --dtype {d}: expected fp32 or fp16")
+    fused = {}
+    for d in dtypes:
+        suffix = "" if d == "fp32" else "_fp16"
+        src = export(torch, tf, os.path.join(a.work, f"llama_decode_{a.exporter}{suffix}.onnx"), a.exporter, d)
+        fused[d] = fuse(a.bin, src)
     rows = []
     for b in batches:
         for p in pasts:
-            t = fuserun(a.bin, fused, b, p, a.iters) if fused else None
-            log(f"fuserun batch {b} past {p}: {t} ms")
-            rows.append({"batch": b, "past": p, "fuseopt": t})
+            r = {"batch": b, "past": p}
+            for d in dtypes:
+                r["fuseopt_" + d] = fuserun(a.bin, fused[d], b, p, a.iters) if fused[d] else None
+                log(f"fuserun {d} export, batch {b} past {p}: {r['fuseopt_' + d]} ms")
+            # The figure compared: the fastest export form (the user picks the export).
+            ts = [r["fuseopt_" + d] for d in dtypes if r["fuseopt_" + d] is not None]
+            r["fuseopt"] = min(ts) if ts else None
+            rows.append(r)
     tt = torch_times_isolated(batches, pasts, modes, a.work) if modes else {}
     for r in rows:
         r["torch"] = {m: tt.get((r["batch"], r["past"], m)) for m in modes}
     cmd = "python3 bench/decode_bench.py " + " ".join(sys.argv[1:])
     f = lambda x: f"{x:.3f}" if x is not None else "—"  # noqa: E731
-    md = f"Command: `{cmd}`\n\n| batch | cached tokens | fuseopt ms/token |" + "".join(f" torch {m} |" for m in modes)
-    md += " ratio vs torch.compile |\n|---|---|---|" + "---|" * len(modes) + "---|\n"
+    md = f"Command: `{cmd}`\n\n| batch | cached tokens |" + "".join(f" fuseopt, {d} export |" for d in dtypes)
+    md += "".join(f" torch {m} |" for m in modes)
+    md += " ratio vs torch.compile |\n|---|---|" + "---|" * (len(dtypes) + len(modes)) + "---|\n"
     for r in rows:
         ro = r["torch"].get("static-compile") or r["torch"].get("reduce-overhead")
         ratio = f"{ro / r['fuseopt']:.2f}×" if ro and r["fuseopt"] else "—"
-        md += f"| {r['batch']} | {r['past']} | {f(r['fuseopt'])} |" + "".join(f" {f(r['torch'].get(m))} |" for m in modes)
-        md += f" {ratio} |\n"
+        md += f"| {r['batch']} | {r['past']} |" + "".join(f" {f(r['fuseopt_' + d])} |" for d in dtypes)
+        md += "".join(f" {f(r['torch'].get(m))} |" for m in modes) + f" {ratio} |\n"
     log("\n" + md)
     if a.json:
         json.dump({"rows": rows, "torch": torch.__version__}, open(a.json, "w"), indent=1)

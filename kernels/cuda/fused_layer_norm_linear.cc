@@ -1,6 +1,7 @@
 // CUDA host code of fuseopt.LayerNormLinear: the norm kernel (launch_norm,
 // fused_norm.cu) writes the normalised rows to scratch (and Sum when
-// declared), then one cuBLASLt GEMM with the epilogue (gemm_host.h). Attribute
+// declared), then one cuBLASLt GEMM with the epilogue (gemm_host.h); at a
+// decode step's rows with W stored [N, K], one GEMV that normalises itself. Attribute
 // handling mirrors kernels/cpu/fused_layer_norm_linear.cc.
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_host.h"
+#include "kernels/cuda/gemv_nk_fused.h"
 
 namespace fuseopt {
 
@@ -65,6 +67,29 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   if (rows == 0 || N == 0) return;
   FUSE_CHECK(K > 0, n.label() << ": empty normalisation axis");
   cudaStream_t stream = cuda_fused::stream_of(ctx);
+
+  // Decode rows with W stored [N, K] (the runtime's weight layout): one launch, the norm
+  // computed by the GEMV's blocks (gemv_nk_fused.h); Z never stored.
+  if (trans_b) {
+    cuda_fused::NormGemvArgs ga;
+    ga.dtype = dt;
+    ga.M = rows;
+    ga.N = N;
+    ga.K = K;
+    ga.x = full->data;
+    ga.skip = other ? other->data : nullptr;
+    ga.skip_rows = other ? other->numel() / K : 0;
+    ga.gamma = gamma->data;
+    ga.beta = beta ? beta->data : nullptr;
+    ga.w = w->data;
+    ga.bias = bias ? bias->data : nullptr;
+    ga.y = y->data;
+    ga.sum = sum ? sum->data : nullptr;
+    ga.eps = n.attr_float("epsilon", 1e-5f);
+    ga.rms = n.attr_int("rms", 0) != 0;
+    ga.act = cuda_gemm::gemv_act(act);
+    if (cuda_fused::launch_norm_gemv_nk(ga, stream)) return;
+  }
 
   void* z = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));
   cuda_fused::NormArgs na;

@@ -15,6 +15,7 @@
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_small_m.h"
+#include "kernels/cuda/gemv_nk_fused.h"
 
 namespace fuseopt {
 namespace {
@@ -61,7 +62,12 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   if (rows == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
 
-  // rows <= 8 (a decode step): one kernel for the product and the gate, P never stored.
+  // rows <= 8 (a decode step): one kernel for the product and the gate, P never stored
+  // (W [2N, K]: gemv_nk_fused.cu, on by default at the decode rows; W [K, 2N]: only where asked for).
+  if (K > 0 && nk &&
+      cuda_fused::launch_gated_gemv_nk(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
+                                       stream))
+    return;
   if (K > 0 && !nk &&
       cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
                                        stream))

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_small_m.h"
 #include "runtime/kernel.h"
 
 namespace fuseopt::cuda_gemm {
@@ -27,6 +28,9 @@ namespace fuseopt::cuda_gemm {
 // The fused ops' `activation` attribute.
 enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
 Act parse_act(const Node& n);
+
+// The activation as the weight-streaming kernels name it.
+cuda_fused::GemvAct gemv_act(Act a);
 
 // The weight-streaming kernel of gemm_small_m.cu for M <= 8 rows (a decode
 // step), any B layout, any activation, alpha; FUSEOPT_GEMV=0 switches it off.

@@ -46,6 +46,8 @@ cuda_fused::SmallGemmAct small_act(Act a) {
   }
 }
 
+}  // namespace
+
 cuda_fused::GemvAct gemv_act(Act a) {
   switch (a) {
     case Act::Relu: return cuda_fused::GemvAct::Relu;
@@ -55,8 +57,6 @@ cuda_fused::GemvAct gemv_act(Act a) {
     default: return cuda_fused::GemvAct::None;
   }
 }
-
-}  // namespace
 
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
               int64_t K, bool trans_b, float alpha, cudaStream_t stream) {

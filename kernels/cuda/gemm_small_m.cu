@@ -35,6 +35,7 @@
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_small_m.h"
+#include "kernels/cuda/gemm_small_m_common.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused {
@@ -42,71 +43,13 @@ namespace fuseopt::cuda_fused {
 namespace {
 
 namespace cg = cooperative_groups;
+using namespace small_m;
 
-constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTileN = 64;         // [K, N]: columns per block (8 chunks of 8)
 constexpr int kRowsPerStep = 32;   // [K, N]: weight rows one load instruction of the block covers
 constexpr int kUnroll = 8;         // [K, N]: independent 16-byte weight loads per thread in flight
-constexpr int kColsT = 4;          // [N, K]: columns (weight rows) per block
 constexpr int kMaxSplits = 8;      // portable cluster size
 constexpr size_t kMaxSliceBytes = 64 << 10;  // A's fp32 slice per block, before K is split further
-
-// 8 consecutive 16-bit values (one 16-byte load) as fp32.
-template <class T> __device__ __forceinline__ void unpack8(const uint4& v, float* f);
-template <> __device__ __forceinline__ void unpack8<__half>(const uint4& v, float* f) {
-  const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __half22float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-template <> __device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& v, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-
-// The epilogue's activation in fp32; the CPU reference's formulas
-// (kernels/cpu/fused_activation.h), the fast erf for 16-bit storage.
-template <class T> __device__ __forceinline__ float activate(GemvAct act, float v) {
-  switch (act) {
-    case GemvAct::Relu: return v > 0.f ? v : 0.f;
-    case GemvAct::GeluErf: return gelu_erf_for<T>(v);
-    case GemvAct::GeluTanh: return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    case GemvAct::Tanh: return tanhf(v);
-    default: return v;
-  }
-}
-
-// GatedMatMul's gate activations, as gated_matmul.cu's gate_act (fp32;
-// ReLU keeps a NaN).
-__device__ __forceinline__ float gate_activate(GateActivation a, float x) {
-  switch (a) {
-    case GateActivation::Silu: return x / (1.f + expf(-x));
-    case GateActivation::Gelu: return gelu_erf(x);
-    case GateActivation::GeluTanh: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return x > 0.f ? x : (x == x ? 0.f : x);
-  }
-}
-
-// n consecutive outputs (n = 8 or 4): alpha · v + bias, the activation, one
-// rounding, one 16- or 8-byte store.
-template <class T, int NV>
-__device__ __forceinline__ void store_out(T* y, const T* bias, const float* v, GemvAct act, float alpha) {
-  Vec<T, NV> o;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    const float b = bias ? to_f(bias[j]) : 0.f;
-    o.v[j] = from_f<T>(activate<T>(act, alpha * v[j] + b));
-  }
-  *reinterpret_cast<Vec<T, NV>*>(y) = o;
-}
 
 // Shared memory of the [K, N] kernel: per-warp sums, the block's part (read
 // by the cluster), A's slice.
@@ -351,96 +294,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-// Per-device facts, cached (device ordinals past 64 ask every time).
-struct DeviceInfo {
-  int sms = 0;
-  bool clusters = false;
-};
-DeviceInfo device_info() {
-  static std::atomic<int> cache[64];  // 0 = unknown, else sms * 2 + clusters
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return {};
-  }
-  int v = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
-    int sms = 0, cl = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return {};
-    }
-    v = sms * 2 + (cl ? 1 : 0);
-    if (dev >= 0 && dev < 64) cache[dev].store(v, std::memory_order_relaxed);
-  }
-  return {v / 2, (v & 1) != 0};
-}
-
-// FUSEOPT_GEMV_BLOCKS_PER_SM (tuning, default 2): how many [K, N] blocks per
-// SM the K split aims at.
-int blocks_per_sm() {
-  static const int v = [] {
-    const char* e = std::getenv("FUSEOPT_GEMV_BLOCKS_PER_SM");
-    const int n = e && *e ? std::atoi(e) : 2;
-    return n >= 1 && n <= 32 ? n : 2;
-  }();
-  return v;
-}
-
-// pdl_launch with an optional cluster dimension (y = cluster_y) beside the
-// PDL attribute. false: nothing launched (error cleared), use cuBLASLt.
-template <class... Params, class... Args>
-bool launch_ex(void (*kernel)(Params...), dim3 grid, size_t smem, unsigned cluster_y, cudaStream_t stream,
-               Args... args) {
-  cudaLaunchAttribute attr[2];
-  unsigned n = 0;
-  if (cluster_y > 0) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = 1;
-    attr[n].val.clusterDim.y = cluster_y;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  const unsigned base = n;
-  static std::atomic<bool> pdl_refused_with_cluster{false};
-  const bool pdl = stream != nullptr && stream != cudaStreamLegacy && cuda_pdl::enabled() &&
-                   !(cluster_y > 0 && pdl_refused_with_cluster.load(std::memory_order_relaxed)) &&
-                   cuda_pdl::capture_allows(stream);
-  if (pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  if (e == cudaSuccess) return true;
-  (void)cudaGetLastError();
-  if (!pdl) return false;
-  // As pdl_launch: if the launch works without PDL, PDL was the problem:
-  // switched off for the device, or, beside a cluster dimension, only for
-  // these cluster launches (the pair may be what the driver refused).
-  cfg.numAttrs = base;
-  if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  int device = 0;
-  if (cluster_y > 0)
-    pdl_refused_with_cluster.store(true, std::memory_order_relaxed);
-  else if (cudaGetDevice(&device) == cudaSuccess)
-    cuda_pdl::disable_for_device(device, static_cast<int>(e));
-  return true;
-}
-
 // gate_n > 0: GatedMatMul, N = 2 gate_n columns of B, Y [M, gate_n].
 template <class T, int MR>
 bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
@@ -543,13 +396,16 @@ bool small_m_default_applies(int64_t M, bool trans_b) { return trans_b && M <= 2
 }  // namespace
 
 bool gemm_small_m_enabled() { return small_m_mode() != 0; }
+bool gemm_small_m_applies(int64_t M, bool trans_b) {
+  const int mode = small_m_mode();
+  return mode == 1 || (mode == 2 && small_m_default_applies(M, trans_b));
+}
 void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 long long gemm_small_m_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
                          int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha) {
-  const int mode = small_m_mode();
-  if (mode == 0 || (mode == 2 && !small_m_default_applies(M, trans_b))) return false;
+  if (!gemm_small_m_applies(M, trans_b)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 40)) return false;

@@ -42,6 +42,9 @@ bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const voi
 // set_gemm_small_m(1) / (0) force every shape / none, (-1) goes back to the
 // environment's choice (tests, benchmarks).
 bool gemm_small_m_enabled();
+// Whether the switch (and, unset, the default's shapes) lets the kernels take M rows with B
+// stored [N, K] (trans_b) or [K, N]; the fused [N, K] variants (gemv_nk_fused.h) ask it too.
+bool gemm_small_m_applies(int64_t M, bool trans_b);
 void set_gemm_small_m(int mode);
 
 // Launches of either entry point so far in this process (tests: which path ran).

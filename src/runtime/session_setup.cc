@@ -128,16 +128,17 @@ void Session::Impl::fold_constants(std::vector<const Node*>& order) {
 }
 
 // Weight layout: a 16-bit constant 2-D B read only as the weight (input 1) of MatMul,
-// FusedMatMul (transA, transB 0) or GatedMatMul on the device is stored transposed, [N, K], and
-// those steps run with transB = 1 (MatMul and GatedMatMul, which have no such attribute: with
-// kWeightNkAttr). The GEMM is the same; what changes is that a decode step's rows (M <= 2) can
+// FusedMatMul (transA, transB 0) or GatedMatMul, or as LayerNormLinear's W (input 3, transB 0),
+// on the device is stored transposed, [N, K], and those steps run with transB = 1 (MatMul and
+// GatedMatMul, which have no such attribute: with kWeightNkAttr). The GEMM is the same; what changes is that a decode step's rows (M <= 2) can
 // take the weight-streaming kernel, which reads [N, K] rows at ~4 TB/s where cuBLASLt's small-M
 // kernels reach 1.3-3.6 (kernels/cuda/gemm_small_m.cu; NOTES-perf.md v13). cuBLASLt runs the
 // larger-M GEMMs with B transposed instead (BERT-base 32x128: 1.667 vs 1.662 ms, session 8).
-// LayerNormLinear's W (input 3) keeps its layout for now. FUSEOPT_WEIGHT_NK=0 keeps the model's
-// layout everywhere; =1 also applies it on the CPU backend and to fp32 weights, for FusedMatMul
-// only there (its CPU kernel reads transB; MatMul's and GatedMatMul's do not read the marker):
-// a check of this function on machines without a GPU.
+// LayerNormLinear's decode rows then run one kernel, its norm inside the GEMV (gemv_nk_fused.h).
+// FUSEOPT_WEIGHT_NK=0 keeps the model's layout everywhere; =1 also applies it on the CPU backend
+// and to fp32 weights, for FusedMatMul and LayerNormLinear only there (their CPU kernels read
+// transB; MatMul's and GatedMatMul's do not read the marker): a check of this function on
+// machines without a GPU.
 void Session::Impl::store_weights_nk() {
   const char* env = std::getenv("FUSEOPT_WEIGHT_NK");
   const std::string mode = env ? env : "";
@@ -147,11 +148,13 @@ void Session::Impl::store_weights_nk() {
   const bool forced = mode == "1";
   if (!cuda16 && !forced) return;
   const bool cuda = device && be.kind() == Backend::CUDA;
-  auto weight_input = [cuda](const Node& n) {
-    if (n.domain.empty() || n.domain == "ai.onnx") return cuda && n.op_type == "MatMul";
-    if (n.domain != "fuseopt") return false;
-    if (n.op_type == "GatedMatMul") return cuda;
-    return n.op_type == "FusedMatMul" && n.attr_int("transB", 0) == 0 && n.attr_int("transA", 0) == 0;
+  // The input index of the step's B, or -1 where its layout is not ours to change.
+  auto weight_input = [cuda](const Node& n) -> int {
+    if (n.domain.empty() || n.domain == "ai.onnx") return cuda && n.op_type == "MatMul" ? 1 : -1;
+    if (n.domain != "fuseopt") return -1;
+    if (n.op_type == "GatedMatMul") return cuda ? 1 : -1;
+    if (n.op_type == "LayerNormLinear") return n.attr_int("transB", 0) == 0 ? 3 : -1;
+    return n.op_type == "FusedMatMul" && n.attr_int("transB", 0) == 0 && n.attr_int("transA", 0) == 0 ? 1 : -1;
   };
   std::vector<std::vector<size_t>> readers(slots.size());  // steps reading the slot as their B
   std::vector<bool> other_use(slots.size(), false);
@@ -160,7 +163,7 @@ void Session::Impl::store_weights_nk() {
     for (size_t j = 0; j < st.ins.size(); ++j) {
       const int id = st.ins[j];
       if (id < 0) continue;
-      if (j == 1 && !st.on_host && !st.is_if && weight_input(st.n())) readers[id].push_back(i);
+      if (!st.on_host && !st.is_if && static_cast<int>(j) == weight_input(st.n())) readers[id].push_back(i);
       else other_use[id] = true;
     }
     for (int id : st.implicit) other_use[id] = true;
@@ -180,7 +183,7 @@ void Session::Impl::store_weights_nk() {
     for (size_t i : readers[id]) {
       Step& st = steps[i];
       auto n = std::make_unique<Node>(st.n());
-      if (n->op_type == "FusedMatMul")
+      if (n->op_type == "FusedMatMul" || n->op_type == "LayerNormLinear")
         n->set_attr(Attribute::make_int("transB", 1));
       else
         n->set_attr(Attribute::make_int(kWeightNkAttr, 1));

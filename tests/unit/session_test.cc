@@ -203,3 +203,28 @@ TEST_CASE("weight layout: constant FusedMatMul weights stored [N, K] where that 
     for (int64_t i = 0; i < want[0].numel(); ++i) CHECK(got[0].data<float>()[i] == want[0].data<float>()[i]);
   }
 }
+
+// LayerNormLinear's W (input 3) takes the same layout (the decode rows' norm + GEMV kernel
+// needs [N, K]); its gamma (input 1), read by the same step, is never a weight.
+TEST_CASE("weight layout: LayerNormLinear's W stored [N, K], its gamma left alone", "[session]") {
+  struct Env {
+    explicit Env(const char* v) { setenv("FUSEOPT_WEIGHT_NK", v, 1); }
+    ~Env() { unsetenv("FUSEOPT_WEIGHT_NK"); }
+  };
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2, 4});
+  Value* gamma = b.constant("gamma", Tensor::from_floats({1.f, 0.5f, 2.f, -1.f}, {4}));
+  Value* w = b.constant("w", Tensor::from_floats({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}));
+  Value* y = b.op("LayerNormLinear", {x, gamma, nullptr, w}, {Attribute::make_int("rms", 1)}, "lnl", "fuseopt");
+  b.output(y);
+  auto g = b.release();
+  const Tensor in = Tensor::from_floats({0.5f, -1.f, 2.f, 3.f, -2.f, 1.f, 0.25f, 4.f}, {2, 4});
+  Session plain(*g);
+  const std::vector<Tensor> want = plain.run({{"x", in}});
+  Env on("1");
+  Session nk(*g);
+  const std::vector<Tensor> got = nk.run({{"x", in}});
+  CHECK(nk.weights_stored_nk() == 1u);
+  REQUIRE(got[0].dims == want[0].dims);
+  for (int64_t i = 0; i < want[0].numel(); ++i) CHECK(got[0].data<float>()[i] == Approx(want[0].data<float>()[i]).epsilon(1e-6));
+}

@@ -1,0 +1,307 @@
+// The [N, K] weight-streaming GEMVs that absorb their neighbour kernel
+// (gemv_nk_fused.h): LayerNormLinear's norm as a prologue, GatedMatMul's gate
+// as an epilogue. Same structure as gemm_small_m.cu's [N, K] kernel: a block
+// owns 4 output columns, its 256 threads split K in 16-byte chunks, the block
+// reduces (shuffles, then the 8 warps in order): one launch, no atomics,
+// bit-identical on every run and graph replay.
+//
+// Norm prologue: a decode row is one 2-8 KB vector, so every block forms it
+// itself (x + skip in fp32, statistics, gamma/beta) from L2 instead of a norm
+// launch writing Z to memory for the GEMV to read back: at 768 blocks for
+// Llama-1B's QKV that is 6 MB of L2 reads against the 12.6 MB of weights the
+// kernel streams from HBM anyway, and the block's first weight loads are
+// issued before the prologue so their latency hides behind it. Each thread
+// keeps the chunks it later multiplies (c = tid, tid + 256, ...) in shared
+// memory, so only the two statistics need the block.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <initializer_list>
+
+#include "kernels/cuda/fused_common.h"
+#include "kernels/cuda/gemm_small_m_common.cuh"
+#include "kernels/cuda/gemv_nk_fused.h"
+
+namespace fuseopt::cuda_fused {
+
+namespace {
+
+using namespace small_m;
+
+constexpr size_t kMaxRowSmem = 48u << 10;  // the staged rows (fp32): no opt-in needed
+
+// Sum of v over the block, every thread gets it. red: kWarps floats of shared memory; the
+// trailing barrier lets the caller reuse red.
+__device__ __forceinline__ float block_total(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float s = red[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) s += red[w];  // fixed order: the same on every run
+  __syncthreads();
+  return s;
+}
+
+struct NormParams {
+  const void* skip;
+  int skip_rows;
+  const void* gamma;
+  const void* beta;
+  void* sum;
+  float eps;
+  bool rms;
+};
+
+// Stages the normalised rows (rounded to T, kept as fp32) into zs [MR][K]: thread t
+// handles chunks t, t + 256, ... of each row, the ones it multiplies afterwards.
+template <class T, int MR>
+__device__ void norm_prologue(const T* __restrict__ X, const NormParams& p, int M, int K, float* zs,
+                              float* red) {
+  const int tid = threadIdx.x, chunks = K / 8;
+  const T* skip = static_cast<const T*>(p.skip);
+  T* sum = static_cast<T*>(p.sum);
+  const bool write_sum = sum != nullptr && blockIdx.x == 0;
+  const float inv_k = 1.f / static_cast<float>(K);
+  float mean[MR], rstd[MR];
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    float local = 0.f;
+    if (m < M) {
+      const T* xr = X + int64_t(m) * K;
+      const T* sr = skip ? skip + int64_t(m % p.skip_rows) * K : nullptr;
+      for (int c = tid; c < chunks; c += kThreads) {
+        float z[8];
+        unpack8<T>(__ldg(reinterpret_cast<const uint4*>(xr) + c), z);
+        if (sr) {
+          float s[8];
+          unpack8<T>(__ldg(reinterpret_cast<const uint4*>(sr) + c), s);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) z[e] += s[e];
+        }
+        if (write_sum) {
+          Vec<T, 8> o;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) o.v[e] = from_f<T>(z[e]);
+          *reinterpret_cast<Vec<T, 8>*>(sum + int64_t(m) * K + c * 8) = o;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          zs[m * K + c * 8 + e] = z[e];
+          local += p.rms ? z[e] * z[e] : z[e];
+        }
+      }
+    }
+    const float total = block_total(local, red);  // every thread calls it (m < M is uniform)
+    if (p.rms) {
+      mean[m] = 0.f;
+      rstd[m] = rsqrtf(total * inv_k + p.eps);
+    } else {
+      mean[m] = total * inv_k;
+      float sq = 0.f;
+      if (m < M)
+        for (int c = tid; c < chunks; c += kThreads)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float d = zs[m * K + c * 8 + e] - mean[m];
+            sq += d * d;
+          }
+      rstd[m] = rsqrtf(block_total(sq, red) * inv_k + p.eps);
+    }
+  }
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
+  for (int c = tid; c < chunks; c += kThreads) {
+    float g[8], b[8];
+    unpack8<T>(__ldg(reinterpret_cast<const uint4*>(gamma) + c), g);
+    if (beta) unpack8<T>(__ldg(reinterpret_cast<const uint4*>(beta) + c), b);
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      if (m >= M) break;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float* z = &zs[m * K + c * 8 + e];
+        float v = (*z - mean[m]) * rstd[m] * g[e];
+        if (beta) v += b[e];
+        *z = to_f(from_f<T>(v));  // Z's rounding in the two-kernel path
+      }
+    }
+  }
+}
+
+// NORM: A is the normalised X (prologue above); GATED: 2 x 4 weight rows per block (the
+// gate's n0.. and the up projection's gate_n + n0..), Y = act(gate) * up. Rows of A past M
+// contribute zeros and are never stored.
+template <class T, int MR, bool NORM, bool GATED>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_nk_fused_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias,
+                         T* __restrict__ Y, int M, int N, int K, GemvAct act, GateActivation gate,
+                         NormParams np) {
+  constexpr int R = GATED ? 2 * kColsT : kColsT;  // weight rows per block
+  extern __shared__ __align__(16) float zs[];     // NORM: [MR][K]
+  __shared__ float red[kWarps][MR * R];
+  cuda_pdl::pdl_begin();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * kColsT;  // N % 8 == 0: the block's 4 columns all exist
+  const int chunks = K / 8;
+  auto wrow = [&](int r) -> const T* {
+    const int row = GATED ? (r < kColsT ? n0 + r : N + n0 + r - kColsT) : n0 + r;
+    return B + int64_t(row) * K;
+  };
+  // The first chunk's weights are requested before the prologue, so its latency (L2
+  // reads and two block reductions) hides behind them.
+  uint4 bv[R];
+  if (tid < chunks)
+#pragma unroll
+    for (int r = 0; r < R; ++r) bv[r] = __ldg(reinterpret_cast<const uint4*>(wrow(r)) + tid);
+  if constexpr (NORM) norm_prologue<T, MR>(A, np, M, K, zs, &red[0][0]);
+
+  float acc[MR][R];
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+  for (int c = tid; c < chunks; c += kThreads) {
+    if (c != tid)
+#pragma unroll
+      for (int r = 0; r < R; ++r) bv[r] = __ldg(reinterpret_cast<const uint4*>(wrow(r)) + c);
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      float a[8];
+      if constexpr (NORM) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] = m < M ? zs[m * K + c * 8 + e] : 0.f;
+      } else {
+        const uint4 av = m < M ? __ldg(reinterpret_cast<const uint4*>(A + int64_t(m) * K) + c)
+                               : make_uint4(0u, 0u, 0u, 0u);
+        unpack8<T>(av, a);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float b[8];
+        unpack8<T>(bv[r], b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[m][r] = fmaf(a[e], b[e], acc[m][r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = acc[m][r];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[m][r] = v;
+    }
+  __syncthreads();  // red may still be read by the prologue's last reduction
+  if (lane == 0)
+#pragma unroll
+    for (int m = 0; m < MR; ++m)
+#pragma unroll
+      for (int r = 0; r < R; ++r) red[warp][m * R + r] = acc[m][r];
+  __syncthreads();
+  if (tid >= M) return;
+  float v[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float s = red[0][tid * R + r];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += red[w][tid * R + r];
+    v[r] = s;
+  }
+  if constexpr (GATED) {
+    Vec<T, kColsT> o;
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j) {
+      // P rounded to T, as the gate pass reads it from scratch.
+      const float g = to_f(from_f<T>(v[j] + (bias ? to_f(bias[n0 + j]) : 0.f)));
+      const float u = to_f(from_f<T>(v[kColsT + j] + (bias ? to_f(bias[N + n0 + j]) : 0.f)));
+      o.v[j] = from_f<T>(gate_activate(gate, g) * u);
+    }
+    *reinterpret_cast<Vec<T, kColsT>*>(Y + int64_t(tid) * N + n0) = o;
+  } else {
+    store_out<T, kColsT>(Y + int64_t(tid) * N + n0, bias ? bias + n0 : nullptr, v, act, 1.f);
+  }
+}
+
+template <class T, int MR, bool NORM, bool GATED>
+bool launch_mr(const void* A, const void* B, const void* bias, void* Y, int M, int N, int K, GemvAct act,
+               GateActivation gate, const NormParams& np, cudaStream_t stream) {
+  const size_t smem = NORM ? size_t(MR) * K * sizeof(float) : 0;
+  if (smem > kMaxRowSmem) return false;
+  return launch_ex(gemv_nk_fused_kernel<T, MR, NORM, GATED>, dim3(static_cast<unsigned>(N / kColsT)), smem, 0,
+                   stream, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const T*>(bias),
+                   static_cast<T*>(Y), M, N, K, act, gate, np);
+}
+
+template <class T, bool NORM, bool GATED>
+bool launch_t(const void* A, const void* B, const void* bias, void* Y, int M, int N, int K, GemvAct act,
+              GateActivation gate, const NormParams& np, cudaStream_t stream) {
+  if (M == 1) return launch_mr<T, 1, NORM, GATED>(A, B, bias, Y, M, N, K, act, gate, np, stream);
+  if (M == 2) return launch_mr<T, 2, NORM, GATED>(A, B, bias, Y, M, N, K, act, gate, np, stream);
+  if (M <= 4) return launch_mr<T, 4, NORM, GATED>(A, B, bias, Y, M, N, K, act, gate, np, stream);
+  return launch_mr<T, 8, NORM, GATED>(A, B, bias, Y, M, N, K, act, gate, np, stream);
+}
+
+// What both entry points ask: the small-M kernel's switch for this row count (B [N, K]),
+// a 16-bit type, sizes the chunking covers, 16-byte aligned rows.
+// FUSEOPT_GEMV_FUSED=0 keeps the two-launch paths with the plain GEMV (A/B timing).
+bool fused_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEOPT_GEMV_FUSED");
+    return !(e && e[0] == '0' && e[1] == 0);
+  }();
+  return on;
+}
+
+bool shape_applies(DType dt, int64_t M, int64_t N, int64_t K, std::initializer_list<const void*> ptrs) {
+  if (!fused_enabled() || !gemm_small_m_applies(M, true)) return false;
+  if (dt != DType::Float16 && dt != DType::BFloat16) return false;
+  if (M < 1 || M > kGemvMaxM || K < 8 || K % 8 != 0 || N < 8 || N % 8 != 0) return false;
+  if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+std::atomic<long long> g_launches{0};
+
+bool counted(bool launched) {
+  if (launched) g_launches.fetch_add(1, std::memory_order_relaxed);
+  return launched;
+}
+
+}  // namespace
+
+bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!shape_applies(a.dtype, a.M, a.N, a.K, {a.x, a.skip, a.gamma, a.beta, a.w, a.bias, a.y, a.sum})) return false;
+  if (!a.x || !a.gamma || !a.w || !a.y || (a.skip && a.skip_rows < 1)) return false;
+  const NormParams np{a.skip, static_cast<int>(a.skip_rows), a.gamma, a.beta, a.sum, a.eps, a.rms};
+  const int M = int(a.M), N = int(a.N), K = int(a.K);
+  if (a.dtype == DType::Float16)
+    return counted(launch_t<__half, true, false>(a.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu, np,
+                                                 stream));
+  return counted(launch_t<__nv_bfloat16, true, false>(a.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu,
+                                                      np, stream));
+}
+
+bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (!shape_applies(dt, M, 2 * N, K, {A, W, bias, Y})) return false;
+  if (N % 8 != 0) return false;  // the up half starts on a 16-byte boundary of bias
+  const NormParams np{};
+  if (dt == DType::Float16)
+    return counted(launch_t<__half, false, true>(A, W, bias, Y, int(M), int(N), int(K), GemvAct::None, act, np,
+                                                 stream));
+  return counted(launch_t<__nv_bfloat16, false, true>(A, W, bias, Y, int(M), int(N), int(K), GemvAct::None, act,
+                                                      np, stream));
+}
+
+long long gemv_nk_fused_launch_count() { return g_launches.load(std::memory_order_relaxed); }
+
+}  // namespace fuseopt::cuda_fused

@@ -1,0 +1,60 @@
+// Decode-step GEMVs with the weight stored [N, K] that absorb the kernel
+// before or after them (issue 11): a decode layer is ~12 launches of a few
+// microseconds each, and two of them exist only to prepare or finish a GEMV.
+//
+//  - LayerNormLinear: the norm (LayerNorm or RMSNorm, with the residual skip
+//    and its Sum output) computed by every block of the GEMV from the row it
+//    already reads, instead of a norm kernel writing Z for the GEMM to read.
+//  - GatedMatMul: act(gate) * up in the GEMV's epilogue (a block owns 4 gate
+//    columns and the 4 up columns they multiply), instead of storing P
+//    [M, 2N] and running the gate pass.
+//
+// Both take the rows the small-M kernel takes by default (M <= 2; FUSEOPT_GEMV
+// as in gemm_small_m.h), fp16/bf16, K and N multiples of 8, 16-byte aligned
+// rows. FUSEOPT_GEMV_FUSED=0 switches only these two off (the plain GEMV and
+// the neighbour kernel run instead). Includable from .cc files (no nvcc needed).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ir/tensor.h"
+#include "kernels/cuda/gated_matmul.h"
+#include "kernels/cuda/gemm_small_m.h"
+
+namespace fuseopt::cuda_fused {
+
+// Y [M, N] = act(norm(X (+ skip)) · W^T + bias), W stored [N, K]. Z = X + skip
+// (skip row r % skip_rows) is formed in fp32 and written to `sum` (rounded)
+// when sum is not null; the normalised row is rounded to the storage type
+// before the product, as the two-kernel path's scratch Z is.
+struct NormGemvArgs {
+  DType dtype = DType::Float16;
+  int64_t M = 0, N = 0, K = 0;
+  const void* x = nullptr;
+  const void* skip = nullptr;
+  int64_t skip_rows = 0;
+  const void* gamma = nullptr;
+  const void* beta = nullptr;  // optional (added after gamma, with rms too, as the CPU kernel does)
+  const void* w = nullptr;     // [N, K]
+  const void* bias = nullptr;  // [N] or null
+  void* y = nullptr;
+  void* sum = nullptr;
+  float eps = 1e-5f;
+  bool rms = false;
+  GemvAct act = GemvAct::None;
+};
+// true: launched; false: nothing launched (shape, type, alignment or the switch), use the
+// norm kernel + GEMM.
+bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream);
+
+// fuseopt.GatedMatMul with W stored [2N, K] (rows [0, N) the gate, [N, 2N) the up
+// projection; the runtime's weight layout): Y [M, N] = act(P[:, :N]) * P[:, N:], P = A · W^T
+// + bias [2N]; P rounded to the storage type before the gate, as the pass reads it.
+bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
+// Launches of either entry point so far in this process (tests: which path ran).
+long long gemv_nk_fused_launch_count();
+
+}  // namespace fuseopt::cuda_fused

@@ -1,0 +1,163 @@
+// The decode-row GEMVs that absorb a neighbour (kernels/cuda/gemv_nk_fused.cu), through
+// the op kernels as the runtime calls them with weights stored [N, K]: LayerNormLinear
+// (norm in the GEMV's prologue: LayerNorm and RMSNorm, beta, bias, skip with its Sum
+// output, every activation) and GatedMatMul (gate in the epilogue, every gate activation,
+// with and without bias), against the CPU kernels on the model's [K, N] weights. Fresh
+// random inputs, outputs NaN-poisoned by the harness, K off the 2048-element block
+// stride (200, 2056) and N off the 4-column block; launch counts say which path ran; the
+// switch off (FUSEOPT_GEMV=0) and shapes it refuses take the old path with the same
+// results; bit-identical over runs.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/gemm_small_m.h"
+#include "kernels/cuda/gemv_nk_fused.h"
+#include "runtime/kernel.h"
+#include "support/cuda_kernel_check.h"
+
+using namespace fuseopt;
+
+namespace {
+
+using cuda_check::OpCase;
+
+// [K, N] -> [N, K] (fp32 host tensors).
+Tensor transposed(const Tensor& w) {
+  const int64_t K = w.dims[0], N = w.dims[1];
+  std::vector<float> t(K * N);
+  const float* p = w.data<float>();
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) t[n * K + k] = p[k * N + n];
+  return Tensor::from_floats(t, {N, K});
+}
+
+// Runs the CUDA kernel, checking the fused GEMV launched `launches` times.
+std::vector<Tensor> run_counted(OpCase& c, DType dt, int launches) {
+  const long long before = cuda_fused::gemv_nk_fused_launch_count();
+  auto out = c.run_cuda(dt);
+  CHECK(cuda_fused::gemv_nk_fused_launch_count() == before + launches);
+  return out;
+}
+
+struct LnlCase {
+  int64_t rows, K, N;
+  bool rms, beta, bias, skip;
+  const char* act;
+};
+
+// One LayerNormLinear case: CUDA with W [N, K] (transB 1) against the CPU with W [K, N].
+void check_layer_norm_linear(const LnlCase& p, DType dt, int launches) {
+  Tensor x = cuda_check::random_tensor({p.rows, 1, p.K}, -2.f, 3.f);
+  Tensor gamma = cuda_check::random_tensor({p.K}, 0.5f, 1.5f);
+  Tensor beta = cuda_check::random_tensor({p.K}, -0.5f, 0.5f);
+  Tensor w = cuda_check::random_tensor({p.K, p.N}, -0.2f, 0.2f);
+  Tensor wt = transposed(w);
+  Tensor bias = cuda_check::random_tensor({p.N});
+  Tensor skip = cuda_check::random_tensor({p.rows, 1, p.K}, -1.f, 1.f);
+  const size_t outs = p.skip ? 2 : 1;
+  auto make = [&](bool nk) {
+    OpCase c("fuseopt", "LayerNormLinear", 6, outs);
+    c.attr(Attribute::make_string("activation", p.act));
+    c.attr(Attribute::make_float("epsilon", 1e-5f));
+    c.attr(Attribute::make_int("rms", p.rms ? 1 : 0));
+    c.attr(Attribute::make_int("transB", nk ? 1 : 0));
+    c.inputs = {&x, &gamma, p.beta ? &beta : nullptr, nk ? &wt : &w, p.bias ? &bias : nullptr,
+                p.skip ? &skip : nullptr};
+    return c;
+  };
+  OpCase gpu = make(true), cpu = make(false);
+  auto got = run_counted(gpu, dt, launches);
+  auto want = cpu.run_cpu(dt);
+  INFO("LayerNormLinear rows " << p.rows << " K " << p.K << " N " << p.N << " rms " << p.rms << " beta " << p.beta
+                               << " bias " << p.bias << " skip " << p.skip << " " << p.act << " "
+                               << cuda_check::short_name(dt));
+  CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+  if (p.skip) CHECK(cuda_check::rel_error(got[1], want[1]) < cuda_check::tolerance(dt));
+}
+
+// One GatedMatMul case: CUDA with W [2N, K] (the runtime's marker) against the CPU with W [K, 2N].
+void check_gated(int64_t rows, int64_t K, int64_t N, bool with_bias, const char* act, DType dt, int launches) {
+  Tensor a = cuda_check::random_tensor({rows, 1, K}, -2.f, 2.f);
+  Tensor w = cuda_check::random_tensor({K, 2 * N}, -0.2f, 0.2f);
+  Tensor wt = transposed(w);
+  Tensor bias = cuda_check::random_tensor({2 * N});
+  OpCase gpu("fuseopt", "GatedMatMul", 3, 1), cpu("fuseopt", "GatedMatMul", 3, 1);
+  for (OpCase* c : {&gpu, &cpu}) c->attr(Attribute::make_string("activation", act));
+  gpu.attr(Attribute::make_int(kWeightNkAttr, 1));
+  gpu.inputs = {&a, &wt, with_bias ? &bias : nullptr};
+  cpu.inputs = {&a, &w, with_bias ? &bias : nullptr};
+  auto got = run_counted(gpu, dt, launches);
+  auto want = cpu.run_cpu(dt);
+  INFO("GatedMatMul rows " << rows << " K " << K << " N " << N << " bias " << with_bias << " " << act << " "
+                           << cuda_check::short_name(dt));
+  CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+}
+
+}  // namespace
+
+TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV", "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  cuda_fused::set_gemm_small_m(-1);  // the default: M <= 2 with W [N, K]
+  const std::vector<LnlCase> cases = {
+      {1, 2048, 3072, true, false, false, true, "none"},  // Llama's QKV: RMSNorm, residual skip + Sum
+      {2, 2056, 136, true, false, false, false, "none"},  // K past one 2048-element stride
+      {1, 200, 40, false, true, true, false, "gelu"},      // LayerNorm with beta and bias
+      {2, 768, 2304, false, true, true, true, "gelu_tanh"},
+      {1, 64, 8, false, false, true, true, "relu"},
+      {2, 96, 24, true, true, false, false, "tanh"},       // RMSNorm with beta (added, as the CPU kernel does)
+  };
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const LnlCase& p : cases) check_layer_norm_linear(p, dt, 1);
+}
+
+TEST_CASE("cuda LayerNormLinear at decode rows: the old path where the fused GEMV does not apply",
+          "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  const LnlCase base{1, 256, 64, true, false, true, true, "none"};
+  // Switched off: norm kernel + GEMM, the same results.
+  cuda_fused::set_gemm_small_m(0);
+  check_layer_norm_linear(base, DType::Float16, 0);
+  cuda_fused::set_gemm_small_m(-1);
+  // 3 rows (above the default's 2), K not a multiple of 8, rows past the staging's 48 KB, fp32.
+  check_layer_norm_linear({3, 256, 64, true, false, true, true, "none"}, DType::Float16, 0);
+  check_layer_norm_linear({1, 260, 64, false, true, false, false, "none"}, DType::Float16, 0);
+  check_layer_norm_linear({2, 6400, 16, true, false, false, true, "none"}, DType::BFloat16, 0);
+  check_layer_norm_linear(base, DType::Float, 0);
+}
+
+TEST_CASE("cuda GatedMatMul at decode rows: the gate in the [2N, K] GEMV's epilogue", "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  cuda_fused::set_gemm_small_m(-1);
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    check_gated(1, 2048, 8192, false, "silu", dt, 1);  // Llama-1B's gate + up
+    for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"}) check_gated(2, 200, 136, true, act, dt, 1);
+    check_gated(1, 2056, 40, true, "silu", dt, 1);
+  }
+  cuda_fused::set_gemm_small_m(0);  // off: GEMM into P + the gate pass
+  check_gated(1, 256, 64, true, "silu", DType::Float16, 0);
+  cuda_fused::set_gemm_small_m(-1);
+  check_gated(4, 256, 64, true, "silu", DType::Float16, 0);  // rows above the default's 2
+  check_gated(1, 256, 36, true, "silu", DType::Float16, 0);  // N not a multiple of 8
+}
+
+TEST_CASE("cuda fused decode GEMVs are bit-identical over runs", "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  cuda_fused::set_gemm_small_m(-1);
+  Tensor x = cuda_check::random_tensor({2, 1, 1024}), gamma = cuda_check::random_tensor({1024}, 0.5f, 1.5f);
+  Tensor wt = cuda_check::random_tensor({512, 1024}, -0.2f, 0.2f), skip = cuda_check::random_tensor({2, 1, 1024});
+  OpCase c("fuseopt", "LayerNormLinear", 6, 2);
+  c.attr(Attribute::make_int("rms", 1));
+  c.attr(Attribute::make_int("transB", 1));
+  c.inputs = {&x, &gamma, nullptr, &wt, nullptr, &skip};
+  auto first = run_counted(c, DType::Float16, 1);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto again = run_counted(c, DType::Float16, 1);
+    for (size_t o = 0; o < first.size(); ++o) {
+      REQUIRE(again[o].dims == first[o].dims);
+      CHECK(std::memcmp(again[o].data<float>(), first[o].data<float>(), first[o].numel() * sizeof(float)) == 0);
+    }
+  }
+}
