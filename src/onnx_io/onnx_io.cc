@@ -17,6 +17,7 @@
 #include "onnx_io/function_bodies.h"
 #include "onnx_io/shape_proto.h"
 #include "onnx_io/tensor_proto.h"
+#include "onnx_io/unknown_fields.h"
 #include "onnx_io/validate_model.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -137,7 +138,10 @@ std::unique_ptr<Graph> graph_from_proto(onnx::ModelProto& model, const std::stri
   int64_t opset = g->opset("");
   FUSE_CHECK(opset <= kMaxKnownOpset, label << ": default-domain opset " << opset
                                             << " is newer than this fuseopt knows (up to " << kMaxKnownOpset << ")");
-  // Before anything reads a node or a tensor: schemas, tensor protos, scopes.
+  // Before anything reads a node or a tensor: unknown fields (damage is refused
+  // even under --no-validate: it would be written back unreadable), schemas,
+  // tensor protos, scopes.
+  check_unknown_fields(model, label, opts.validate);
   if (opts.validate) validate_model(model, label);
   for (const auto& f : model.functions()) g->functions.push_back(f.SerializeAsString());
 
@@ -215,6 +219,8 @@ std::unique_ptr<Graph> graph_from_proto(onnx::ModelProto& model, const std::stri
     // Node names are preserved exactly where the model had unique ones.
     if (!np.name().empty()) n->name = n->name;  // add_node already uniquified
     n->doc_string = np.doc_string();
+    // IR-10/11 fields this build's classes lack (overload, metadata_props,
+    // device_configurations), checked well-formed by check_unknown_fields.
     if (const auto& unknown = np.GetReflection()->GetUnknownFields(np); !unknown.empty())
       unknown.SerializeToString(&n->unknown_fields);
     for (const auto& a : np.attribute()) n->attrs.push_back(read_attribute(a));

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "onnx_io/op_schemas.h"
+#include "onnx_io/unknown_fields.h"
 #include "onnx_io/validate_node.h"
 #include "onnx_io/validate_tensor.h"
 #include "util/error.h"
@@ -356,6 +357,7 @@ void validate_model(const onnx::ModelProto& model, const std::string& label) {
 void validate_model_bytes(const std::string& bytes, const std::string& label) {
   onnx::ModelProto m;
   FUSE_CHECK(m.ParseFromString(bytes), label << ": not a valid ONNX model (protobuf parse failed)");
+  check_unknown_fields(m, label, true);
   validate_model(m, label);
 }
 
