@@ -141,7 +141,7 @@ std::unique_ptr<Graph> graph_from_proto(onnx::ModelProto& model, const std::stri
   // Before anything reads a node or a tensor: unknown fields (damage is refused
   // even under --no-validate: it would be written back unreadable), schemas,
   // tensor protos, scopes.
-  check_unknown_fields(model, label, opts.validate);
+  check_unknown_fields(model, label);
   if (opts.validate) validate_model(model, label);
   for (const auto& f : model.functions()) g->functions.push_back(f.SerializeAsString());
 

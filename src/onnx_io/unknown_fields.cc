@@ -153,7 +153,7 @@ bool wire_type_fits(const pb::FieldDescriptor* f, UF::Type t) {
 
 class Walker {
  public:
-  Walker(const std::string& label, bool strict) : label_(label), strict_(strict), schema_(NewerSchema::get()) {}
+  explicit Walker(const std::string& label) : label_(label), schema_(NewerSchema::get()) {}
 
   void message(const pb::Message& m, const Path& at) {
     const pb::Reflection* r = m.GetReflection();
@@ -199,20 +199,15 @@ class Walker {
                         wire_name(wire_type(f)));
       }
       const pb::FieldDescriptor* f = newer ? newer->FindFieldByNumber(number) : nullptr;
-      if (!f) {
-        // Neither this build nor any ONNX through IR 14 (which fuseopt reads,
-        // and no newer) defines it. In the fuzzer's models it is always damage
-        // (a flipped tag byte that still made a well-formed field); a private
-        // extension a producer added would be kept on some messages and
-        // dropped on the ones fuseopt rebuilds, and its meaning not kept up
-        // by any rewrite. So it is refused by name; --no-validate keeps it
-        // where fuseopt keeps its message (its bytes are well-formed: the
-        // parser would have failed otherwise, and every reader skips it).
-        if (strict_)
-          throw Error(label_ + ": " + at.str() + " has " + field + " (wire type " + wire_name(uf.type()) + "), which " +
-                      d->name() + " does not have in any ONNX through IR 14 (a damaged file?); --no-validate keeps it");
-        continue;
-      }
+      // Neither this build nor any ONNX through IR 14 defines it: a field of
+      // a newer ONNX, a producer's extension, or damage that still made a
+      // well-formed field. Kept, as before (tests/py/test_model_preservation.py
+      // keeps such fields byte for byte): its bytes parsed, and every protobuf
+      // reader, Python's and ONNX Runtime's included, skips a field it does not
+      // know, so the output stays readable; refusing it would refuse models
+      // onnx.checker and ONNX Runtime take. It is kept where fuseopt keeps the
+      // message and dropped where it rebuilds it.
+      if (!f) continue;
       if (!wire_type_fits(f, uf.type()))
         damaged(at, ": " + field + " (" + f->name() + ") has wire type " + wire_name(uf.type()) + ", expected " + wire_name(wire_type(f)));
       if (f->type() != pb::FieldDescriptor::TYPE_MESSAGE) continue;
@@ -225,14 +220,13 @@ class Walker {
   }
 
   const std::string& label_;
-  const bool strict_;
   const NewerSchema& schema_;
 };
 
 }  // namespace
 
-void check_unknown_fields(const onnx::ModelProto& model, const std::string& label, bool strict) {
-  Walker(label, strict).message(model, Path{nullptr, "", -1, &model});
+void check_unknown_fields(const onnx::ModelProto& model, const std::string& label) {
+  Walker(label).message(model, Path{nullptr, "", -1, &model});
 }
 
 }  // namespace fuseopt

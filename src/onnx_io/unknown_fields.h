@@ -17,8 +17,8 @@
 //    else damage, refused. A well-formed one is kept where fuseopt keeps the
 //    message (nodes, the graph's and the model's own fields, functions,
 //    subgraphs) and dropped where it rebuilds it (value infos, tensors);
-//  - a field number no ONNX release through IR 14 defines: refused when
-//    `strict` (see unknown_fields.cc for why), kept otherwise.
+//  - a field number no ONNX release through IR 14 defines (a newer ONNX's, a
+//    producer's extension): kept as before; every reader skips it.
 // Damage is refused also under --no-validate: a file no ONNX parser reads is
 // never a right output.
 #pragma once
@@ -32,6 +32,6 @@ namespace fuseopt {
 
 // Throws Error with one line naming the file and where, e.g.
 //   m.onnx: damaged protobuf: graph.metadata_props[0] (GraphProto field 16) is not a well-formed StringStringEntryProto
-void check_unknown_fields(const onnx::ModelProto& model, const std::string& label, bool strict);
+void check_unknown_fields(const onnx::ModelProto& model, const std::string& label);
 
 }  // namespace fuseopt

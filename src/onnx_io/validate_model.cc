@@ -357,7 +357,7 @@ void validate_model(const onnx::ModelProto& model, const std::string& label) {
 void validate_model_bytes(const std::string& bytes, const std::string& label) {
   onnx::ModelProto m;
   FUSE_CHECK(m.ParseFromString(bytes), label << ": not a valid ONNX model (protobuf parse failed)");
-  check_unknown_fields(m, label, true);
+  check_unknown_fields(m, label);
   validate_model(m, label);
 }
 
