@@ -73,6 +73,17 @@ constexpr const char* kOnnxAdditions = R"pb(
     oneof_decl { name: "dim" } }
 )pb";
 
+// Strings as bytes, in a message and its nested ones: the same wire format,
+// and ONNX's strings are proto2, which no parser holds to UTF-8; but
+// libprotobuf's reflection parse (DynamicMessage) logs an ERROR line to stderr
+// for a string that is not UTF-8 (a metadata value, mutate_models.py seed 22
+// m514 m992), a second stderr line beside fuseopt's one.
+void strings_as_bytes(pb::DescriptorProto& m) {
+  for (auto& f : *m.mutable_field())
+    if (f.type() == pb::FieldDescriptorProto::TYPE_STRING) f.set_type(pb::FieldDescriptorProto::TYPE_BYTES);
+  for (auto& nested : *m.mutable_nested_type()) strings_as_bytes(nested);
+}
+
 // The newest schema fuseopt reads: this build's onnx.proto with the additions
 // merged in, in a pool of its own (the generated classes' pool cannot grow).
 // Its messages parse the additions' bytes (as DynamicMessages).
@@ -95,6 +106,7 @@ struct NewerSchema {
         if (!onnx::ModelProto::descriptor()->file()->FindMessageTypeByName(add.name())->FindFieldByNumber(f.number()))
           *into->add_field() = f;  // a libonnx that has it already keeps its own
     }
+    for (auto& m : *file.mutable_message_type()) strings_as_bytes(m);
     FUSE_CHECK(pool.BuildFile(file), "internal: ONNX schema additions do not build");
   }
   static const NewerSchema& get() {

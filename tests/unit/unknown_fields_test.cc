@@ -3,6 +3,7 @@
 // naming the file and where (also under --no-validate); the fields ONNX added
 // after libonnx 1.12, and well-formed fields no ONNX defines, load and are
 // written back as they came.
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/unknown_field_set.h>
 
 #include <catch2/catch.hpp>
@@ -163,4 +164,21 @@ TEST_CASE("unknown fields: a well-formed field no ONNX through IR 14 defines is 
   onnx::ModelProto out;
   REQUIRE(out.ParseFromString(serialize_model(*load(config))));
   CHECK(bytes_of(out, 26) == with_7);
+}
+
+TEST_CASE("unknown fields: a metadata value that is not UTF-8 loads without a libprotobuf log line (s22 m514)") {
+  // proto2 strings: no parser holds them to UTF-8, and the check's own parse
+  // must not log (its stderr line beside fuseopt's one was a bad rejection).
+  static std::vector<std::string> logged;
+  auto* previous = google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string& message) { logged.push_back(message); });
+  auto m = relu_model();
+  const std::string entry("\x0a\x01k\x12\x02\xff\xfe", 7);  // value: 0xff 0xfe
+  unknown(*m.mutable_graph()->mutable_node(0))->AddLengthDelimited(9, entry);
+  onnx::ModelProto out;
+  const bool parsed = out.ParseFromString(serialize_model(*load(m)));
+  google::protobuf::SetLogHandler(previous);
+  REQUIRE(parsed);
+  CHECK(bytes_of(out.graph().node(0), 9) == entry);
+  CHECK(logged.empty());
 }
