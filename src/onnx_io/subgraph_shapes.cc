@@ -60,7 +60,8 @@ DeclaredType join(const DeclaredType& a, const DeclaredType& b) {
 // contents. Declared body types are not enough: TorchScript declares fresh
 // names ("Identity525_dim_2") for what is the outer value's [seq, seq], and
 // those names break everything downstream. nullopt when the body cannot be
-// loaded (then only the declared types are used).
+// loaded (then only the declared types are used); a contradiction the body's
+// inference finds fails the If.
 struct BranchType {
   DType dtype = DType::Undefined;
   std::optional<Shape> shape;
@@ -101,6 +102,16 @@ std::optional<std::vector<BranchType>> infer_branch(const ShapeContext& c, const
     r = infer_shapes(body, opts);
   } catch (const std::exception&) {
     return std::nullopt;
+  }
+  // A contradiction inside the body (a Greater of float and int32 operands,
+  // an outer initializer's type changed: mutate_models.py seed 30 m398) is one
+  // ONNX's checker and ONNX Runtime refuse, as in the outer graph: refused,
+  // naming the If, the branch and the body's node.
+  if (!r.conflicts.empty()) {
+    std::string why = r.conflicts.front();
+    const std::string prefix = "shape inference: ";
+    if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+    c.fail(std::string(name) + ": " + why);
   }
   std::vector<BranchType> out;
   for (const Value* o : body.outputs) {

@@ -312,3 +312,40 @@ TEST_CASE("strict shapes: an If body output declared with another rank than it c
   CHECK(optimize(with_if({2, 3})) == "");
   CHECK(optimize(with_if({2})) == "shape inference: If 'if': then_branch output 0 is declared [2] but computes [2,3]");
 }
+
+TEST_CASE("strict shapes: a type contradiction inside an If branch") {
+  // mutate_models.py seed 30 m398: an outer initializer read by a branch turned
+  // int32, compared there with a float the branch computes (its type declared
+  // nowhere, so the load-time check cannot see it); ONNX's checker refuses it.
+  auto with_if = [](onnx::TensorProto::DataType limit_type) {
+    auto m = model_proto();
+    auto* cond = m.mutable_graph()->add_input();
+    cond->set_name("cond");
+    cond->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+    cond->mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto limit = float_tensor("limit", {}, {0.0f});
+    limit.set_data_type(limit_type);  // the same 4 bytes as a float or an int32
+    add_initializer(m, limit);
+    auto* n = add_node(m, "If", {"cond"}, {"y"}, "if");
+    for (const char* which : {"then_branch", "else_branch"}) {
+      auto* a = n->add_attribute();
+      a->set_name(which);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      auto* g = a->mutable_g();
+      g->set_name(which);
+      const std::string w(which), out = w + "_out";
+      add_node(g, "Neg", {"x"}, {w + "_neg"}, w + "_neg");
+      add_node(g, "Greater", {w + "_neg", "limit"}, {w + "_gt"}, w + "_gt");
+      add_node(g, "Where", {w + "_gt", "x", w + "_neg"}, {out}, w + "_where");
+      auto* o = g->add_output();
+      o->set_name(out);
+      o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    }
+    return m;
+  };
+  CHECK(optimize(with_if(onnx::TensorProto::FLOAT)) == "");
+  CHECK(optimize(with_if(onnx::TensorProto::INT32)) ==
+        "shape inference: If 'if': then_branch: Greater 'then_branch_gt': input 1 'limit' is INT32 but input 0 "
+        "'then_branch_neg' is FLOAT; both are Greater's T, one type");
+  CHECK(optimize(with_if(onnx::TensorProto::INT32), false) == "");
+}
