@@ -33,7 +33,17 @@ struct Spec {
   bool symbolic = false;        // batch / seq symbolic in the graph inputs
   bool keep_where = false;      // Where(keep, scores, min) instead of scores + Where(keep, 0, min)
   bool outer_expand = false;    // TorchScript's Expand of the And to [B, 1, S, S]
+  DType t = DType::Float;       // the model's float type (Float16: model.half() before the export)
+  float fill = -std::numeric_limits<float>::max();  // the Where's fill (finfo(t).min)
 };
+
+// A float tensor as `t` (Float16 rounds each element).
+Tensor as_type(const Tensor& f, DType t) {
+  if (t == DType::Float) return f;
+  Tensor r(t, f.dims);
+  for (int64_t i = 0; i < f.numel(); ++i) r.data<uint16_t>()[i] = float_to_half(f.data<float>()[i]);
+  return r;
+}
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
   int64_t len = static_cast<int64_t>(v.size());
@@ -109,21 +119,24 @@ void build(GraphBuilder& b, const Spec& s) {
   std::vector<std::string> sym = {"batch", "seq"};
   Value* x = s.symbolic ? b.input("x", DType::Float, {-1, -1, D}, {"batch", "seq", ""}) : b.input("x", DType::Float, {B, S, D});
   Value* mask = s.symbolic ? b.input("mask", DType::Int64, {-1, -1}, sym) : b.input("mask", DType::Int64, {B, S});
+  Value* xt = s.t == DType::Float ? x : b.op("Cast", {x}, {Attribute::make_int("to", int64_t(s.t))}, "x_half");
   auto proj = [&](const std::string& n, uint32_t seed) {
-    return b.op("MatMul", {x, b.constant("W" + n, rand_tensor({D, D}, seed))});
+    return b.op("MatMul", {xt, b.constant("W" + n, as_type(rand_tensor({D, D}, seed), s.t))});
   };
   Value* q4 = heads(b, proj("q", 3), {0, 2, 1, 3}, "q");
   Value* kt = heads(b, proj("k", 5), {0, 2, 3, 1}, "k");
   Value* v4 = heads(b, proj("v", 7), {0, 2, 1, 3}, "v");
-  Value* sc = b.op("Mul", {b.op("MatMul", {q4, kt}, {}, "qk"), b.scalar("c", 1.0f / std::sqrt(float(Dh)))}, {}, "scale");
+  auto scalar = [&](const std::string& n, float v) { return b.constant(n, as_type(Tensor::scalar_float(v), s.t)); };
+  Value* sc = b.op("Mul", {b.op("MatMul", {q4, kt}, {}, "qk"), scalar("c", 1.0f / std::sqrt(float(Dh)))}, {}, "scale");
   Value* keep = keep_mask(b, s, x, mask);
-  Value* minv = b.scalar("min", -std::numeric_limits<float>::max());
+  Value* minv = scalar("min", s.fill);
   if (s.keep_where) sc = b.op("Where", {keep, sc, minv}, {}, "mask_where");
-  else sc = b.op("Add", {sc, b.op("Where", {keep, b.scalar("zero_f", 0.0f), minv}, {}, "where")}, {}, "mask_add");
+  else sc = b.op("Add", {sc, b.op("Where", {keep, scalar("zero_f", 0.0f), minv}, {}, "where")}, {}, "mask_add");
   Value* p = b.op("Softmax", {sc}, {Attribute::make_int("axis", -1)}, "softmax");
   Value* o = b.op("MatMul", {p, v4}, {}, "pv");
   o = b.op("Transpose", {o}, {Attribute::make_ints("perm", {0, 2, 1, 3})}, "out_t");
   o = b.op("Reshape", {o, ints(b, "merge", {0, 0, -1})}, {}, "out_merge");
+  if (s.t != DType::Float) o = b.op("Cast", {o}, {Attribute::make_int("to", int64_t(DType::Float))}, "y_float");
   b.output(o);
 }
 
@@ -155,7 +168,8 @@ const Node* fused(const Spec& s, GraphBuilder& b) {
   INFO(reasons(r, "Attention"));
   REQUIRE(matched(r, "Attention") == 1);
   CHECK(count_op(b.graph(), "Softmax") == 0);
-  require_same_outputs(*before, b.graph(), feeds(), 1e-4f);
+  // The CPU backend widens half nodes to fp32; the original rounds between them.
+  require_same_outputs(*before, b.graph(), feeds(), s.t == DType::Float ? 1e-4f : 5e-3f);
   for (const auto& n : b.graph().nodes())
     if (n->op_type == "Attention") return n.get();
   FAIL("no Attention node");
@@ -171,7 +185,7 @@ void expect_compact(const Spec& s, bool causal, bool padding) {
   if (padding) {
     REQUIRE(a->input(3));
     CHECK(a->input(3)->name == "mask");
-    CHECK(a->attr_float("mask_filter_value", 0) == -std::numeric_limits<float>::max());
+    CHECK(a->attr_float("mask_filter_value", 0) == s.fill);
   }
   CHECK(count_op(b.graph(), "GatherND") == 0);
   CHECK(count_op(b.graph(), "Range") == 0);
@@ -472,4 +486,26 @@ TEST_CASE("Attention mask: constant tables that are not exactly bottom-right cau
     expect_const_bias(s);
     CHECK_THAT(const_notes(s), Contains("are not the (b, j) grid"));
   }
+}
+
+// model.half() exports mask with finfo(float16).min = -65504 added to fp16 scores: taken as the
+// mask fill (docs/fused_ops.md); any other finite fill, or -65504 added to fp32 scores (where it
+// does not absorb a score), stays attn_bias with the reason.
+TEST_CASE("Attention mask: float16 exports' finfo(float16).min fill -> causal=1 + mask", "[passes][Attention]") {
+  for (Pad p : {Pad::GatherND, Pad::FlatGather}) {
+    Spec s;
+    s.pad = p;
+    s.t = DType::Float16;
+    s.fill = -65504.0f;
+    expect_compact(s, true, true);
+  }
+  Spec other;
+  other.t = DType::Float16;
+  other.fill = -60000.0f;
+  expect_bias(other);
+  CHECK_THAT(notes(other), Contains("nor float16's lowest (-65504)"));
+  Spec fp32;
+  fp32.fill = -65504.0f;
+  expect_bias(fp32);
+  CHECK_THAT(notes(fp32), Contains("is not <= -1e30"));
 }

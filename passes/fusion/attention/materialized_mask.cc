@@ -454,7 +454,17 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
     cond = w->input(0);
     kp.fill = *fill;
   }
-  if (!(kp.fill <= -1e30)) return fail("the mask fill " + std::to_string(kp.fill) + " is not <= -1e30");
+  // A float16 export (model.half()) masks with finfo(float16).min = -65504, which does not absorb
+  // scores the way float32's lowest does: s - 65504 stays finite. Taken as the mask fill all the
+  // same where the term is added in float16 (mask_filter_value -65504 replaces the score): every
+  // row with a visible key gives what the graph gives (exp(s - 65504 - max) is 0 in fp32 for any
+  // score fp16 can hold), and a row with none is uniform over its keys, as the float32 export of
+  // the same model gives, where the graph's own fp16 sum rounds s - 65504 to a grid of 32 or to
+  // -inf (no defined answer to keep). Anything else finite is a bias, not a mask.
+  const bool half_lowest = !t.where && dtype_of(t.v) == DType::Float16 && kp.fill == -65504.0;
+  if (!(kp.fill <= -1e30) && !half_lowest)
+    return fail("the mask fill " + std::to_string(kp.fill) + " is not <= -1e30" +
+                (dtype_of(t.v) == DType::Float16 && !t.where ? " nor float16's lowest (-65504)" : ""));
   if (dtype_of(cond) != DType::Bool) return fail("the keep condition is not bool");
   if (auto r = rank_of(t.v); r && *r > 4) return fail("the mask term has rank > 4");
   // Walk the And tree (Expand / Cast to bool only broadcast or re-type it).

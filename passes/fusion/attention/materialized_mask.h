@@ -33,7 +33,7 @@ namespace fuseopt::attn {
 struct KeepProof {
   bool causal = false;      // a causal leaf was proven
   Value* padding = nullptr; // the [B, S_kv] key-padding mask (nonzero = keep), if a leaf is one
-  double fill = 0.0;        // what the original graph gives masked scores (<= -1e30)
+  double fill = 0.0;        // what the original graph gives masked scores (<= -1e30, or -65504 added in float16)
 };
 
 // Proves the mask term `t` (an additive Where(keep, 0, fill) or a keep Where on the
