@@ -11,8 +11,8 @@ The export is one decoder step with flat inputs: input_ids [B, 1], attention_mas
 outputs the last hidden state and present.{i}.{key,value} [B, 8, P + 1, 64].
 --dtype picks the exported model's type: fp32 (the model as built; fuserun --precision fp16
 converts the float32 cache tensors to and from fp16 every step) and/or fp16 (model.half()
-before the export, as fp16 deployments export: the cache crosses the interface in fp16, as
-torch's static cache keeps it).
+before the export, eager attention, as fp16 deployments export: the cache crosses the
+interface in fp16, as torch's static cache keeps it).
 fuserun times it with --past P (fp16, device latency of the replayed CUDA graph).
 PyTorch: eager with a DynamicCache of P tokens, and torch.compile(mode=
 "reduce-overhead") with a StaticCache of max_cache_len = max(P) + 16 (one compile
@@ -64,11 +64,17 @@ def cache_tensors(cache):
 def export(torch, tf, path, exporter, dtype="fp32"):
     if os.path.exists(path):
         return path
-    model = build(torch, tf)
     dev, dt = "cpu", torch.float32
-    if dtype == "fp16":  # traced on the GPU: CPU half kernels are incomplete
+    if dtype == "fp16":
+        # Traced on the GPU (CPU half kernels are incomplete), with HF's eager attention: its
+        # softmax(dtype=float32).to(fp16) keeps P·V and the residual stream in fp16, which the
+        # Attention fusion takes. TorchScript's fp16 SDPA decomposition runs P·V and the rest
+        # of the layer in float32 (docs/fused_ops.md, rule 5): a mixed-precision model, not an
+        # fp16 one, left unfused on purpose.
         dev, dt = "cuda", torch.float16
-        model = model.to(dev, dt)
+        model = build(torch, tf, attn="eager").to(dev, dt)
+    else:
+        model = build(torch, tf)
 
     class Step(torch.nn.Module):
         def __init__(self, m):

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/gemm_small_m_common.cuh"
@@ -250,17 +251,30 @@ bool launch_t(const void* A, const void* B, const void* bias, void* Y, int M, in
 
 // What both entry points ask: the small-M kernel's switch for this row count (B [N, K]),
 // a 16-bit type, sizes the chunking covers, 16-byte aligned rows.
-// FUSEOPT_GEMV_FUSED=0 keeps the two-launch paths with the plain GEMV (A/B timing).
-bool fused_enabled() {
-  static const bool on = [] {
+// FUSEOPT_GEMV_FUSED: "0" keeps both two-launch paths (the plain GEMV and the neighbour
+// kernel), "norm" / "gate" takes only that fusion, "all" both; unset: the gate only. Session
+// 9's H200 A/B (Llama-1B-shaped decode step, batch 1, NOTES-perf.md v14): the norm prologue
+// made the step slower (0.868 -> 0.920 ms at 128 cached tokens, 1.100 -> 1.164 at 2048: every
+// one of the 768 blocks re-reads the same row, gamma and skip before its first product), the
+// gate epilogue is neutral (0.880 / 1.090 ms) and saves the P scratch and a launch.
+std::atomic<int> g_fused_override{-1};
+
+bool fused_enabled(bool norm) {
+  static const int env = [] {
     const char* e = std::getenv("FUSEOPT_GEMV_FUSED");
-    return !(e && e[0] == '0' && e[1] == 0);
+    const std::string v = e ? e : "";
+    if (v == "0") return 0;
+    if (v == "norm") return 1;
+    if (v == "gate") return 2;
+    if (v == "all") return 3;
+    return 2;
   }();
-  return on;
+  const int o = g_fused_override.load(std::memory_order_relaxed);
+  return ((o >= 0 ? o : env) & (norm ? 1 : 2)) != 0;
 }
 
-bool shape_applies(DType dt, int64_t M, int64_t N, int64_t K, std::initializer_list<const void*> ptrs) {
-  if (!fused_enabled() || !gemm_small_m_applies(M, true)) return false;
+bool shape_applies(bool norm, DType dt, int64_t M, int64_t N, int64_t K, std::initializer_list<const void*> ptrs) {
+  if (!fused_enabled(norm) || !gemm_small_m_applies(M, true)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 8 || K % 8 != 0 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
@@ -279,7 +293,7 @@ bool counted(bool launched) {
 }  // namespace
 
 bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
-  if (!shape_applies(a.dtype, a.M, a.N, a.K, {a.x, a.skip, a.gamma, a.beta, a.w, a.bias, a.y, a.sum})) return false;
+  if (!shape_applies(true, a.dtype, a.M, a.N, a.K, {a.x, a.skip, a.gamma, a.beta, a.w, a.bias, a.y, a.sum})) return false;
   if (!a.x || !a.gamma || !a.w || !a.y || (a.skip && a.skip_rows < 1)) return false;
   const NormParams np{a.skip, static_cast<int>(a.skip_rows), a.gamma, a.beta, a.sum, a.eps, a.rms};
   const int M = int(a.M), N = int(a.N), K = int(a.K);
@@ -292,7 +306,7 @@ bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
 
 bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
                           int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  if (!shape_applies(dt, M, 2 * N, K, {A, W, bias, Y})) return false;
+  if (!shape_applies(false, dt, M, 2 * N, K, {A, W, bias, Y})) return false;
   if (N % 8 != 0) return false;  // the up half starts on a 16-byte boundary of bias
   const NormParams np{};
   if (dt == DType::Float16)
@@ -301,6 +315,8 @@ bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const voi
   return counted(launch_t<__nv_bfloat16, false, true>(A, W, bias, Y, int(M), int(N), int(K), GemvAct::None, act,
                                                       np, stream));
 }
+
+void set_gemv_nk_fused(int mask) { g_fused_override.store(mask < 0 ? -1 : (mask & 3), std::memory_order_relaxed); }
 
 long long gemv_nk_fused_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 

@@ -11,8 +11,8 @@
 //
 // Both take the rows the small-M kernel takes by default (M <= 2; FUSEOPT_GEMV
 // as in gemm_small_m.h), fp16/bf16, K and N multiples of 8, 16-byte aligned
-// rows. FUSEOPT_GEMV_FUSED=0 switches only these two off (the plain GEMV and
-// the neighbour kernel run instead). Includable from .cc files (no nvcc needed).
+// rows. The gate fusion is on by default, the norm one opt-in (it measured slower:
+// gemv_nk_fused.cu); FUSEOPT_GEMV_FUSED=0 / gate / norm / all picks. Includable from .cc files (no nvcc needed).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -53,6 +53,9 @@ bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream);
 // + bias [2N]; P rounded to the storage type before the gate, as the pass reads it.
 bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
                           int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
+// Tests: 1 the norm fusion, 2 the gate fusion, 3 both, 0 none; -1 back to FUSEOPT_GEMV_FUSED.
+void set_gemv_nk_fused(int mask);
 
 // Launches of either entry point so far in this process (tests: which path ran).
 long long gemv_nk_fused_launch_count();

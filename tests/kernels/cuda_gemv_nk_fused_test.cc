@@ -101,6 +101,7 @@ void check_gated(int64_t rows, int64_t K, int64_t N, bool with_bias, const char*
 TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV", "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   cuda_fused::set_gemm_small_m(-1);  // the default: M <= 2 with W [N, K]
+  cuda_fused::set_gemv_nk_fused(3);   // the norm fusion is opt-in (FUSEOPT_GEMV_FUSED=norm)
   const std::vector<LnlCase> cases = {
       {1, 2048, 3072, true, false, false, true, "none"},  // Llama's QKV: RMSNorm, residual skip + Sum
       {2, 2056, 136, true, false, false, false, "none"},  // K past one 2048-element stride
@@ -111,13 +112,17 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV"
   };
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (const LnlCase& p : cases) check_layer_norm_linear(p, dt, 1);
+  cuda_fused::set_gemv_nk_fused(-1);
 }
 
 TEST_CASE("cuda LayerNormLinear at decode rows: the old path where the fused GEMV does not apply",
           "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   const LnlCase base{1, 256, 64, true, false, true, true, "none"};
-  // Switched off: norm kernel + GEMM, the same results.
+  // The default (the norm fusion opt-in), the GEMV off: norm kernel + GEMM, the same results.
+  cuda_fused::set_gemv_nk_fused(-1);
+  check_layer_norm_linear(base, DType::Float16, 0);
+  cuda_fused::set_gemv_nk_fused(3);
   cuda_fused::set_gemm_small_m(0);
   check_layer_norm_linear(base, DType::Float16, 0);
   cuda_fused::set_gemm_small_m(-1);
@@ -126,11 +131,13 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the old path where the fused GEM
   check_layer_norm_linear({1, 260, 64, false, true, false, false, "none"}, DType::Float16, 0);
   check_layer_norm_linear({2, 6400, 16, true, false, false, true, "none"}, DType::BFloat16, 0);
   check_layer_norm_linear(base, DType::Float, 0);
+  cuda_fused::set_gemv_nk_fused(-1);
 }
 
 TEST_CASE("cuda GatedMatMul at decode rows: the gate in the [2N, K] GEMV's epilogue", "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   cuda_fused::set_gemm_small_m(-1);
+  cuda_fused::set_gemv_nk_fused(-1);  // the default takes the gate fusion
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     check_gated(1, 2048, 8192, false, "silu", dt, 1);  // Llama-1B's gate + up
     for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"}) check_gated(2, 200, 136, true, act, dt, 1);
@@ -146,6 +153,7 @@ TEST_CASE("cuda GatedMatMul at decode rows: the gate in the [2N, K] GEMV's epilo
 TEST_CASE("cuda fused decode GEMVs are bit-identical over runs", "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   cuda_fused::set_gemm_small_m(-1);
+  cuda_fused::set_gemv_nk_fused(3);
   Tensor x = cuda_check::random_tensor({2, 1, 1024}), gamma = cuda_check::random_tensor({1024}, 0.5f, 1.5f);
   Tensor wt = cuda_check::random_tensor({512, 1024}, -0.2f, 0.2f), skip = cuda_check::random_tensor({2, 1, 1024});
   OpCase c("fuseopt", "LayerNormLinear", 6, 2);
@@ -160,4 +168,5 @@ TEST_CASE("cuda fused decode GEMVs are bit-identical over runs", "[cuda][gemm_sm
       CHECK(std::memcmp(again[o].data<float>(), first[o].data<float>(), first[o].numel() * sizeof(float)) == 0);
     }
   }
+  cuda_fused::set_gemv_nk_fused(-1);
 }
