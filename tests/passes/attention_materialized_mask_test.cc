@@ -33,6 +33,7 @@ struct Spec {
   bool symbolic = false;        // batch / seq symbolic in the graph inputs
   bool keep_where = false;      // Where(keep, scores, min) instead of scores + Where(keep, 0, min)
   bool outer_expand = false;    // TorchScript's Expand of the And to [B, 1, S, S]
+  bool mask_own_dims = false;   // the mask input has its own symbols (dynamo KV-cache steps); S from x
   DType t = DType::Float;       // the model's float type (Float16: model.half() before the export)
   float fill = -std::numeric_limits<float>::max();  // the Where's fill (finfo(t).min)
 };
@@ -61,7 +62,8 @@ Value* heads(GraphBuilder& b, Value* x, std::vector<int64_t> perm, const std::st
 // The keep condition [B, 1, S, S] (or [1, 1, S, S] without padding).
 Value* keep_mask(GraphBuilder& b, const Spec& s, Value* x, Value* mask) {
   // Lengths read from the graph: S from the mask (the key length), B from x.
-  Value* seq = b.op("Squeeze", {b.op("Shape", {mask}, {Attribute::make_int("start", 1), Attribute::make_int("end", 2)})});
+  Value* seq = b.op("Squeeze", {b.op("Shape", {s.mask_own_dims ? x : mask},
+                                      {Attribute::make_int("start", 1), Attribute::make_int("end", 2)})});
   Value* bat = b.op("Squeeze", {b.op("Shape", {x}, {Attribute::make_int("start", 0), Attribute::make_int("end", 1)})});
   auto range = [&](int64_t off, Value* n) {
     Value* lo = i64(b, "lo", off);
@@ -118,7 +120,9 @@ Value* keep_mask(GraphBuilder& b, const Spec& s, Value* x, Value* mask) {
 void build(GraphBuilder& b, const Spec& s) {
   std::vector<std::string> sym = {"batch", "seq"};
   Value* x = s.symbolic ? b.input("x", DType::Float, {-1, -1, D}, {"batch", "seq", ""}) : b.input("x", DType::Float, {B, S, D});
-  Value* mask = s.symbolic ? b.input("mask", DType::Int64, {-1, -1}, sym) : b.input("mask", DType::Int64, {B, S});
+  Value* mask = s.mask_own_dims ? b.input("mask", DType::Int64, {-1, -1}, {"mask_batch", "mask_len"})
+                : s.symbolic    ? b.input("mask", DType::Int64, {-1, -1}, sym)
+                                : b.input("mask", DType::Int64, {B, S});
   Value* xt = s.t == DType::Float ? x : b.op("Cast", {x}, {Attribute::make_int("to", int64_t(s.t))}, "x_half");
   auto proj = [&](const std::string& n, uint32_t seed) {
     return b.op("MatMul", {xt, b.constant("W" + n, as_type(rand_tensor({D, D}, seed), s.t))});
@@ -508,4 +512,42 @@ TEST_CASE("Attention mask: float16 exports' finfo(float16).min fill -> causal=1 
   fp32.fill = -65504.0f;
   expect_bias(fp32);
   CHECK_THAT(notes(fp32), Contains("is not <= -1e30"));
+}
+
+// The dynamo exporter's KV-cache steps give attention_mask its own symbols, so its dims are not
+// provably [B, S_kv]; a GatherND at the proven (b, kv) grid reads mask[:B, :S_kv] whatever they
+// are: the rewrite slices it (ends = the grid's Range limits) and the op gets the compact mask.
+// Checked with a mask larger than [B, S_kv] (the original reads its top-left block). The flat
+// Gather (index b*S_kv + kv assumes the row length) is not sliced: it stays attn_bias.
+TEST_CASE("Attention mask: a GatherND'd mask of unprovable dims is sliced to [B, S_kv]", "[passes][Attention]") {
+  Spec s;
+  s.mask_own_dims = true;
+  GraphBuilder b(18);
+  build(b, s);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_passes(b.graph(), {"Attention", "dce"});
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  const Node* a = nullptr;
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") a = n.get();
+  REQUIRE(a);
+  CHECK(a->attr_int("causal", -1) == 1);
+  REQUIRE(a->inputs.size() == 4u);
+  REQUIRE(a->input(3));
+  REQUIRE(a->input(3)->producer);
+  CHECK(a->input(3)->producer->op_type == "Slice");
+  CHECK(count_op(b.graph(), "GatherND") == 0);
+  for (int extra : {0, 3}) {
+    INFO("mask columns beyond S_kv: " << extra);
+    std::vector<int64_t> m((B + 1) * (S + extra), 1);
+    for (int64_t j = S - 2; j < S + extra; ++j) m[1 * (S + extra) + j] = 0;  // batch 1 pads its last keys
+    for (int64_t j = 0; j < S + extra; ++j) m[2 * (S + extra) + j] = 0;      // a row the op never reads
+    std::map<std::string, Tensor> f{{"x", rand_tensor({B, S, D}, 41, -2, 2)},
+                                    {"mask", Tensor::from_ints(m, {B + 1, S + extra})}};
+    require_same_outputs(*before, b.graph(), f, 1e-4f);
+  }
+  Spec flat = s;
+  flat.pad = Pad::FlatGather;
+  expect_bias(flat);
 }

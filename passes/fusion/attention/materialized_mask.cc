@@ -296,10 +296,44 @@ Value* key_mask(Value* m, const HeadPath& k) {
   return m && rank_of(m) == 2 && mask_dims_match(m, k) ? m : nullptr;
 }
 
+// The limit of the Range(0, limit, 1) an index component comes from through Unsqueeze /
+// Expand (input 0) / integer Cast / Identity (the grid's building steps), or nullptr.
+Value* range_limit(Value* v) {
+  for (int d = 0; d < 16 && v && v->producer; ++d) {
+    const Node* p = v->producer;
+    if (p->is("Range"))
+      return const_scalar(p->input(0)) == 0.0 && const_scalar(p->input(2)) == 1.0 ? p->input(1) : nullptr;
+    if (!(p->is("Unsqueeze") || p->is("Expand") || p->is("Identity") || p->is("Cast"))) return nullptr;
+    v = p->input(0);
+  }
+  return nullptr;
+}
+
+// A rank-2 M whose dims the shapes do not tie to [B, S_kv] (the dynamo exporter's KV-cache steps
+// give attention_mask its own symbols): GatherND at the proven (b, j) grid reads M[b, j] for
+// b < B, j < S_kv whatever M's dims are (and fails where M is smaller), so M[:B, :S_kv] is the
+// mask: exact wherever the original's gather is in bounds, and where it is not, the op's own
+// [B, S_kv] check of the sliced mask fails as the gather did. `ends` gets the grid's Range
+// limits (scalars). Not for the flat gather, whose index b·S_kv + j assumes M's row length.
+Value* sliceable_key_mask(Value* m, const Node* grid, Value* (&ends)[2]) {
+  m = peel_bool_casts(m);
+  while (m && m->producer && is_passthrough(m->producer)) m = peel_bool_casts(m->producer->input(0));
+  // A constant table gathered at (b, kv) is baked-in bias, not the caller's mask: it stays attn_bias.
+  if (!m || const_of(m) || rank_of(m) != 2 || !grid || !grid->is("Concat") || grid->inputs.size() != 2) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const Node* u = grid->input(i) ? grid->input(i)->producer : nullptr;
+    ends[i] = u && u->is("Unsqueeze") ? range_limit(u->input(0)) : nullptr;
+    if (!ends[i] || rank_of(ends[i]).value_or(-1) != 0 || !dtype_is_integer(dtype_of(ends[i]))) return nullptr;
+  }
+  return m;
+}
+
 // GatherND(M, Concat(b[..., None], j[..., None])) = M[b, j] over the grid.
-Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::string& why) {
+Value* gathernd_leaf(const Node* n, const Dims& d, const HeadPath& k, std::string& why, Value* (&slice_ends)[2]) {
   if (n->attr_int("batch_dims", 0) != 0) return nullptr;
   Value* m = key_mask(n->input(0), k);
+  slice_ends[0] = slice_ends[1] = nullptr;
+  if (!m && n->input(1) && !const_of(n->input(1))) m = sliceable_key_mask(n->input(0), n->input(1)->producer, slice_ends);
   if (const Tensor* g = m ? const_of(n->input(1)) : nullptr) {  // a constant-folded grid
     auto sd = static_dims(d);
     std::vector<int64_t> gd = g->dims;
@@ -497,12 +531,15 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
       continue;
     }
     Value* m = nullptr;
-    if (n->is("GatherND")) m = gathernd_leaf(n, d, k, why);
+    Value* ends[2] = {nullptr, nullptr};
+    if (n->is("GatherND")) m = gathernd_leaf(n, d, k, why, ends);
     else if (n->is("Reshape")) m = flat_gather_leaf(n, d, k, why);
     else if (n->is("Unsqueeze") || n->is("Slice")) m = unsqueezed_leaf(v, d, k);
     if (!m) return fail(why.empty() ? n->label() + " (" + n->op_type + ") is not a causal or key-padding term" : why);
     if (kp.padding && kp.padding != m) return fail("two different key-padding masks");
     kp.padding = m;
+    kp.slice_ends[0] = ends[0];
+    kp.slice_ends[1] = ends[1];
   }
   if (why_out) why_out->clear();
   return kp;

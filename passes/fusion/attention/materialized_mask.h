@@ -34,6 +34,10 @@ struct KeepProof {
   bool causal = false;      // a causal leaf was proven
   Value* padding = nullptr; // the [B, S_kv] key-padding mask (nonzero = keep), if a leaf is one
   double fill = 0.0;        // what the original graph gives masked scores (<= -1e30, or -65504 added in float16)
+  // Set when `padding`'s dims are not provably [B, S_kv] but a GatherND at the proven (b, j)
+  // grid reads it: the scalar limits (B, S_kv) of the grid's Ranges; the op reads
+  // padding[:B, :S_kv] (the rewrite slices it).
+  Value* slice_ends[2] = {nullptr, nullptr};
 };
 
 // Proves the mask term `t` (an additive Where(keep, 0, fill) or a keep Where on the

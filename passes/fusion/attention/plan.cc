@@ -375,6 +375,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       why = "a second key-padding term or another Where mask term";
       kp.reset();
     }
+    if (kp && kp->slice_ends[0] && g.opset("") < 10) {  // the rewrite's Slice takes its ends as an input
+      why = "the mask's dims are not provably [B, S_kv] and Slice before opset 10 cannot cut it to them";
+      kp.reset();
+    }
     if (!kp) {
       if (!why.empty()) pl.mask_notes.push_back("'" + it->v->name + "': " + why);
       ++it;
@@ -383,6 +387,8 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.causal = pl.causal || kp->causal;
     if (kp->padding) {
       pl.mask = kp->padding;
+      pl.mask_slice_ends[0] = kp->slice_ends[0];
+      pl.mask_slice_ends[1] = kp->slice_ends[1];
       mask_fill = it->where ? kp->fill : static_cast<double>(static_cast<float>(kp->fill) * static_cast<float>(it->factor));
       proven_mask = true;
     }

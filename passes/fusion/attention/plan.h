@@ -38,6 +38,7 @@ struct Plan {
   Value* packed_seq_first = nullptr;  // torch MHA: the [S, B, 3E] in-projection whose thirds are q, k, v
   Node* down_cast = nullptr;     // Cast after the Softmax (fp32 softmax back to fp16/bf16)
   Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
+  Value* mask_slice_ends[2] = {nullptr, nullptr};  // set: `mask` is read as mask[:B, :S_kv] (scalar B, S_kv)
   bool mask_inverted = false;    // `mask` marks the keys to ignore (torch key_padding_mask): pass Not(mask)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]

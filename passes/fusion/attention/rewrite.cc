@@ -154,7 +154,23 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
     if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
   }
-  in[3] = pl.mask && pl.mask_inverted ? rw.create_node("", "Not", {pl.mask}, {}, 1, "attn_keep")->output(0) : pl.mask;
+  Value* mask = pl.mask;
+  if (mask && pl.mask_slice_ends[0]) {
+    // mask[:B, :S_kv] (materialized_mask.h): the grid's Range limits as the Slice's ends.
+    std::vector<Value*> ends;
+    for (Value* e : pl.mask_slice_ends) {
+      if (dtype_of(e) != DType::Int64)
+        e = rw.create_node("", "Cast", {e}, {Attribute::make_int("to", static_cast<int64_t>(DType::Int64))}, 1,
+                           "attn_mask_end64")->output(0);
+      ends.push_back(rw.create_node("", "Reshape", {e, rw.add_int64s("attn_mask_end_shape", {1})}, {}, 1,
+                                    "attn_mask_end")->output(0));
+    }
+    Value* ev = rw.create_node("", "Concat", ends, {Attribute::make_int("axis", 0)}, 1, "attn_mask_ends")->output(0);
+    mask = rw.create_node("", "Slice", {mask, rw.add_int64s("attn_mask_starts", {0, 0}), ev,
+                                        rw.add_int64s("attn_mask_axes", {0, 1})},
+                          {}, 1, "attn_mask_slice")->output(0);
+  }
+  in[3] = mask && pl.mask_inverted ? rw.create_node("", "Not", {mask}, {}, 1, "attn_keep")->output(0) : mask;
   in[4] = ab;
   in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)
   in[6] = pl.v.past;
