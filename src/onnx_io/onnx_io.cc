@@ -69,6 +69,28 @@ void write_value_info(const Value* v, onnx::ValueInfoProto* vi) {
   }
 }
 
+
+// Rewrites "ai.onnx" node domains to "" in the subgraphs an attribute carries, recursively;
+// true when it changed anything.
+bool default_domain_spelled_empty(onnx::AttributeProto& a) {
+  bool changed = false;
+  auto fix_graph = [&changed](onnx::GraphProto& g, auto& self) -> void {
+    for (onnx::NodeProto& n : *g.mutable_node()) {
+      if (n.domain() == "ai.onnx") {
+        n.set_domain("");
+        changed = true;
+      }
+      for (onnx::AttributeProto& na : *n.mutable_attribute()) {
+        if (na.has_g()) self(*na.mutable_g(), self);
+        for (onnx::GraphProto& sg : *na.mutable_graphs()) self(sg, self);
+      }
+    }
+  };
+  if (a.has_g()) fix_graph(*a.mutable_g(), fix_graph);
+  for (onnx::GraphProto& g : *a.mutable_graphs()) fix_graph(g, fix_graph);
+  return changed;
+}
+
 Attribute read_attribute(const onnx::AttributeProto& a) {
   Attribute r;
   r.name = a.name();
@@ -85,10 +107,15 @@ Attribute read_attribute(const onnx::AttributeProto& a) {
     case AP::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
     case AP::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
     case AP::STRINGS: r.kind = Attribute::Kind::Strings; r.strings.assign(a.strings().begin(), a.strings().end()); break;
-    case AP::GRAPH: case AP::GRAPHS:
+    case AP::GRAPH: case AP::GRAPHS: {
       r.kind = Attribute::Kind::Graph;
-      r.opaque = a.SerializeAsString();
+      // Subgraphs travel as bytes; their nodes' "ai.onnx" domain is spelled "" as the main
+      // graph's are on load (ONNX's checker wants an opset import under the exact name:
+      // mutate_models.py seed 35 m490, an If branch's Sub in 'ai.onnx').
+      AP copy = a;
+      r.opaque = default_domain_spelled_empty(copy) ? copy.SerializeAsString() : a.SerializeAsString();
       break;
+    }
     default:
       r.kind = Attribute::Kind::Other;
       r.opaque = a.SerializeAsString();

@@ -11,6 +11,7 @@
 
 #include "onnx_io/function_bodies.h"
 #include "onnx_io/op_schemas.h"
+#include "onnx_io/validate_attribute_values.h"
 #include "onnx_io/validate_tensor.h"
 #include "util/error.h"
 
@@ -294,6 +295,8 @@ void validate_node(Context& ctx, const onnx::NodeProto& n, int index, const Site
     if (domain.empty() && n.op_type() == "Constant") check_constant(ctx, n, where);
     if (domain.empty() && n.op_type() == "Cast") check_cast_to(ctx, n, where);
     if (domain.empty()) check_flags(ctx, n, where);
+    if (domain.empty())
+      if (std::string p = enum_attribute_problem(n); !p.empty()) ctx.fail(where, p);
     check_types(ctx, n, *sig, opset, where, site);
     return;
   }

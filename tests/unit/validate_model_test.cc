@@ -371,3 +371,61 @@ TEST_CASE("validate: model-local functions: calls and bodies") {
   r->set_f(1.0f);
   REQUIRE_THROWS_WITH(validate(ref), Contains("attribute '__k' refers to 'alpha' and also carries a value"));
 }
+
+TEST_CASE("validate: enumerated string attributes hold a value their operator defines") {
+  // mutate_models.py seed 34 m537: Pad mode = '' passed and was written back; ONNX Runtime
+  // refuses it ("Invalid 'mode' attribute value").
+  auto d2s = [](const std::string& mode) {
+    auto m = model_proto();
+    auto* n = add_node(m, "DepthToSpace", {"x"}, {"y"}, "d2s");
+    attr_int(n, "blocksize", 2);
+    attr_string(n, "mode", mode);
+    return m;
+  };
+  CHECK_NOTHROW(validate(d2s("CRD")));
+  CHECK_NOTHROW(validate(d2s("DCR")));
+  REQUIRE_THROWS_WITH(validate(d2s("crd")),
+                      "m.onnx: node 'd2s' (DepthToSpace, opset 17): attribute 'mode' is 'crd'; it is one of DCR, CRD");
+  REQUIRE_THROWS_WITH(validate(d2s("")), Contains("attribute 'mode' is ''; it is one of DCR, CRD"));
+  auto pool = [](const std::string& pad) {
+    auto m = model_proto();
+    auto* n = add_node(m, "MaxPool", {"x"}, {"y"}, "pool");
+    attr_ints(n, "kernel_shape", {1});
+    attr_string(n, "auto_pad", pad);
+    return m;
+  };
+  CHECK_NOTHROW(validate(pool("SAME_UPPER")));
+  REQUIRE_THROWS_WITH(validate(pool("SAME")), Contains("attribute 'auto_pad' is 'SAME'; it is one of NOTSET, SAME_UPPER"));
+}
+
+TEST_CASE("load: subgraph nodes in the 'ai.onnx' domain are written with the default domain's empty name") {
+  // mutate_models.py seed 35 m490: an If branch's node in 'ai.onnx' was written back as it
+  // came; ONNX's checker wants an opset import under that exact name (the model has "").
+  auto m = model_proto();
+  add_node(m, "ReduceSum", {"x"}, {"s"}, "sum");
+  attr_int(add_node(m, "Cast", {"s"}, {"cond"}, "cast"), "to", onnx::TensorProto::BOOL);
+  auto* iff = add_node(m, "If", {"cond"}, {"y"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(branch);
+    add_node(g, "Relu", {"x"}, {std::string(branch) + "_y"}, std::string(branch) + "_relu")->set_domain("ai.onnx");
+    g->add_output()->set_name(std::string(branch) + "_y");
+  }
+  auto g = load_model_from_bytes(m.SerializeAsString(), ".", "m.onnx");
+  onnx::ModelProto out;
+  REQUIRE(out.ParseFromString(serialize_model(*g)));
+  int ifs = 0;
+  for (const auto& n : out.graph().node()) {
+    if (n.op_type() != "If") continue;
+    ++ifs;
+    for (const auto& a : n.attribute()) {
+      REQUIRE(a.has_g());
+      REQUIRE(a.g().node_size() == 1);
+      CHECK(a.g().node(0).domain().empty());
+    }
+  }
+  CHECK(ifs == 1);
+}
