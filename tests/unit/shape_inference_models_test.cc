@@ -167,9 +167,12 @@ TEST_CASE("shape inference: optimized models are fully shaped, fused ops include
     const std::string name = path.parent_path().filename().string();
     INFO(name);
     auto g = load_model(path.string());
-    std::map<const Value*, Shape> declared;
+    // Keyed by name: the passes replace values, and a freed Value's address may come back as
+    // another output's (a pointer key then compared present_value with the hidden state's shape
+    // in one binary layout of session 9).
+    std::map<std::string, Shape> declared;
     for (const Value* v : g->outputs)
-      if (v->shape) declared[v] = *v->shape;
+      if (v->shape) declared[v->name] = *v->shape;
     FusionReport report;
     PassManager pm(PassManagerOptions{});
     pm.run(*g, report);
@@ -188,7 +191,7 @@ TEST_CASE("shape inference: optimized models are fully shaped, fused ops include
     for (const Value* out : g->outputs) {
       INFO("output " << out->name);
       REQUIRE(out->shape.has_value());
-      if (declared.count(out)) CHECK(known_dims_agree(*out->shape, declared[out]));
+      if (declared.count(out->name)) CHECK(known_dims_agree(*out->shape, declared[out->name]));
     }
   }
   for (const auto& [op, n] : fused_seen) std::cout << "[shape inference] fused " << op << ": " << n << " nodes shaped\n";
