@@ -68,30 +68,6 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   FUSE_CHECK(K > 0, n.label() << ": empty normalisation axis");
   cudaStream_t stream = cuda_fused::stream_of(ctx);
 
-  // Decode rows with W stored [N, K] (the runtime's weight layout): one launch, the norm
-  // computed by the GEMV's blocks (gemv_nk_fused.h); Z never stored.
-  if (trans_b) {
-    cuda_fused::NormGemvArgs ga;
-    ga.dtype = dt;
-    ga.M = rows;
-    ga.N = N;
-    ga.K = K;
-    ga.x = full->data;
-    ga.skip = other ? other->data : nullptr;
-    ga.skip_rows = other ? other->numel() / K : 0;
-    ga.gamma = gamma->data;
-    ga.beta = beta ? beta->data : nullptr;
-    ga.w = w->data;
-    ga.bias = bias ? bias->data : nullptr;
-    ga.y = y->data;
-    ga.sum = sum ? sum->data : nullptr;
-    ga.eps = n.attr_float("epsilon", 1e-5f);
-    ga.rms = n.attr_int("rms", 0) != 0;
-    ga.act = cuda_gemm::gemv_act(act);
-    if (cuda_fused::launch_norm_gemv_nk(ga, stream)) return;
-  }
-
-  void* z = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));
   cuda_fused::NormArgs na;
   na.dtype = dt;
   na.rows = rows;
@@ -101,10 +77,19 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   na.skip_rows = other ? other->numel() / K : 0;
   na.gamma = gamma->data;
   na.beta = beta ? beta->data : nullptr;
-  na.y = z;
   na.sum = sum ? sum->data : nullptr;
   na.eps = n.attr_float("epsilon", 1e-5f);
   na.rms = n.attr_int("rms", 0) != 0;
+
+  // Decode rows with W stored [N, K] (the runtime's weight layout): one launch, the same norm
+  // computed by the GEMV's blocks (gemv_nk_fused.h); Z never stored.
+  if (trans_b && cuda_fused::launch_norm_gemv_nk({na, w->data, bias ? bias->data : nullptr, y->data, N,
+                                                  cuda_gemm::gemv_act(act)},
+                                                 stream))
+    return;
+
+  na.y = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));
+  void* z = na.y;
   cuda_fused::launch_norm(na, stream);
 
   if (cuda_gemm::try_gemv(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, trans_b, 1.f, stream))

@@ -293,14 +293,16 @@ bool counted(bool launched) {
 }  // namespace
 
 bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
-  if (!shape_applies(true, a.dtype, a.M, a.N, a.K, {a.x, a.skip, a.gamma, a.beta, a.w, a.bias, a.y, a.sum})) return false;
-  if (!a.x || !a.gamma || !a.w || !a.y || (a.skip && a.skip_rows < 1)) return false;
-  const NormParams np{a.skip, static_cast<int>(a.skip_rows), a.gamma, a.beta, a.sum, a.eps, a.rms};
-  const int M = int(a.M), N = int(a.N), K = int(a.K);
-  if (a.dtype == DType::Float16)
-    return counted(launch_t<__half, true, false>(a.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu, np,
+  const NormArgs& n = a.norm;
+  if (!shape_applies(true, n.dtype, n.rows, a.N, n.D, {n.x, n.skip, n.gamma, n.beta, a.w, a.bias, a.y, n.sum}))
+    return false;
+  if (!n.x || !n.gamma || !a.w || !a.y || (n.skip && n.skip_rows < 1) || n.bias || n.mean || n.inv_std) return false;
+  const NormParams np{n.skip, static_cast<int>(n.skip_rows), n.gamma, n.beta, n.sum, n.eps, n.rms};
+  const int M = int(n.rows), N = int(a.N), K = int(n.D);
+  if (n.dtype == DType::Float16)
+    return counted(launch_t<__half, true, false>(n.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu, np,
                                                  stream));
-  return counted(launch_t<__nv_bfloat16, true, false>(a.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu,
+  return counted(launch_t<__nv_bfloat16, true, false>(n.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu,
                                                       np, stream));
 }
 

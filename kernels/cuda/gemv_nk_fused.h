@@ -19,29 +19,22 @@
 #include <cstdint>
 
 #include "ir/tensor.h"
+#include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_small_m.h"
 
 namespace fuseopt::cuda_fused {
 
-// Y [M, N] = act(norm(X (+ skip)) · W^T + bias), W stored [N, K]. Z = X + skip
-// (skip row r % skip_rows) is formed in fp32 and written to `sum` (rounded)
-// when sum is not null; the normalised row is rounded to the storage type
-// before the product, as the two-kernel path's scratch Z is.
+// Y [M, N] = act(norm(X (+ skip)) · W^T + bias), W stored [N, K]: `norm` is the norm the
+// two-kernel path would launch (rows = M, D = K; its y is not used), Z = X + skip formed in
+// fp32 and written to norm.sum (rounded) when set; the normalised row is rounded to the
+// storage type before the product, as that path's scratch Z is.
 struct NormGemvArgs {
-  DType dtype = DType::Float16;
-  int64_t M = 0, N = 0, K = 0;
-  const void* x = nullptr;
-  const void* skip = nullptr;
-  int64_t skip_rows = 0;
-  const void* gamma = nullptr;
-  const void* beta = nullptr;  // optional (added after gamma, with rms too, as the CPU kernel does)
+  NormArgs norm;
   const void* w = nullptr;     // [N, K]
   const void* bias = nullptr;  // [N] or null
   void* y = nullptr;
-  void* sum = nullptr;
-  float eps = 1e-5f;
-  bool rms = false;
+  int64_t N = 0;
   GemvAct act = GemvAct::None;
 };
 // true: launched; false: nothing launched (shape, type, alignment or the switch), use the

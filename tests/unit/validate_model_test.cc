@@ -24,6 +24,24 @@ onnx::ModelProto relu_model(int64_t opset = 17) {
   return m;
 }
 
+// cond = Cast(ReduceSum(x), bool); y = If(cond) with a Relu of the outer x in each branch.
+onnx::ModelProto if_relu_model() {
+  auto m = model_proto();
+  add_node(m, "ReduceSum", {"x"}, {"s"}, "sum");
+  attr_int(add_node(m, "Cast", {"s"}, {"cond"}, "cast"), "to", onnx::TensorProto::BOOL);
+  auto* iff = add_node(m, "If", {"cond"}, {"y"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(branch);
+    add_node(g, "Relu", {"x"}, {std::string(branch) + "_y"}, std::string(branch) + "_relu");  // reads the outer x
+    g->add_output()->set_name(std::string(branch) + "_y");
+  }
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("validate: a valid model passes, and the loader runs the validation") {
@@ -307,19 +325,7 @@ TEST_CASE("validate: wiring the loader does not see") {
 }
 
 TEST_CASE("validate: subgraphs see their enclosing graph and are checked the same way") {
-  auto m = model_proto();
-  add_node(m, "ReduceSum", {"x"}, {"s"}, "sum");
-  attr_int(add_node(m, "Cast", {"s"}, {"cond"}, "cast"), "to", onnx::TensorProto::BOOL);
-  auto* iff = add_node(m, "If", {"cond"}, {"y"}, "if");
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* g = a->mutable_g();
-    g->set_name(branch);
-    add_node(g, "Relu", {"x"}, {std::string(branch) + "_y"}, std::string(branch) + "_relu");  // reads the outer x
-    g->add_output()->set_name(std::string(branch) + "_y");
-  }
+  const auto m = if_relu_model();
   CHECK_NOTHROW(validate(m));
   auto bad = m;
   auto* then_g = bad.mutable_graph()->mutable_node(2)->mutable_attribute(0)->mutable_g();
@@ -401,19 +407,8 @@ TEST_CASE("validate: enumerated string attributes hold a value their operator de
 TEST_CASE("load: subgraph nodes in the 'ai.onnx' domain are written with the default domain's empty name") {
   // mutate_models.py seed 35 m490: an If branch's node in 'ai.onnx' was written back as it
   // came; ONNX's checker wants an opset import under that exact name (the model has "").
-  auto m = model_proto();
-  add_node(m, "ReduceSum", {"x"}, {"s"}, "sum");
-  attr_int(add_node(m, "Cast", {"s"}, {"cond"}, "cast"), "to", onnx::TensorProto::BOOL);
-  auto* iff = add_node(m, "If", {"cond"}, {"y"}, "if");
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* g = a->mutable_g();
-    g->set_name(branch);
-    add_node(g, "Relu", {"x"}, {std::string(branch) + "_y"}, std::string(branch) + "_relu")->set_domain("ai.onnx");
-    g->add_output()->set_name(std::string(branch) + "_y");
-  }
+  auto m = if_relu_model();
+  for (auto& a : *m.mutable_graph()->mutable_node(2)->mutable_attribute()) a.mutable_g()->mutable_node(0)->set_domain("ai.onnx");
   auto g = load_model_from_bytes(m.SerializeAsString(), ".", "m.onnx");
   onnx::ModelProto out;
   REQUIRE(out.ParseFromString(serialize_model(*g)));
