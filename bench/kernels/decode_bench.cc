@@ -128,14 +128,43 @@ TEST_CASE("cuda attention decode benchmark (Llama-3.2-1B shapes)", "[.bench][dec
         a.y = y[j];
         cuda_fused::launch_attention(a, s);
       });
+      // The one-launch append + attention (fused_attention_decode_append.cu): reads the past and
+      // the new rows, writes the presents and Y.
+      auto one_launch = [&](int j) {
+        cuda_fused::DecodeAppend d;
+        d.dt = DType::Float16;
+        d.q = q[j];
+        d.q_batch_stride = int64_t(H) * D;
+        d.past_k = pk[j];
+        d.past_v = pv[j];
+        d.new_k = nk[j];
+        d.new_v = nv[j];
+        d.new_k_batch = d.new_v_batch = int64_t(Hkv) * D;
+        d.present_k = k[j];
+        d.present_v = v[j];
+        d.y = y[j];
+        d.B = B;
+        d.H = H;
+        d.Hkv = Hkv;
+        d.Sp = past;
+        d.Dh = d.Dv = D;
+        d.scale = scale;
+        d.fill = -INFINITY;
+        if (!cuda_fused::launch_decode_append(d, s)) std::printf("BENCH decode append declined\n");
+      };
+      const double append_attn = graph_us(s, [&](int i) { one_launch(i % kSets); });
       // Floor: the append's read of the past and write of the present, and one read of the present.
       const double floor_us = (2.0 * (2.0 * kv_elems * 2) + 2.0 * kv_elems * 2) / 4.2e12 * 1e6;
+      // The one-launch kernel's: the past read once, the present written once.
+      const double floor1_us = (2.0 * (2.0 * kv_elems * 2)) / 4.2e12 * 1e6;
       char shape[32];
       std::snprintf(shape, sizeof shape, "%d x %d", B, past);
       char what[48];
       std::snprintf(what, sizeof what, "append+attn (prefill: %s)", kname);
       std::printf("BENCH %-28s %-10s %11.2f %11.2f %11.2f %9.2f %9.2f\n", what, shape, fused, two_pass, prefill,
                   append_only, floor_us);
+      std::printf("BENCH %-28s %-10s %11.2f %11s %11s %9s %9.2f\n", "one launch (append+attn)", shape, append_attn, "",
+                  "", "", floor1_us);
     }
   cudaStreamDestroy(s);
 }

@@ -58,4 +58,31 @@ long long flash_decode_launch_count();
 long long flash_decode_fused_launch_count();
 bool flash_decode_vector_path(DType dt, int Dh, int Dv);
 
+// fused_attention_decode_append.cu: a decode step (S_q = 1, one new K/V row, no attn_bias, no
+// softcap, Dh == Dv) as ONE launch: present = past ++ the new row written while the same bytes
+// feed split-KV attention, the splits merged through a thread-block cluster (sm_90+).
+struct DecodeAppend {
+  DType dt = DType::Float16;
+  const void* q = nullptr;  // [B, 1, H·Dh] rows at q_batch_stride (elements)
+  int64_t q_batch_stride = 0;
+  const void* past_k = nullptr;  // [B, Hkv, Sp, D]
+  const void* past_v = nullptr;
+  const void* new_k = nullptr;  // the new row of batch b, kv head h at new_k + b·new_k_batch + h·D
+  const void* new_v = nullptr;
+  int64_t new_k_batch = 0, new_v_batch = 0;
+  void* present_k = nullptr;  // [B, Hkv, Sp + 1, D], or nullptr where the present is not wanted
+  void* present_v = nullptr;
+  const void* mask = nullptr;  // [B, Sp + 1] key padding, or nullptr
+  DType mask_dtype = DType::Bool;
+  void* y = nullptr;  // [B, 1, H·Dv]
+  int64_t B = 0, H = 0, Hkv = 0, Sp = 0, Dh = 0, Dv = 0;
+  float scale = 1.f, fill = 0.f;
+  bool rows_zero = false;
+};
+// False (nothing launched) where the kernel does not apply: the caller takes the two-launch path.
+bool launch_decode_append(const DecodeAppend& d, cudaStream_t stream);
+// FUSEOPT_DECODE_APPEND: 0 off, 1 on, -1 unset (on: the default).
+int decode_append_mode();
+long long decode_append_launch_count();  // for tests
+
 }  // namespace fuseopt::cuda_fused

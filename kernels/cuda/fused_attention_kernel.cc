@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/common/fused_attention_params.h"
 #include "kernels/cuda/fused_attention_decode.h"
@@ -74,6 +75,49 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
   const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
+  // Outputs are allocated once (the one-launch decode below may decline after allocating them).
+  RtTensor* outs[3] = {nullptr, nullptr, nullptr};
+  auto out_of = [&](size_t i, const std::vector<int64_t>& shape) -> RtTensor* {
+    if (!outs[i]) outs[i] = ctx.output(i, dt, shape);
+    return outs[i];
+  };
+  // One new token over a cache: append and attention in ONE launch (fused_attention_decode_append.cu:
+  // the cache is read once, from the past, and written to the present on the way). FUSEOPT_DECODE_APPEND
+  // =0 sends the step to the two-launch paths below; FUSEOPT_FLASH_DECODE=0 does too (prefill kernels).
+  const bool fd_off = fd_env && *fd_env && std::string(fd_env) == "0";
+  if (past_k && S == 1 && Skv == 1 && !bias && softcap == 0.0f && !fd_off && B > 0 &&
+      cuda_fused::decode_append_mode() != 0) {
+    const int64_t St = l.Sp + 1;
+    if (mask) dm::check_attention_mask(ctx, *mask, B, St);
+    cuda_fused::DecodeAppend d;
+    d.dt = dt;
+    d.q = a.q;
+    d.q_batch_stride = a.q_batch_stride;
+    d.past_k = past_k->data;
+    d.past_v = past_v->data;
+    d.new_k = a.k;
+    d.new_v = a.v;
+    d.new_k_batch = a.k_batch_stride;
+    d.new_v_batch = a.v_batch_stride;
+    d.present_k = ctx.num_outputs() > 1 ? out_of(1, {B, Hkv, St, Dh})->data : nullptr;
+    d.present_v = ctx.num_outputs() > 2 ? out_of(2, {B, Hkv, St, Dv})->data : nullptr;
+    d.mask = mask ? mask->data : nullptr;
+    d.mask_dtype = mask ? mask->dtype : DType::Bool;
+    d.y = out_of(0, {B, S, H * Dv})->data;
+    d.B = B;
+    d.H = H;
+    d.Hkv = Hkv;
+    d.Sp = l.Sp;
+    d.Dh = Dh;
+    d.Dv = Dv;
+    d.scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
+    d.fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+    d.rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
+    if (cuda_fused::launch_decode_append(d, cuda_fused::stream_of(ctx))) {
+      FUSED_LAUNCH_CHECK(node.label());
+      return;
+    }
+  }
   void* decode_scratch = nullptr;  // flash_decode's, allocated before the append (which zeroes its counters)
   if (past_k) {
     const int64_t Sp = l.Sp;
@@ -83,7 +127,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     // new rows. Every attention kernel reads the present in place ([B, Hkv, St, D]: seq stride
     // D, head stride St·D), so there is no second, re-laid-out copy.
     auto present_of = [&](size_t out, int64_t d) -> void* {
-      RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, dt, {B, Hkv, St, d}) : nullptr;
+      RtTensor* pres = ctx.num_outputs() > out ? out_of(out, {B, Hkv, St, d}) : nullptr;
       return pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
     };
     const cuda_fused::KvAppend k{past_k->data, a.k, a.k_seq_stride, a.k_batch_stride, present_of(1, Dh), Dh};
@@ -135,7 +179,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     a.bias_si = strides[2];
     a.bias_sj = strides[3];
   }
-  RtTensor* y = ctx.output(0, dt, {B, S, H * Dv});
+  RtTensor* y = out_of(0, {B, S, H * Dv});
   if (y->numel() == 0) return;
   if (Skv == 0) {  // no keys: the reference's weighted sum is empty, i.e. zeros
     FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), cuda_fused::stream_of(ctx)), node.label());

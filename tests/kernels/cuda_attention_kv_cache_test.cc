@@ -54,10 +54,18 @@ bool device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
-// Sets FUSEOPT_FLASH_DECODE for one scope (the host reads it on every call).
+// Sets FUSEOPT_FLASH_DECODE for one scope (the host reads it on every call), with the one-launch
+// append + attention kernel off: these cases test the two-launch kernels (the one-launch kernel
+// has tests/kernels/cuda_attention_decode_append_test.cc).
 struct FlashDecode {
-  explicit FlashDecode(bool on) { setenv("FUSEOPT_FLASH_DECODE", on ? "1" : "0", 1); }
-  ~FlashDecode() { unsetenv("FUSEOPT_FLASH_DECODE"); }
+  explicit FlashDecode(bool on) {
+    setenv("FUSEOPT_FLASH_DECODE", on ? "1" : "0", 1);
+    setenv("FUSEOPT_DECODE_APPEND", "0", 1);
+  }
+  ~FlashDecode() {
+    unsetenv("FUSEOPT_FLASH_DECODE");
+    unsetenv("FUSEOPT_DECODE_APPEND");
+  }
 };
 
 // Runs the case on the GPU and the CPU and compares Y, present_key and present_value.

@@ -92,11 +92,15 @@ def check(args, d, tmp, onnx):
                     fails.append(f"{tag}: onnxruntime output {i}: {why}")
         except Exception as e:  # noqa: BLE001
             fails.append(f"{tag}: onnxruntime failed: {str(e).splitlines()[0]}")
-        # CUDA also with the opt-in split-KV decode kernel (S_q = 1 without attn_bias).
-        runs = [("cpu", "fp32", "0")] + ([("cuda", p, fd) for fd in ("0", "1") for p in ("fp32", "fp16")]
+        # CUDA through every decode path (S_q = 1 without attn_bias): the prefill kernels
+        # (FUSEOPT_FLASH_DECODE=0), the one-launch append + attention kernel (the default), the
+        # two-launch split-KV kernels (FUSEOPT_DECODE_APPEND=0).
+        paths = {"0": {"FUSEOPT_FLASH_DECODE": "0"}, "1": {"FUSEOPT_FLASH_DECODE": "1"},
+                 "1 FUSEOPT_DECODE_APPEND=0": {"FUSEOPT_FLASH_DECODE": "1", "FUSEOPT_DECODE_APPEND": "0"}}
+        runs = [("cpu", "fp32", "0")] + ([("cuda", p, fd) for fd in paths for p in ("fp32", "fp16")]
                                          if CUDA["usable"] else [])
         for backend, prec, fd in runs:
-            env = dict(os.environ, FUSEOPT_FLASH_DECODE=fd)
+            env = dict(os.environ, **paths[fd])
             fr = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", backend, "--precision", prec,
                                  "--check", data], capture_output=True, text=True, timeout=600, env=env)
             text = (fr.stdout + fr.stderr).strip()
