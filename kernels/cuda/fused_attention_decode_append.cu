@@ -26,6 +26,9 @@
 // no global round trip for the merge.
 // Only one head group per kv head (blockIdx.y % groups == 0) writes the present, so every
 // present row is written exactly once.
+// Measured (H200, fp16, 32/8 heads, D 64, append + attention per layer; bench_kernels
+// "[decode_bench]"): 1 x 128 5.2 us (two launches before: 7.0), 8 x 128 8.4 (10.6), 1 x 2048 16.1
+// staged / 16.5 in registers (18.7), 8 x 2048 44.4 (67.0). NOTES-perf.md v15.
 //
 // Semantics as kernels/cpu/fused_attention.cc for S_q = 1 (causal keeps every key): a masked key
 // scores mask_filter_value; a NaN score poisons the row; a row whose every score is -inf gives
@@ -81,7 +84,27 @@ struct Rows {
   bool keep[kKpt];
 };
 
-template <class T, int GB>
+// The staged form's copies (cp.async, 16 bytes, L2 only) and their completion, per thread.
+__device__ __forceinline__ void cp_async16(void* smem, const void* g) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(g));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// STAGED: every row of the split is requested at once (cp.async into dynamic shared memory, pass
+// 0 as its own group so its arithmetic starts first) and each thread reads back only the pieces it
+// copied, so no block barrier is needed; the mask bits are read up front too (kStagedMaxSlots).
+// Unstaged: two register buffers, a pass of loads in flight. The staged form needs chunk · D · 2
+// elements of shared memory; it exists because at batch 1 over a long cache each block walks ~9
+// passes, and one pass in flight left the stream latency-bound (session 10: 16.5 us per layer at
+// 1 x 2048 for 8 MB moved, floor 2).
+constexpr int kStagedMaxSlots = 32;  // passes · kKpt per thread: the keep bits fit one word
+
+template <class T, int GB, bool STAGED>
 __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
   cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   constexpr int VEC = 16 / sizeof(T);
@@ -188,15 +211,66 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
     }
   };
 
-  // Two register buffers: the loads of pass p + 1 are in flight while pass p is consumed.
-  Rows<T, VEC> ra, rb;
-  load(ra, 0);
-  for (int p = 0; p < a.passes; p += 2) {
-    if (p + 1 < a.passes) load(rb, p + 1);
-    consume(ra, p);
-    if (p + 1 >= a.passes) break;
-    if (p + 2 < a.passes) load(ra, p + 2);
-    consume(rb, p + 1);
+  if constexpr (STAGED) {
+    extern __shared__ __align__(16) unsigned char stage_raw[];
+    T* ks = reinterpret_cast<T*>(stage_raw) + sub * VEC;  // [chunk][D]: K rows, then V rows
+    T* vs = ks + int64_t(a.chunk) * D;
+    auto issue = [&](int p) {
+#pragma unroll
+      for (int u = 0; u < kKpt; ++u) {
+        const int jj = (p * kKpt + u) * kpp + grp, j = j0 + jj;
+        if (has && jj < n) {
+          cp_async16(ks + jj * D, j < a.Sp ? pk + int64_t(j) * D : nk);
+          cp_async16(vs + jj * D, j < a.Sp ? pv + int64_t(j) * D : nv);
+        }
+      }
+    };
+    issue(0);
+    cp_async_commit();
+    for (int p = 1; p < a.passes; ++p) issue(p);
+    cp_async_commit();
+    // The mask bits of every slot, loads issued back to back (unrolled) while the rows stream.
+    uint32_t keep = 0;
+#pragma unroll
+    for (int i = 0; i < kStagedMaxSlots; ++i) {
+      const int jj = i * kpp + grp;  // slot i = p · kKpt + u
+      if (i < a.passes * kKpt && jj < n && (!a.mask || mask_keep(a.mask, a.mask_dtype, int64_t(b) * a.St + j0 + jj)))
+        keep |= 1u << i;
+    }
+    auto read = [&](Rows<T, VEC>& r, int p) {
+#pragma unroll
+      for (int u = 0; u < kKpt; ++u) {
+        const int jj = (p * kKpt + u) * kpp + grp;
+        if (has && jj < n) {
+          r.k[u] = *reinterpret_cast<const V*>(ks + jj * D);
+          r.v[u] = *reinterpret_cast<const V*>(vs + jj * D);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) r.k[u].v[e] = r.v[u].v[e] = from_f<T>(0.f);
+        }
+        r.keep[u] = (keep >> (p * kKpt + u)) & 1u;
+      }
+    };
+    Rows<T, VEC> r;
+    cp_async_wait<1>();  // pass 0 (this thread's own copies)
+    read(r, 0);
+    consume(r, 0);
+    cp_async_wait<0>();
+    for (int p = 1; p < a.passes; ++p) {
+      read(r, p);
+      consume(r, p);
+    }
+  } else {
+    // Two register buffers: the loads of pass p + 1 are in flight while pass p is consumed.
+    Rows<T, VEC> ra, rb;
+    load(ra, 0);
+    for (int p = 0; p < a.passes; p += 2) {
+      if (p + 1 < a.passes) load(rb, p + 1);
+      consume(ra, p);
+      if (p + 1 >= a.passes) break;
+      if (p + 2 < a.passes) load(ra, p + 2);
+      consume(rb, p + 1);
+    }
   }
 
   // Combine the key groups of each warp (lanes tpk apart hold other keys, the same dims), then
@@ -265,7 +339,15 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
 struct AppendPlan {
   bool ok = false;
   int gb = 1, tpk = 1, splits = 1, chunk = 0, passes = 0;
+  bool staged = false;
+  size_t smem = 0;  // the staged form's dynamic shared memory
 };
+
+// The staged form for long chunks only (from kMinStageBytes: fewer rows stream fine from two
+// register buffers), where its rows fit (two blocks per SM beside ~21 KB of static shared memory
+// each) and its keep bits fit one word. FUSEOPT_DECODE_STAGED=0 forces it off.
+constexpr size_t kMinStageBytes = 48 << 10;
+constexpr size_t kMaxStageBytes = 92 << 10;
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -294,11 +376,23 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
   p.chunk = p.passes * per_pass;
   p.splits = (St + p.chunk - 1) / p.chunk;
   p.ok = B < 65536 && blocks * p.splits < (int64_t(1) << 31) / kMaxCluster;
+  const size_t stage = size_t(p.chunk) * D * 2 * (vec == 4 ? 4 : 2);
+  const char* e = std::getenv("FUSEOPT_DECODE_STAGED");
+  const bool want = !(e && *e && std::string(e) == "0");
+  p.staged = want && stage >= kMinStageBytes && stage <= kMaxStageBytes && p.passes * kKpt <= kStagedMaxSlots;
+  p.smem = p.staged ? stage : 0;
   return p;
 }
 
 template <class Kernel>
-bool launch_cluster(Kernel kernel, dim3 grid, cudaStream_t stream, const AppendArgs& args) {
+bool launch_cluster(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, const AppendArgs& args) {
+  // Static + dynamic shared memory past 48 KB needs the opt-in (session 10, call 3: without it a
+  // 40 KB stage beside 21 KB of static arrays failed to launch and the step took the old path).
+  if (smem > 0 &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
   attr[n].id = cudaLaunchAttributeClusterDimension;
@@ -316,7 +410,7 @@ bool launch_cluster(Kernel kernel, dim3 grid, cudaStream_t stream, const AppendA
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n;
@@ -329,14 +423,19 @@ bool launch_cluster(Kernel kernel, dim3 grid, cudaStream_t stream, const AppendA
   return false;
 }
 
-template <class T>
-bool launch_t(const AppendArgs& a, const AppendPlan& p, int B, cudaStream_t stream) {
+template <class T, bool STAGED>
+bool launch_form(const AppendArgs& a, const AppendPlan& p, int B, cudaStream_t stream) {
   const dim3 grid(p.splits, a.H / p.gb, B);
   switch (p.gb) {
-    case 4: return launch_cluster(decode_append_kernel<T, 4>, grid, stream, a);
-    case 2: return launch_cluster(decode_append_kernel<T, 2>, grid, stream, a);
-    default: return launch_cluster(decode_append_kernel<T, 1>, grid, stream, a);
+    case 4: return launch_cluster(decode_append_kernel<T, 4, STAGED>, grid, p.smem, stream, a);
+    case 2: return launch_cluster(decode_append_kernel<T, 2, STAGED>, grid, p.smem, stream, a);
+    default: return launch_cluster(decode_append_kernel<T, 1, STAGED>, grid, p.smem, stream, a);
   }
+}
+
+template <class T>
+bool launch_t(const AppendArgs& a, const AppendPlan& p, int B, cudaStream_t stream) {
+  return p.staged ? launch_form<T, true>(a, p, B, stream) : launch_form<T, false>(a, p, B, stream);
 }
 
 std::atomic<long long> g_launches{0};

@@ -186,3 +186,18 @@ TEST_CASE("cuda Attention decode append: deterministic across runs", "[cuda][att
   REQUIRE(first[0].bytes.size() == second[0].bytes.size());
   CHECK(std::memcmp(first[0].bytes.data(), second[0].bytes.data(), first[0].bytes.size()) == 0);
 }
+
+TEST_CASE("cuda Attention decode append: the staged and register forms", "[cuda][attention][decode]") {
+  if (!cuda_check::gpu_ready()) return;
+  // The plan stages a split's rows in shared memory where they fit (batch 1 over a long cache);
+  // FUSEOPT_DECODE_STAGED=0 keeps them in registers. Both against the reference on the same shapes.
+  for (const char* staged : {"0", "1"}) {
+    setenv("FUSEOPT_DECODE_STAGED", staged, 1);
+    INFO("FUSEOPT_DECODE_STAGED=" << staged);
+    run_step({1, 2047, 32, 8, 64}, DType::Float16);
+    run_step({1, 1500, 8, 1, 128, 2, kFinfoMin, false}, DType::BFloat16);
+    run_step({3, 1000, 12, 4, 64, 1, kNoAttr, true}, DType::Float16);
+    run_step({2, 700, 16, 2, 64, 1, -10000.f, false}, DType::Float);
+  }
+  unsetenv("FUSEOPT_DECODE_STAGED");
+}
