@@ -32,6 +32,7 @@ checks that every block fuses with past/present (model names contain "_kv").
 """
 import argparse
 import os
+import re
 import sys
 import traceback
 
@@ -177,7 +178,16 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
         inputs = step_inputs(torch, past, seq, kv_heads, head_dim, seed=10 + k)
         feeds = {i.name: (x.float() if twin is not None and x.is_floating_point() else x).numpy()
                  for i, x in zip(sess.get_inputs(), inputs)}
-        outs = sess.run(None, feeds)
+        try:
+            outs = sess.run(None, feeds)
+        except Exception as e:  # noqa: BLE001
+            # ONNX Runtime 1.2x's RotaryEmbedding (opset 23) does not broadcast a cos/sin cache of
+            # batch 1 over batch 2: PyTorch's outputs are the reference then (said here and in
+            # PROVENANCE.md).
+            print(f"note: {name}: ONNX Runtime cannot run the export ({str(e).splitlines()[0][:160]}); "
+                  "references from PyTorch", flush=True)
+            with torch.no_grad():
+                outs = [r.numpy() for r in step(*inputs)]
         if twin is not None:
             outs = [o.astype(np.float16) if DTYPE == torch.float16 else o for o in outs]
         td = os.path.join(d, f"test_data_set_{k}")
@@ -233,7 +243,8 @@ def main():
     variants = VARIANTS
     if a.variants:
         want = set(a.variants.split(","))
-        variants = [v for v in VARIANTS if f"{v[0]}{v[1]}" in want]
+        # Any opset: "23dynamo" exports scaled_dot_product_attention as ONNX's Attention op.
+        variants = [(int(m.group(1)), m.group(2)) for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(want)) if m]
     jobs = [(arch, op, ex, st) for arch in archs for op, ex in variants for st in ([False, True] if a.static else [False])]
     failures = 0
     for arch, opset, exporter, static in jobs:

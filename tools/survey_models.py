@@ -36,7 +36,9 @@ def main():
         name = os.path.basename(d)
         out = os.path.join(tmp, name + ".onnx")
         orig = onnx.load(os.path.join(d, "model.onnx"))
-        softmax = sum(1 for n in orig.graph.node if n.op_type == "Softmax")
+        # Attention blocks: Softmax nodes, or the standard Attention nodes of opset-23 exports.
+        softmax = sum(1 for n in orig.graph.node
+                      if n.op_type == "Softmax" or (n.op_type == "Attention" and n.domain in ("", "ai.onnx")))
         r = subprocess.run([os.path.join(a.bin, "fuseopt"), os.path.join(d, "model.onnx"), out, "-q"],
                            capture_output=True, text=True)
         if r.returncode:

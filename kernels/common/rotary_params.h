@@ -7,9 +7,12 @@
 //  without position_ids, cos_cache[b, s] ([B, S, R/2] caches);
 //  pairs (x1, x2) = (x[i], x[i + R/2]) or, interleaved, (x[2i], x[2i+1]):
 //  x1' = cos * x1 - sin * x2,  x2' = sin * x1 + cos * x2.
-// fuseopt.RotaryEmbedding (docs/fused_ops.md) is the same op, except that
-// without position_ids its caches may also be [1, S, R/2], broadcast over the
-// batch (the exporters' position ids are [1, S]); `cache_batch` is then 1.
+// Without position_ids the caches may also be [1, S, R/2], broadcast over the
+// batch (the exporters' position ids are [1, S]); `cache_batch` is then 1. For
+// fuseopt.RotaryEmbedding (docs/fused_ops.md) that is the definition; for ONNX's
+// op it is an extension: the spec asks for [B, S, R/2], but PyTorch's dynamo
+// exporter (opset 23, every rotary decoder) writes [1, S, R/2] caches, which
+// ONNX Runtime 1.2x refuses; broadcasting is the only meaning they can have.
 // It also takes `rotated_heads` (3-D X only): only the first N heads of each
 // token rotate and the others pass through unchanged, so one node rotates Q and
 // K inside a packed [Q | K | V] projection (passes/fusion/packed_rotary.cc).
@@ -68,7 +71,7 @@ inline RotaryParams resolve_rotary(KernelContext& ctx, const RtTensor& x, const 
     p.max_pos = cos_c.shape[0];
   } else {
     p.cache_batch = p.B;
-    if (ctx.node().domain == "fuseopt" && cos_c.shape == std::vector<int64_t>({1, p.S, p.R / 2})) p.cache_batch = 1;
+    if (cos_c.shape == std::vector<int64_t>({1, p.S, p.R / 2})) p.cache_batch = 1;
     DM_CHECK(ctx, cos_c.shape == std::vector<int64_t>({p.cache_batch, p.S, p.R / 2}),
              "without position_ids the caches must be [" << p.B << ", " << p.S << ", " << p.R / 2 << "], got "
                                                          << shape_str(cos_c.shape));

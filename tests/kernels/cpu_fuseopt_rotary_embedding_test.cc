@@ -51,7 +51,7 @@ TEST_CASE("fuseopt.RotaryEmbedding broadcasts [1, S, R/2] caches over the batch"
   }
 }
 
-TEST_CASE("fuseopt.RotaryEmbedding: per-batch caches still work; the standard op keeps its [B, S, R/2] rule",
+TEST_CASE("fuseopt.RotaryEmbedding: per-batch caches still work; the standard op broadcasts [1, S, R/2] too",
           "[cpu][rotary]") {
   Tensor x = iota({2, 1, 3, 4}, 0.3f, -0.5f);
   Tensor c = iota({2, 3, 2}, 0.1f), s = iota({2, 3, 2}, -0.1f, 0.5f);
@@ -59,6 +59,14 @@ TEST_CASE("fuseopt.RotaryEmbedding: per-batch caches still work; the standard op
   auto b = run_rotary("", x, c, s, {});
   std::vector<float> w(b[0].data<float>(), b[0].data<float>() + b[0].numel());
   expect_near(a[0], w, x.dims);
-  Tensor c1 = iota({1, 3, 2}, 0.1f);
-  REQUIRE_THROWS_WITH(run_rotary("", x, c1, c1, {}), Catch::Contains("caches must be"));
+  // PyTorch's dynamo exporter writes ONNX RotaryEmbedding (opset 23) with [1, S, R/2] caches:
+  // accepted and broadcast as the fuseopt op does (kernels/common/rotary_params.h).
+  Tensor c1 = iota({1, 3, 2}, 0.1f), s1 = iota({1, 3, 2}, -0.1f, 0.5f);
+  auto bc = run_rotary("", x, c1, s1, {});
+  auto rep = run_rotary("", x, repeat_batch(c1, 2), repeat_batch(s1, 2), {});
+  std::vector<float> wr(rep[0].data<float>(), rep[0].data<float>() + rep[0].numel());
+  expect_near(bc[0], wr, x.dims);
+  // Any other batch is still refused.
+  Tensor c3 = iota({3, 3, 2}, 0.1f);
+  REQUIRE_THROWS_WITH(run_rotary("", x, c3, c3, {}), Catch::Contains("caches must be"));
 }

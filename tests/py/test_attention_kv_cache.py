@@ -42,6 +42,18 @@ def read_tensor(path):
     return numpy_helper.to_array(t)
 
 
+class _SkipOrt(Exception):
+    """ONNX Runtime cannot run the export itself: its check is skipped (said on stdout)."""
+
+
+def orig_runs_in_ort(path, inputs):
+    try:
+        lib.run_ort(path, inputs)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def check(args, d, tmp, onnx):
     name = os.path.basename(d)
     out = os.path.join(tmp, name + ".opt.onnx")
@@ -50,7 +62,10 @@ def check(args, d, tmp, onnx):
         return [f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()[:300]}"]
     m = onnx.load(out)
     orig = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False)
-    n_softmax = sum(1 for n in orig.graph.node if n.op_type == "Softmax")
+    # Attention blocks: Softmax nodes, or from opset 23 the standard Attention nodes (the dynamo
+    # exporter's scaled_dot_product_attention; passes/fusion/onnx_attention.cc).
+    n_softmax = sum(1 for n in orig.graph.node
+                    if n.op_type == "Softmax" or (n.op_type == "Attention" and n.domain in ("", "ai.onnx")))
     ops = [n.op_type for n in m.graph.node]
     fails = []
     attn = [n for n in m.graph.node if n.op_type == "Attention" and n.domain == "fuseopt"]
@@ -85,11 +100,18 @@ def check(args, d, tmp, onnx):
         inputs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
         refs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
         try:
+            if "op23" in name and not orig_runs_in_ort(os.path.join(d, "model.onnx"), inputs):
+                # ONNX Runtime 1.2x refuses the export's own RotaryEmbedding ([1, S, R/2] caches,
+                # kernels/common/rotary_params.h): the reference is PyTorch's; fuserun checks below.
+                print(f"KNOWN {tag}: ONNX Runtime cannot run the export's RotaryEmbedding")
+                raise _SkipOrt()
             got = lib.run_ort(out, inputs)
             for i, (g, w) in enumerate(zip(got, refs)):
                 why = lib.compare(g, w, 1e-4, 1e-4)
                 if why:
                     fails.append(f"{tag}: onnxruntime output {i}: {why}")
+        except _SkipOrt:
+            pass
         except Exception as e:  # noqa: BLE001
             fails.append(f"{tag}: onnxruntime failed: {str(e).splitlines()[0]}")
         # CUDA through every decode path (S_q = 1 without attn_bias): the prefill kernels

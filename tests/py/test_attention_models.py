@@ -56,9 +56,15 @@ def is_layer_gemm(n, inits):
     return True
 
 
+def attention_blocks(orig):
+    """Attention blocks of an export: its Softmax nodes, or from opset 23 the standard
+    Attention nodes the dynamo exporter writes for scaled_dot_product_attention."""
+    return sum(1 for n in orig.graph.node if n.op_type == "Softmax" or (n.op_type == "Attention" and n.domain in ("", "ai.onnx")))
+
+
 def structural(name, orig, model):
     fails = []
-    layers = sum(1 for n in orig.graph.node if n.op_type == "Softmax")
+    layers = attention_blocks(orig)
     ops = Counter(n.op_type for n in model.graph.node)
     inits = {t.name: t for t in model.graph.initializer}
     prod = {o: n for n in model.graph.node for o in n.output}
@@ -103,7 +109,7 @@ def check_one(args, model_dir, tmp):
         return [f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}"]
     model = onnx.load(out)
     orig = onnx.load(src, load_external_data=False)
-    if not any(n.op_type == "Softmax" for n in orig.graph.node):
+    if not attention_blocks(orig):
         return []  # not a transformer (resnet_tiny)
     failures, layers, gemms = structural(name, orig, model)
     if not any(o.domain == "fuseopt" and o.version == 1 for o in model.opset_import):
@@ -112,7 +118,13 @@ def check_one(args, model_dir, tmp):
         onnx.checker.check_model(out, full_check=True)
     except Exception as e:  # noqa: BLE001
         failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
-    failures += lib.ort_failures(name, out, model_dir, ATOL, RTOL)
+    ort_fails = lib.ort_failures(name, out, model_dir, ATOL, RTOL)
+    if ort_fails and "cos_cache" in ort_fails[0] and lib.ort_failures(name, src, model_dir, ATOL, RTOL):
+        # ONNX Runtime 1.2x refuses the dynamo exporter's opset-23 RotaryEmbedding ([1, S, R/2]
+        # caches; kernels/common/rotary_params.h) in the export itself: its reference is PyTorch's.
+        print(f"KNOWN {name}: ONNX Runtime cannot run the export's RotaryEmbedding (nor the optimized model's)")
+        ort_fails = []
+    failures += ort_fails
     half = any(t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
     # (fp16/bf16 models: the CPU backend computes fp32 only; ONNX Runtime checked them above.)
     if not half:

@@ -47,6 +47,8 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"QkvPack", "RotaryEmbedding"},
       {"RotaryEmbedding", "Attention"},
       {"Attention", "PackedRotary"},
+      {"QkvPack", "OnnxAttention"},       // reads the packed projection's Split as packed QKV
+      {"OnnxAttention", "PackedRotary"},  // PackedRotary reads fuseopt.Attention nodes
       {"LayerNormLinear", "TiedEmbedding"},
   };
   for (const auto& [a, b] : first_then) {

@@ -98,7 +98,16 @@ TEST_CASE("shape inference: every exported model gets its outputs' and value_inf
       CHECK(known_dims_agree(*v->shape, want));
       CHECK(v->dtype == declared_dtype[v]);
       for (size_t i = 0; i < want.size() && i < v->shape->size(); ++i)
-        if (!want[i].known() && !want[i].symbol.empty() && !dims_equal((*v->shape)[i], want[i])) ++symbol_mismatch;
+        if (!want[i].known() && !want[i].symbol.empty() && !dims_equal((*v->shape)[i], want[i])) {
+          // A floor division the exporter wrote ("((s43*s53)//s56)", the dynamo exporter at opset
+          // 23 for a Reshape's -1) is not modelled: inferred as an unnamed dim, which is not a
+          // contradiction. Any other difference is.
+          const Dim& got = (*v->shape)[i];
+          if (!got.known() && got.symbol.empty() && want[i].symbol.find("//") != std::string::npos) continue;
+          ++symbol_mismatch;
+          std::cout << "[shape inference] " << name << ": " << v->name << " inferred " << shape_str(*v->shape)
+                    << " declared " << shape_str(want) << "\n";
+        }
     }
     CHECK(missing == 0);
     // Every node output gets a shape.

@@ -14,8 +14,6 @@
 
 namespace fuseopt::attn {
 
-namespace {
-
 // [B, heads, S, D] (or [B, S, heads, D]) -> [B, S, heads·D] outside the fused op.
 Value* materialize(Rewriter& rw, const HeadPath& hp) {
   Value* v = hp.src;
@@ -32,6 +30,26 @@ Value* materialize(Rewriter& rw, const HeadPath& hp) {
   return rw.create_node("", "Reshape", {v, rw.add_int64s("attn_merge_shape", {0, 0, width})}, {}, 1, "attn_heads_merge")
       ->output(0);
 }
+
+Value* sliced_mask(Rewriter& rw, Value* mask, Value* const ends_in[2]) {
+  if (!mask || !ends_in[0]) return mask;
+  // mask[:B, :S_kv] (materialized_mask.h): the grid's Range limits as the Slice's ends.
+  std::vector<Value*> ends;
+  for (int i = 0; i < 2; ++i) {
+    Value* e = ends_in[i];
+    if (dtype_of(e) != DType::Int64)
+      e = rw.create_node("", "Cast", {e}, {Attribute::make_int("to", static_cast<int64_t>(DType::Int64))}, 1,
+                         "attn_mask_end64")->output(0);
+    ends.push_back(rw.create_node("", "Reshape", {e, rw.add_int64s("attn_mask_end_shape", {1})}, {}, 1,
+                                  "attn_mask_end")->output(0));
+  }
+  Value* ev = rw.create_node("", "Concat", ends, {Attribute::make_int("axis", 0)}, 1, "attn_mask_ends")->output(0);
+  return rw.create_node("", "Slice", {mask, rw.add_int64s("attn_mask_starts", {0, 0}), ev,
+                                      rw.add_int64s("attn_mask_axes", {0, 1})},
+                        {}, 1, "attn_mask_slice")->output(0);
+}
+
+namespace {
 
 // A mask term added to the [B·H, S, S_kv] view, as [B, H, ...]: Reshape to [-1, H] + its trailing dims.
 Value* lift_flat(Rewriter& rw, Value* t, int64_t heads) {
@@ -154,22 +172,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     for (Value* b : bias) ab = ab ? rw.create_node("", "Add", {ab, b}, {}, 1, "attn_bias_sum")->output(0) : b;
     if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
   }
-  Value* mask = pl.mask;
-  if (mask && pl.mask_slice_ends[0]) {
-    // mask[:B, :S_kv] (materialized_mask.h): the grid's Range limits as the Slice's ends.
-    std::vector<Value*> ends;
-    for (Value* e : pl.mask_slice_ends) {
-      if (dtype_of(e) != DType::Int64)
-        e = rw.create_node("", "Cast", {e}, {Attribute::make_int("to", static_cast<int64_t>(DType::Int64))}, 1,
-                           "attn_mask_end64")->output(0);
-      ends.push_back(rw.create_node("", "Reshape", {e, rw.add_int64s("attn_mask_end_shape", {1})}, {}, 1,
-                                    "attn_mask_end")->output(0));
-    }
-    Value* ev = rw.create_node("", "Concat", ends, {Attribute::make_int("axis", 0)}, 1, "attn_mask_ends")->output(0);
-    mask = rw.create_node("", "Slice", {mask, rw.add_int64s("attn_mask_starts", {0, 0}), ev,
-                                        rw.add_int64s("attn_mask_axes", {0, 1})},
-                          {}, 1, "attn_mask_slice")->output(0);
-  }
+  Value* mask = sliced_mask(rw, pl.mask, pl.mask_slice_ends);
   in[3] = mask && pl.mask_inverted ? rw.create_node("", "Not", {mask}, {}, 1, "attn_keep")->output(0) : mask;
   in[4] = ab;
   in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)

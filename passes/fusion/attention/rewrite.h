@@ -25,4 +25,10 @@ std::vector<Value*> score_values_read_for_shape(const Match& m);
 // `pattern` labels the fused node for the report and --dot.
 void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string& pattern);
 
+// Shared with the ONNX Attention pass (passes/fusion/onnx_attention.cc):
+// [B, heads, S, D] (or [B, S, heads, D], seq-first, ...) as hp describes it -> [B, S, heads·D].
+Value* materialize(Rewriter& rw, const HeadPath& hp);
+// mask[:B, :S_kv] where a proof gave the slice's ends (KeepProof::slice_ends), else mask.
+Value* sliced_mask(Rewriter& rw, Value* mask, Value* const ends[2]);
+
 }  // namespace fuseopt::attn
