@@ -118,13 +118,7 @@ def check_one(args, model_dir, tmp):
         onnx.checker.check_model(out, full_check=True)
     except Exception as e:  # noqa: BLE001
         failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
-    ort_fails = lib.ort_failures(name, out, model_dir, ATOL, RTOL)
-    if ort_fails and "cos_cache" in ort_fails[0] and lib.ort_failures(name, src, model_dir, ATOL, RTOL):
-        # ONNX Runtime 1.2x refuses the dynamo exporter's opset-23 RotaryEmbedding ([1, S, R/2]
-        # caches; kernels/common/rotary_params.h) in the export itself: its reference is PyTorch's.
-        print(f"KNOWN {name}: ONNX Runtime cannot run the export's RotaryEmbedding (nor the optimized model's)")
-        ort_fails = []
-    failures += ort_fails
+    failures += lib.ort_failures(name, out, model_dir, ATOL, RTOL)
     half = any(t.data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in model.graph.initializer)
     # (fp16/bf16 models: the CPU backend computes fp32 only; ONNX Runtime checked them above.)
     if not half:
