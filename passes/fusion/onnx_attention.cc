@@ -270,8 +270,9 @@ class OnnxAttentionFusion : public FusionPass {
         in[2] == sp->output(2) && h.d == h.dv) {
       const auto r = fusion::rank_of(sp->input(0));
       const int64_t ax = sp->attr_int("axis", 0);
-      const std::vector<int64_t> sizes =
-          sp->has_attr("split") ? sp->attr_ints("split") : attn::const_ints(sp->input(1)).value_or(std::vector<int64_t>{});
+      std::vector<int64_t> sizes;
+      if (sp->has_attr("split")) sizes = sp->attr_ints("split");
+      else if (sp->input(1)) sizes = attn::const_ints(sp->input(1)).value_or(std::vector<int64_t>{});
       // Sizes given, or three equal parts (num_outputs = 3 from opset 18, or no sizes): MHA only.
       const Dim* width = r ? dim_of(sp->input(0), static_cast<size_t>(*r - 1)) : nullptr;
       const bool sizes_ok = sizes == std::vector<int64_t>{h.hq * h.d, kv_heads * h.d, kv_heads * h.d} ||

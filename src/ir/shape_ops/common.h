@@ -202,4 +202,21 @@ inline std::optional<SymbolicContents> elems_operand(const ShapeContext& c, cons
   return std::nullopt;
 }
 
+// Length of a 1-D operand that may be untracked (from its shape).
+// Capped: the length becomes a rank, and no real tensor has a rank this large.
+constexpr int64_t kMaxRank = 1024;
+inline std::optional<int64_t> operand_length(const ShapeContext& c, size_t input) {
+  if (const SymbolicContents* s = c.input_contents(input)) return static_cast<int64_t>(s->size());
+  if (const Shape* s = shape_of(c, input); s && s->size() == 1 && (*s)[0].known() && (*s)[0].value <= kMaxRank)
+    return (*s)[0].value;
+  return std::nullopt;
+}
+
+// The dims a shape tensor's symbolic contents describe (content_dim of each element).
+inline Shape dims_of(const SymbolicContents& v) {
+  Shape s;
+  for (const auto& e : v) s.push_back(content_dim(e));
+  return s;
+}
+
 }  // namespace fuseopt::shape_ops
