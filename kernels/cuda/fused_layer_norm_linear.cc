@@ -83,8 +83,9 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
 
   // Decode rows with W stored [N, K] (the runtime's weight layout): one launch, the same norm
   // computed by the GEMV's blocks (gemv_nk_fused.h); Z never stored.
+  const bool w_const = ctx.input_is_constant(3);
   if (trans_b && cuda_fused::launch_norm_gemv_nk({na, w->data, bias ? bias->data : nullptr, y->data, N,
-                                                  cuda_gemm::gemv_act(act)},
+                                                  cuda_gemm::gemv_act(act), w_const},
                                                  stream))
     return;
 
@@ -92,7 +93,8 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   void* z = na.y;
   cuda_fused::launch_norm(na, stream);
 
-  if (cuda_gemm::try_gemv(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, trans_b, 1.f, stream))
+  if (cuda_gemm::try_gemv(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, trans_b, 1.f, stream,
+                          w_const))
     return;  // M <= 8 (decode): the weight-streaming kernel
   if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
     return;  // the small-M kernel of ours (for erf-GELU one launch fewer)

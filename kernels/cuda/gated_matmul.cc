@@ -61,16 +61,17 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   const int64_t rows = dm::prod(a->shape, 0, a->rank() - 1);
   if (rows == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
+  const bool w_const = ctx.input_is_constant(1);  // the GEMV may request it early
 
   // rows <= 8 (a decode step): one kernel for the product and the gate, P never stored
   // (W [2N, K]: gemv_nk_fused.cu, on by default at the decode rows; W [K, 2N]: only where asked for).
   if (K > 0 && nk &&
       cuda_fused::launch_gated_gemv_nk(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
-                                       stream))
+                                       stream, w_const))
     return;
   if (K > 0 && !nk &&
       cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
-                                       stream))
+                                       stream, w_const))
     return;
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));
   if (K == 0) {
@@ -80,7 +81,8 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
     else
       FUSED_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(rows * two_n) * dtype_size(dt), stream), n.label());
   } else if (!cuda_fused::launch_gemm_small_m(dt, cuda_fused::GemvAct::None, a->data, w->data,
-                                              bias ? bias->data : nullptr, p, rows, two_n, K, nk, stream)) {
+                                              bias ? bias->data : nullptr, p, rows, two_n, K, nk, stream, 1.f,
+                                              w_const)) {
     // cuBLASLt where the weight-streaming kernel (rows <= 8, a decode step) does not apply.
     cuda_fused::GemmDesc g;
     g.dtype = dt;

@@ -35,8 +35,9 @@ cuda_fused::GemvAct gemv_act(Act a);
 // The weight-streaming kernel of gemm_small_m.cu for M <= 8 rows (a decode
 // step), any B layout, any activation, alpha; FUSEOPT_GEMV=0 switches it off.
 // Tried before everything else; false: nothing launched.
+// b_const: B is a constant of the session (KernelContext::input_is_constant).
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
-              int64_t K, bool trans_b, float alpha, cudaStream_t stream);
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const = false);
 
 // The small-M kernel of gemm_gelu.cu where it is switched on and applies
 // (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.

@@ -59,8 +59,8 @@ cuda_fused::GemvAct gemv_act(Act a) {
 }
 
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
-              int64_t K, bool trans_b, float alpha, cudaStream_t stream) {
-  return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha);
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+  return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha, b_const);
 }
 
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
@@ -166,7 +166,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
 
   // M <= 8 (decode): the weight-streaming kernel, bias and activation included.
   if (nb == 1 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
-                          alpha, stream))
+                          alpha, stream, ctx.input(1) == b && ctx.input_is_constant(1)))
     return;
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
   if (nb == 1 && !trans_b && alpha == 1.f &&

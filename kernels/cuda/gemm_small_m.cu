@@ -58,13 +58,16 @@ constexpr size_t kn_fixed_smem(int mr) { return size_t(kWarps + 1) * mr * kTileN
 template <class T, int MR>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_kn_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
-                   int M, int N, int K, int k_len, GemvAct act, float alpha, int gate_n, GateActivation gate) {
+                   int M, int N, int K, int k_len, GemvAct act, float alpha, int gate_n, GateActivation gate,
+                   WeightPrefetch wp) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
   float* part = red + kWarps * MR * kTileN;          // [MR][kTileN]
   float* xs = part + MR * kTileN;                    // [MR][k_len], fp32: no conversion per use
   cg::cluster_group cluster = cg::this_cluster();
-  cuda_pdl::pdl_begin();  // A may be the previous kernel's output; Y may be a buffer it still reads
+  // A may be the previous kernel's output, Y a buffer it still reads: both after the wait; a
+  // constant B's first loads before it (WeightPrefetch).
+  if (!wp.early) cuda_pdl::pdl_begin();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = lane & 7;                 // 8-column chunk of the tile
@@ -91,6 +94,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
   load(0);
+  if (wp.early) cuda_pdl::pdl_begin();
   // A's slice as fp32, row by row (16-byte loads where K allows; k_begin and
   // k_len are multiples of 32), several loads in flight per thread; rows past
   // M are zeros.
@@ -234,21 +238,34 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T, int MR>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_nk_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
-                   int M, int N, int K, GemvAct act, float alpha) {
+                   int M, int N, int K, GemvAct act, float alpha, WeightPrefetch wp) {
   __shared__ float red[kWarps][MR * kColsT];
-  cuda_pdl::pdl_begin();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n0 = blockIdx.x * kColsT;  // N % 8 == 0: the block's 4 columns all exist
   const int chunks = K / 8;
+  // The first chunk's weights are requested before the wait where B is a constant
+  // (WeightPrefetch); the loop's shape is the original one (registers as before).
+  uint4 bv[kColsT];
+  auto load_b = [&](int c) {
+#pragma unroll
+    for (int j = 0; j < kColsT; ++j)
+      bv[j] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(B + int64_t(n0 + j) * K) + c)
+                         : make_uint4(0u, 0u, 0u, 0u);
+  };
+  if (wp.early) {
+    load_b(tid);
+    prefetch_later_blocks<T, false>(B, N, K, wp);
+  }
+  cuda_pdl::pdl_begin();
+  if (!wp.early) load_b(tid);
   float acc[MR][kColsT];
 #pragma unroll
   for (int m = 0; m < MR; ++m)
 #pragma unroll
     for (int j = 0; j < kColsT; ++j) acc[m][j] = 0.f;
   for (int c = tid; c < chunks; c += kThreads) {
-    uint4 bv[kColsT], av[MR];
-#pragma unroll
-    for (int j = 0; j < kColsT; ++j) bv[j] = __ldg(reinterpret_cast<const uint4*>(B + int64_t(n0 + j) * K) + c);
+    uint4 av[MR];
+    if (c != tid) load_b(c);
 #pragma unroll
     for (int m = 0; m < MR; ++m)
       av[m] = m < M ? __ldg(reinterpret_cast<const uint4*>(A + int64_t(m) * K) + c) : make_uint4(0u, 0u, 0u, 0u);
@@ -297,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // gate_n > 0: GatedMatMul, N = 2 gate_n columns of B, Y [M, gate_n].
 template <class T, int MR>
 bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
-               cudaStream_t stream, int gate_n = 0, GateActivation gate = GateActivation::Silu) {
+               cudaStream_t stream, bool b_const, int gate_n = 0, GateActivation gate = GateActivation::Silu) {
   const DeviceInfo info = device_info();
   if (!info.clusters || info.sms <= 0) return false;
   const int tiles = gate_n > 0 ? (gate_n + kTileN / 2 - 1) / (kTileN / 2) : (N + kTileN - 1) / kTileN;
@@ -320,48 +337,53 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
     return false;
   }
   return launch_ex(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), smem,
-                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha, gate_n, gate);
+                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha, gate_n, gate,
+                   plan_weight_prefetch(b_const, 0, 0, 0));  // early loads only: a cluster's grid is one wave
 }
 
 template <class T, int MR>
 bool launch_nk(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
-               cudaStream_t stream) {
-  return launch_ex(gemv_nk_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream, A, B, bias, Y, M,
-                   N, K, act, alpha);
+               cudaStream_t stream, bool b_const) {
+  auto kernel = gemv_nk_kernel<T, MR>;
+  const int blocks = N / kColsT;
+  const WeightPrefetch wp = plan_weight_prefetch(b_const, blocks, resident_blocks(kernel, 0),
+                                                 size_t(kColsT) * size_t(K) * sizeof(T));
+  return launch_ex(kernel, dim3(static_cast<unsigned>(blocks)), 0, 0, stream, A, B, bias, Y, M, N, K, act, alpha,
+                   wp);
 }
 
 template <class T, int MR>
 bool launch_mr(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
-               bool trans_b, float alpha, cudaStream_t stream) {
+               bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
   const T* a = static_cast<const T*>(A);
   const T* b = static_cast<const T*>(B);
   const T* bs = static_cast<const T*>(bias);
   T* y = static_cast<T*>(Y);
-  return trans_b ? launch_nk<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream)
-                 : launch_kn<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream);
+  return trans_b ? launch_nk<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream, b_const)
+                 : launch_kn<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream, b_const);
 }
 
 // M rounded up to 1, 2, 4 or 8 (the rows past M are zeros, never stored).
 template <class T>
 bool launch_t(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
-              bool trans_b, float alpha, cudaStream_t stream) {
-  if (M == 1) return launch_mr<T, 1>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
-  if (M == 2) return launch_mr<T, 2>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
-  if (M <= 4) return launch_mr<T, 4>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
-  return launch_mr<T, 8>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream);
+              bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+  if (M == 1) return launch_mr<T, 1>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
+  if (M == 2) return launch_mr<T, 2>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
+  if (M <= 4) return launch_mr<T, 4>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
+  return launch_mr<T, 8>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
 }
 
 template <class T>
 bool launch_gated_t(GateActivation gate, const void* A, const void* W, const void* bias, void* Y, int M, int N,
-                    int K, cudaStream_t stream) {
+                    int K, cudaStream_t stream, bool b_const) {
   const T* a = static_cast<const T*>(A);
   const T* w = static_cast<const T*>(W);
   const T* b = static_cast<const T*>(bias);
   T* y = static_cast<T*>(Y);
-  if (M == 1) return launch_kn<T, 1>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
-  if (M == 2) return launch_kn<T, 2>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
-  if (M <= 4) return launch_kn<T, 4>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
-  return launch_kn<T, 8>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, N, gate);
+  if (M == 1) return launch_kn<T, 1>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  if (M == 2) return launch_kn<T, 2>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  if (M <= 4) return launch_kn<T, 4>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  return launch_kn<T, 8>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
 }
 
 std::atomic<int> g_override{-1};
@@ -404,7 +426,7 @@ void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0
 long long gemm_small_m_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
-                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha) {
+                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha, bool b_const) {
   if (!gemm_small_m_applies(M, trans_b)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
@@ -413,20 +435,22 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
   // [N, K]: 16-byte chunks along K, of A's rows too.
   if (trans_b && (K % 8 != 0 || !aligned16(A))) return false;
   if (dt == DType::Float16)
-    return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream));
-  return counted(launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream));
+    return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
+  return counted(
+      launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
 }
 
 bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
-                          int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const) {
   // W [K, 2N] only: slower than cuBLASLt + the gate pass at every measured shape, so only
   // when asked for (FUSEOPT_GEMV=1, tests).
   if (small_m_mode() != 1 || (dt != DType::Float16 && dt != DType::BFloat16)) return false;
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
   if (!aligned16(W) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
-  if (dt == DType::Float16) return counted(launch_gated_t<__half>(act, A, W, bias, Y, int(M), int(N), int(K), stream));
-  return counted(launch_gated_t<__nv_bfloat16>(act, A, W, bias, Y, int(M), int(N), int(K), stream));
+  if (dt == DType::Float16)
+    return counted(launch_gated_t<__half>(act, A, W, bias, Y, int(M), int(N), int(K), stream, b_const));
+  return counted(launch_gated_t<__nv_bfloat16>(act, A, W, bias, Y, int(M), int(N), int(K), stream, b_const));
 }
 
 }  // namespace fuseopt::cuda_fused

@@ -26,8 +26,11 @@ constexpr int64_t kGemvMaxM = 8;
 // thread-block clusters (sm_90). Otherwise launches nothing and returns false
 // (the caller runs cuBLASLt). fp32 accumulation, alpha, bias and the
 // activation in fp32, one rounding; bit-identical from run to run.
+// b_const: B is a constant no kernel of the run writes (KernelContext::input_is_constant), so
+// the kernel may request it before its programmatic-launch wait (FUSEOPT_GEMV_PREFETCH).
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
-                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha = 1.f);
+                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha = 1.f,
+                         bool b_const = false);
 
 // fuseopt.GatedMatMul's whole op for M <= 8: Y [M, N] = act(P[:, :N]) ·
 // P[:, N:] with P = A [M, K] · W [K, 2N] + bias [2N] (or none), never stored:
@@ -35,7 +38,7 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
 // conditions as above (N a multiple of 8, W [K, 2N] row-major); act's math as
 // gated_matmul.cu's pass.
 bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
-                          int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const = false);
 
 // FUSEOPT_GEMV: "0" off, "1" every shape the kernels handle, unset: where they
 // measured faster than cuBLASLt (B [N, K] at M <= 2; gemm_small_m.cu says why).

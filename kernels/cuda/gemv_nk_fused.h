@@ -5,14 +5,18 @@
 //  - LayerNormLinear: the norm (LayerNorm or RMSNorm, with the residual skip
 //    and its Sum output) computed by every block of the GEMV from the row it
 //    already reads, instead of a norm kernel writing Z for the GEMM to read.
+//    RMSNorm without beta (the Llama family) is streamed: the sum of squares
+//    rides beside the dot products and scales them at the end (on by
+//    default); the general prologue stages the normalised row first (opt-in).
 //  - GatedMatMul: act(gate) * up in the GEMV's epilogue (a block owns 4 gate
 //    columns and the 4 up columns they multiply), instead of storing P
 //    [M, 2N] and running the gate pass.
 //
 // Both take the rows the small-M kernel takes by default (M <= 2; FUSEOPT_GEMV
 // as in gemm_small_m.h), fp16/bf16, K and N multiples of 8, 16-byte aligned
-// rows. The gate fusion is on by default, the norm one opt-in (it measured slower:
-// gemv_nk_fused.cu); FUSEOPT_GEMV_FUSED=0 / gate / norm / all picks. Includable from .cc files (no nvcc needed).
+// rows. The gate fusion and the streamed RMSNorm are on by default, the norm prologue
+// opt-in (it measured slower: gemv_nk_fused.cu); FUSEOPT_GEMV_FUSED=0 / gate / rms / norm /
+// all picks. Includable from .cc files (no nvcc needed).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -27,8 +31,9 @@ namespace fuseopt::cuda_fused {
 
 // Y [M, N] = act(norm(X (+ skip)) · W^T + bias), W stored [N, K]: `norm` is the norm the
 // two-kernel path would launch (rows = M, D = K; its y is not used), Z = X + skip formed in
-// fp32 and written to norm.sum (rounded) when set; the normalised row is rounded to the
-// storage type before the product, as that path's scratch Z is.
+// fp32 and written to norm.sum (rounded) when set. The prologue rounds the normalised row to
+// the storage type before the product, as that path's scratch Z is; the streamed RMSNorm never
+// forms it (fp32 throughout: within the 16-bit tolerance, not bit-identical to that path).
 struct NormGemvArgs {
   NormArgs norm;
   const void* w = nullptr;     // [N, K]
@@ -36,6 +41,7 @@ struct NormGemvArgs {
   void* y = nullptr;
   int64_t N = 0;
   GemvAct act = GemvAct::None;
+  bool w_const = false;  // w may be read before the launch wait (launch_gemm_small_m's b_const)
 };
 // true: launched; false: nothing launched (shape, type, alignment or the switch), use the
 // norm kernel + GEMM.
@@ -45,9 +51,10 @@ bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream);
 // projection; the runtime's weight layout): Y [M, N] = act(P[:, :N]) * P[:, N:], P = A · W^T
 // + bias [2N]; P rounded to the storage type before the gate, as the pass reads it.
 bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,
-                          int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+                          int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const = false);
 
-// Tests: 1 the norm fusion, 2 the gate fusion, 3 both, 0 none; -1 back to FUSEOPT_GEMV_FUSED.
+// Tests: a mask of 1 the norm prologue, 2 the gate fusion, 4 the streamed RMSNorm (0 none); -1
+// back to FUSEOPT_GEMV_FUSED.
 void set_gemv_nk_fused(int mask);
 
 // Launches of either entry point so far in this process (tests: which path ran).

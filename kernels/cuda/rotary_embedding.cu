@@ -5,6 +5,7 @@
 #include "kernels/common/rotary_params.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/index_errors.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt {
 namespace cuda {
@@ -22,6 +23,7 @@ __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict_
                                    const int64_t* __restrict__ pos, T* __restrict__ y, int64_t rows, int S, int H,
                                    int D, int R, int rotated_heads, int64_t max_pos, bool four_d, bool interleaved,
                                    bool cache_bcast, IndexErrorSink errors) {
+  cuda_pdl::pdl_begin();  // programmatic dependent launch (pdl.cuh): x is the QKV GEMV's output
   const int half = R / 2;
   const int lane = threadIdx.x;
   for (int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.y; r < rows; r += (int64_t)gridDim.x * kRowsPerBlock) {
@@ -77,7 +79,10 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
     dispatch_float(ctx, cos_c.dtype, [&](auto ctag) {
       using C = typename decltype(ctag)::type;
       const int64_t rows = total / p.D;
-      rotary_rows_kernel<T, C><<<grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream_of(ctx)>>>(
+      // With PDL: in a decode step this launch sits between the QKV GEMV and the attention, both
+      // PDL-launched; a plain launch would serialise both edges.
+      cuda_pdl::pdl_launch(
+          rotary_rows_kernel<T, C>, grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream_of(ctx),
           x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), rows,
           static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.D), static_cast<int>(p.R),
           static_cast<int>(p.rotated_heads), p.max_pos,

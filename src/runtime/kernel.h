@@ -64,6 +64,10 @@ class KernelContext {
   virtual void* scratch(size_t bytes) = 0;
   // cudaStream_t on CUDA, nullptr on CPU.
   virtual void* stream() const = 0;
+  // True when input i is a constant of the session (an initializer or a folded constant) that
+  // no kernel of a run writes: a kernel may read it before its programmatic-launch wait, while
+  // the previous kernel still runs (the decode GEMVs' weights, gemm_small_m.h). False when unknown.
+  virtual bool input_is_constant(size_t i) const { (void)i; return false; }
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

@@ -73,6 +73,9 @@ class StepContext final : public KernelContext {
     return p;
   }
   void* stream() const override { return st_.on_host ? nullptr : im_.be.stream(); }
+  bool input_is_constant(size_t i) const override {
+    return i < st_.ins.size() && st_.ins[i] >= 0 && im_.slots[st_.ins[i]].is_const;
+  }
 
   void check_all_outputs() const {
     for (size_t i = 0; i < st_.outs.size(); ++i)

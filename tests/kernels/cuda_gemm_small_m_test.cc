@@ -4,7 +4,8 @@
 // (K 1, 7, 64, 1000, 2049, 8192; N 8, 24, 1000, 3072), both B layouts, with and
 // without bias, fp16 and bf16, every activation and alpha; the gated variant
 // (GatedMatMul's product and gate in one kernel); bit-identity over
-// runs and CUDA-graph replays (the cluster's split-K sum); the cases it must
+// runs and CUDA-graph replays (the cluster's split-K sum), and with B read as a constant
+// weight before the launch wait (the same bits); the cases it must
 // refuse (Y untouched); and MatMul / FusedMatMul / LayerNormLinear /
 // GatedMatMul at decode row counts through the kernel registry against the
 // CPU kernels.
@@ -91,9 +92,11 @@ struct Problem {
       }
   }
   void poison(cudaStream_t s) { ck(cudaMemsetAsync(dY.p, 0xFF, M * N * 2, s), "poison"); }
-  bool launch(cudaStream_t s, bool trans_b, bool with_bias, GemvAct act = GemvAct::None, float alpha = 1.f) {
+  // b_const: B as the runtime's constant weight (read before the launch wait, L2 prefetch).
+  bool launch(cudaStream_t s, bool trans_b, bool with_bias, GemvAct act = GemvAct::None, float alpha = 1.f,
+              bool b_const = false) {
     return cuda_fused::launch_gemm_small_m(dt, act, dA.p, trans_b ? dBt.p : dB.p, with_bias ? dbias.p : nullptr,
-                                           dY.p, M, N, K, trans_b, s, alpha);
+                                           dY.p, M, N, K, trans_b, s, alpha, b_const);
   }
   std::vector<double> reference(bool with_bias, GemvAct act = GemvAct::None, float alpha = 1.f) const {
     std::vector<double> y(M * N);
@@ -116,9 +119,9 @@ struct Problem {
 
 // Runs one launch on freshly poisoned Y; returns Y's bits.
 std::vector<uint16_t> run(Problem& p, cudaStream_t s, bool trans_b, bool with_bias, GemvAct act = GemvAct::None,
-                          float alpha = 1.f) {
+                          float alpha = 1.f, bool b_const = false) {
   p.poison(s);
-  REQUIRE(p.launch(s, trans_b, with_bias, act, alpha));
+  REQUIRE(p.launch(s, trans_b, with_bias, act, alpha, b_const));
   ck(cudaStreamSynchronize(s), "kernel");
   return download_bits(p.dY.p, p.M * p.N);
 }
@@ -146,9 +149,10 @@ TEST_CASE("cuda small-M GEMV kernel matches the reference", "[cuda][gemm_small_m
   struct Shape { int64_t K, N; };
   // Llama-1B's o-proj, QKV and down-proj, then K and N off the 64-column
   // tile, the 32-row step and the splits (K 1 and 7: fewer rows than one step;
-  // 2049: uneven splits).
-  const Shape shapes[] = {{2048, 2048}, {2048, 3072}, {8192, 2048}, {1, 8},   {7, 24},
-                          {64, 1000},   {1000, 3072}, {2049, 24},   {8192, 1000}};
+  // 2049: uneven splits); N 16392: more [N, K] blocks than the GPU holds at once
+  // (the L2 prefetch of later waves).
+  const Shape shapes[] = {{2048, 2048}, {2048, 3072}, {8192, 2048}, {1, 8},        {7, 24},
+                          {64, 1000},   {1000, 3072}, {2049, 24},   {8192, 1000}, {1024, 16392}};
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (int64_t M : {1, 2, 3, 5, 8})
       for (const Shape& s : shapes) {
@@ -158,10 +162,13 @@ TEST_CASE("cuda small-M GEMV kernel matches the reference", "[cuda][gemm_small_m
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             INFO(cuda_check::short_name(dt) << " M " << M << " K " << s.K << " N " << s.N << " trans_b " << trans_b
                                             << " bias " << with_bias);
-            const auto got = as_float(dt, run(p, st.s, trans_b, with_bias));
-            const double err = cuda_check::rel_err(got, p.reference(with_bias));
+            const auto bits = run(p, st.s, trans_b, with_bias);
+            const double err = cuda_check::rel_err(as_float(dt, bits), p.reference(with_bias));
             INFO("relative error " << err);
             CHECK(err < p.tol());
+            // B as a constant weight (first loads before the launch wait): the same bits.
+            const bool early_same = run(p, st.s, trans_b, with_bias, GemvAct::None, 1.f, true) == bits;
+            CHECK(early_same);
           }
         }
       }
@@ -263,7 +270,7 @@ TEST_CASE("cuda small-M GEMV kernel is bit-identical over runs and graph replays
         cudaGraph_t g = nullptr;
         cudaGraphExec_t e = nullptr;
         ck(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal), "capture");
-        for (int i = 0; i < 3; ++i) REQUIRE(p.launch(st.s, trans_b, true));
+        for (int i = 0; i < 3; ++i) REQUIRE(p.launch(st.s, trans_b, true, GemvAct::None, 1.f, i == 1));
         ck(cudaStreamEndCapture(st.s, &g), "end capture");
         ck(cudaGraphInstantiate(&e, g, 0), "instantiate");
         for (int replay = 0; replay < 2; ++replay) {

@@ -1,12 +1,13 @@
 // The decode-row GEMVs that absorb a neighbour (kernels/cuda/gemv_nk_fused.cu), through
 // the op kernels as the runtime calls them with weights stored [N, K]: LayerNormLinear
 // (norm in the GEMV's prologue: LayerNorm and RMSNorm, beta, bias, skip with its Sum
-// output, every activation) and GatedMatMul (gate in the epilogue, every gate activation,
+// output, every activation; RMSNorm without beta streamed through the GEMV, the default: the
+// sum of squares beside the dot products) and GatedMatMul (gate in the epilogue, every gate activation,
 // with and without bias), against the CPU kernels on the model's [K, N] weights. Fresh
 // random inputs, outputs NaN-poisoned by the harness, K off the 2048-element block
 // stride (200, 2056) and N off the 4-column block; launch counts say which path ran; the
 // switch off (FUSEOPT_GEMV=0) and shapes it refuses take the old path with the same
-// results; bit-identical over runs.
+// results; bit-identical over runs and with W read as a constant before the launch wait.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -42,6 +43,16 @@ std::vector<Tensor> run_counted(OpCase& c, DType dt, int launches) {
   return out;
 }
 
+// Every output bit-identical (the kernels' sums run in the same order either way).
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t o = 0; o < a.size(); ++o)
+    if (a[o].dims != b[o].dims || a[o].bytes.size() != b[o].bytes.size() ||
+        std::memcmp(a[o].bytes.data(), b[o].bytes.data(), a[o].bytes.size()) != 0)
+      return false;
+  return true;
+}
+
 struct LnlCase {
   int64_t rows, K, N;
   bool rms, beta, bias, skip;
@@ -71,11 +82,16 @@ void check_layer_norm_linear(const LnlCase& p, DType dt, int launches) {
   OpCase gpu = make(true), cpu = make(false);
   auto got = run_counted(gpu, dt, launches);
   auto want = cpu.run_cpu(dt);
+  // W as the runtime's constant (its first loads before the launch wait, L2 prefetch of the
+  // later blocks): the same bits.
+  gpu.constant_inputs = {3};
+  auto early = run_counted(gpu, dt, launches);
   INFO("LayerNormLinear rows " << p.rows << " K " << p.K << " N " << p.N << " rms " << p.rms << " beta " << p.beta
                                << " bias " << p.bias << " skip " << p.skip << " " << p.act << " "
                                << cuda_check::short_name(dt));
   CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
   if (p.skip) CHECK(cuda_check::rel_error(got[1], want[1]) < cuda_check::tolerance(dt));
+  CHECK(same_bits(early, got));
 }
 
 // One GatedMatMul case: CUDA with W [2N, K] (the runtime's marker) against the CPU with W [K, 2N].
@@ -91,9 +107,12 @@ void check_gated(int64_t rows, int64_t K, int64_t N, bool with_bias, const char*
   cpu.inputs = {&a, &w, with_bias ? &bias : nullptr};
   auto got = run_counted(gpu, dt, launches);
   auto want = cpu.run_cpu(dt);
+  gpu.constant_inputs = {1};  // W as the runtime's constant: the same bits
+  auto early = run_counted(gpu, dt, launches);
   INFO("GatedMatMul rows " << rows << " K " << K << " N " << N << " bias " << with_bias << " " << act << " "
                            << cuda_check::short_name(dt));
   CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+  CHECK(same_bits(early, got));
 }
 
 }  // namespace
@@ -115,21 +134,45 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV"
   cuda_fused::set_gemv_nk_fused(-1);
 }
 
+TEST_CASE("cuda LayerNormLinear at decode rows: RMSNorm streamed through the [N, K] GEMV",
+          "[cuda][gemm_small_m]") {
+  if (!cuda_check::gpu_ready()) return;
+  cuda_fused::set_gemm_small_m(-1);
+  cuda_fused::set_gemv_nk_fused(-1);  // the default takes it
+  const std::vector<LnlCase> rms = {
+      {1, 2048, 3072, true, false, false, true, "none"},  // Llama's QKV after the residual add (Sum out)
+      {1, 2048, 3072, true, false, false, false, "none"},  // the first layer's: no skip
+      {2, 2056, 136, true, false, true, true, "gelu"},     // K past one 256-chunk stride, 2 rows, bias
+      {2, 64, 8, true, false, true, false, "relu"},        // fewer chunks than threads
+      {1, 8, 1000, true, false, false, true, "tanh"},      // one chunk
+  };
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const LnlCase& p : rms) check_layer_norm_linear(p, dt, 1);
+  // Not streamed: LayerNorm, and RMSNorm with beta (the prologue is opt-in: the old path).
+  check_layer_norm_linear({1, 256, 64, false, true, true, true, "none"}, DType::Float16, 0);
+  check_layer_norm_linear({1, 256, 64, true, true, false, true, "none"}, DType::Float16, 0);
+  // Only the prologue asked for: it takes RMSNorm instead.
+  cuda_fused::set_gemv_nk_fused(1);
+  check_layer_norm_linear(rms[0], DType::Float16, 1);
+  cuda_fused::set_gemv_nk_fused(-1);
+}
+
 TEST_CASE("cuda LayerNormLinear at decode rows: the old path where the fused GEMV does not apply",
           "[cuda][gemm_small_m]") {
   if (!cuda_check::gpu_ready()) return;
   const LnlCase base{1, 256, 64, true, false, true, true, "none"};
-  // The default (the norm fusion opt-in), the GEMV off: norm kernel + GEMM, the same results.
-  cuda_fused::set_gemv_nk_fused(-1);
+  // The fusions off (the gate only), the GEMV off: norm kernel + GEMM, the same results.
+  cuda_fused::set_gemv_nk_fused(2);
   check_layer_norm_linear(base, DType::Float16, 0);
   cuda_fused::set_gemv_nk_fused(3);
   cuda_fused::set_gemm_small_m(0);
   check_layer_norm_linear(base, DType::Float16, 0);
   cuda_fused::set_gemm_small_m(-1);
-  // 3 rows (above the default's 2), K not a multiple of 8, rows past the staging's 48 KB, fp32.
+  // 3 rows (above the default's 2), K not a multiple of 8, rows past the staging's 48 KB (not
+  // RMSNorm there: the streamed form has no row limit), fp32.
   check_layer_norm_linear({3, 256, 64, true, false, true, true, "none"}, DType::Float16, 0);
   check_layer_norm_linear({1, 260, 64, false, true, false, false, "none"}, DType::Float16, 0);
-  check_layer_norm_linear({2, 6400, 16, true, false, false, true, "none"}, DType::BFloat16, 0);
+  check_layer_norm_linear({2, 6400, 16, false, false, false, true, "none"}, DType::BFloat16, 0);
   check_layer_norm_linear(base, DType::Float, 0);
   cuda_fused::set_gemv_nk_fused(-1);
 }

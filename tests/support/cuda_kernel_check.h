@@ -123,6 +123,13 @@ class DeviceContext final : public KernelContext {
   size_t num_inputs() const override { return ins_.size(); }
   const RtTensor* input(size_t i) const override { return i < ins_.size() && present_[i] ? &ins_[i] : nullptr; }
   const RtTensor* host_input(size_t i) override { throw Error("host_input not supported by the test context"); }
+  // Input i stands for a session constant (an initializer): kernels may read it before their
+  // programmatic-launch wait (KernelContext::input_is_constant).
+  void mark_constant(size_t i) {
+    if (constant_.size() <= i) constant_.resize(i + 1, false);
+    constant_[i] = true;
+  }
+  bool input_is_constant(size_t i) const override { return i < constant_.size() && constant_[i]; }
   size_t num_outputs() const override { return node_.outputs.size(); }
   RtTensor* output(size_t i, DType dtype, const std::vector<int64_t>& shape) override {
     if (outs_.size() < node_.outputs.size()) outs_.resize(node_.outputs.size());
@@ -171,6 +178,7 @@ class DeviceContext final : public KernelContext {
   void sync() { ck(cudaStreamSynchronize(stream_), "sync"); }
 
  private:
+  std::vector<bool> constant_;
   void* device_alloc(size_t bytes) {
     void* p = nullptr;
     ck(cudaMalloc(&p, bytes ? bytes : 16), "cudaMalloc");
@@ -191,6 +199,7 @@ struct OpCase {
   std::deque<Value> values;
   Node node;
   std::vector<const Tensor*> inputs;
+  std::vector<size_t> constant_inputs;  // inputs that stand for initializers (DeviceContext::mark_constant)
 
   OpCase(const std::string& domain, const std::string& op, size_t num_inputs, size_t num_outputs) {
     node.domain = domain;
@@ -217,6 +226,7 @@ struct OpCase {
     FUSE_CHECK(k, "no CUDA kernel for " << node.domain << "." << node.op_type << " " << dtype_name(dt));
     DeviceContext ctx(node, p);
     for (size_t i = 0; i < node.inputs.size(); ++i) ctx.add_input(i < inputs.size() ? inputs[i] : nullptr, dt);
+    for (size_t i : constant_inputs) ctx.mark_constant(i);
     k->fn(ctx);
     std::vector<Tensor> outs;
     for (size_t i = 0; i < node.outputs.size(); ++i) outs.push_back(ctx.download(i));
