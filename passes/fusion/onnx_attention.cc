@@ -111,9 +111,16 @@ Status read_heads(const Node* n, Heads& h) {
 // transformers' sdpa mask) passed as the compact mask. Where any of it does not hold, the
 // simple form above is used (every input as the node reads it, the mask as attn_bias).
 struct Traced {
-  Node* root = nullptr;
   attn::HeadPath q, k, v;
   std::optional<attn::KeepProof> keep;
+};
+
+// What check() proved about one node, carried to rewrite() (the graph does not change in
+// between): its head layout and, where it holds, the tracing above.
+struct Plan {
+  const Node* root = nullptr;
+  Heads h;
+  std::optional<Traced> traced;
 };
 
 bool heads_traced(const Node* root, const Heads& h, const Traced& t) {
@@ -171,17 +178,18 @@ class OnnxAttentionFusion : public FusionPass {
     const Value* mask = n->input(3);
     if (mask && mask->dtype != DType::Bool) floats.push_back(mask);
     if (Status s = fusion::same_float_dtype(floats, n); !s) return s;
-    Heads h;
+    plan_.reset();
+    Plan pl;
+    pl.root = n;
+    Heads& h = pl.h;
     if (Status s = read_heads(n, h); !s) return s;
     // ONNX's causal diagonal is the new keys' upper-left one; fuseopt's the bottom-right one.
     if (n->attr_int("is_causal", 0) != 0 && !(h.q_seq && h.k_seq && *h.q_seq == *h.k_seq))
       return Status::reject("rule 7: ", n->label(), ": is_causal with a query length (", h.q_seq ? h.q_seq->str() : "?",
                             ") not provably the new keys' (", h.k_seq ? h.k_seq->str() : "?",
                             "): ONNX aligns the diagonal top-left, fuseopt bottom-right");
-    traced_.reset();
     if (h.four_d && !past_k) {
       Traced t;
-      t.root = m.root;
       const attn::Perm bhsd = {0, 2, 1, 3};
       t.q = attn::trace_head(n->input(0), bhsd);
       t.k = attn::trace_head(n->input(1), bhsd);
@@ -192,10 +200,10 @@ class OnnxAttentionFusion : public FusionPass {
                               -std::numeric_limits<double>::infinity()};
           t.keep = attn::prove_materialized_mask(term, t.q, t.k);
         }
-        traced_ = std::move(t);
+        pl.traced = std::move(t);
       }
     }
-    if (mask && !(traced_ && traced_->keep)) {  // stays attn_bias: it must cover every key
+    if (mask && !(pl.traced && pl.traced->keep)) {  // stays attn_bias: it must cover every key
       const auto r = fusion::rank_of(mask);
       if (!r || *r < 1 || *r > 4) return Status::reject("rule 7: ", n->label(), ": attn_mask needs a known rank 1..4");
       // The total key count: K's length, or present_key's dim 2 with a past.
@@ -208,12 +216,15 @@ class OnnxAttentionFusion : public FusionPass {
     }
     const float softcap = n->attr_float("softcap", 0.0f);
     if (!(softcap >= 0.0f)) return Status::reject("rule 7: ", n->label(), ": softcap ", softcap, " must be >= 0");
+    plan_ = std::move(pl);
     return Status::ok();
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
     Node* n = m.root;
-    Heads h;
-    FUSE_CHECK(read_heads(n, h), "internal: OnnxAttention heads changed between check and rewrite");
+    FUSE_CHECK(plan_ && plan_->root == n, "internal: OnnxAttention plan missing for " << n->label());
+    const Plan pl = std::move(*plan_);
+    plan_.reset();
+    const Heads& h = pl.h;
     std::vector<Node*> dead;
     // [B, H, S, D] -> [B, S, H·D]: the head transpose's input reshaped, else a transpose + reshape.
     auto to_3d = [&](Value* x) -> Value* {
@@ -241,7 +252,7 @@ class OnnxAttentionFusion : public FusionPass {
       return rw.create_node("", "Reshape", {bshd, rw.add_int64s("onnx_attn_merge_heads", {0, 0, -1})}, {}, 1,
                             "onnx_attn_3d")->output(0);
     };
-    const Traced* t = traced_ && traced_->root == n ? &*traced_ : nullptr;
+    const Traced* t = pl.traced ? &*pl.traced : nullptr;
     std::vector<Value*> in;
     int64_t kv_heads = h.hkv;
     bool causal = n->attr_int("is_causal", 0) != 0;
@@ -338,13 +349,12 @@ class OnnxAttentionFusion : public FusionPass {
       rw.replace_all_uses(present_v, f->output(2));
     }
     rw.erase_dead(dead);
-    traced_.reset();
   }
 
  private:
-  // The tracing of the last structural match (check() computes it, rewrite() uses it; the
-  // graph does not change in between).
-  mutable std::optional<Traced> traced_;
+  // The plan of the last node check() accepted (rewrite() takes it; the graph does not change
+  // in between): the heads are read and the operands traced once per node.
+  mutable std::optional<Plan> plan_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // is_causal, ONNX-level past/present, and a KV-cache Concat + repeat_kv traced into past inputs
 // and present outputs. Negative cases, one per legality rule the pass adds: is_causal with other
 // query and key lengths, the qk_matmul_output output, a mask shorter than the keys.
+#include <map>
 #include <random>
 
 #include "support/fusion_check.h"
@@ -36,6 +37,36 @@ Tensor bool_mask(std::vector<int64_t> dims, uint32_t seed) {
   return m;
 }
 
+// Runs the pass on b's graph and requires one match, no ONNX Attention left, one
+// fuseopt.Attention, and every output equal to the graph's before on fresh random inputs: one per
+// graph input, in order, of the given dims (a bool input gets a mask with a fully masked row).
+// Returns the fused node.
+Node* fuses_to_one_attention(GraphBuilder& b, const std::vector<std::vector<int64_t>>& dims, uint32_t seed) {
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
+  CHECK(matched(r, "OnnxAttention") == 1);
+  CHECK(count_domain_op(b.graph(), "", "Attention") == 0);
+  CHECK(count_domain_op(b.graph(), "fuseopt", "Attention") == 1);
+  const std::vector<Value*>& ins = before->inputs;
+  REQUIRE(ins.size() == dims.size());
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < ins.size(); ++i)
+    feeds.emplace(ins[i]->name, ins[i]->dtype == DType::Bool ? bool_mask(dims[i], seed + uint32_t(i))
+                                                             : rand_tensor(dims[i], seed + uint32_t(i)));
+  require_same_outputs(*before, b.graph(), feeds);
+  for (const auto& n : b.graph().nodes())
+    if (n->domain == "fuseopt" && n->op_type == "Attention") return n.get();
+  return nullptr;
+}
+
+// Runs the pass on b's graph and requires no match, the rejection naming rule 7 and `what`.
+void rejected(GraphBuilder& b, const std::string& what, bool unchecked = false) {
+  FusionReport r = unchecked ? run_one_pass_unchecked(b.graph(), "OnnxAttention") : run_one_pass(b.graph(), "OnnxAttention");
+  CHECK(matched(r, "OnnxAttention") == 0);
+  CHECK(count_domain_op(b.graph(), "", "Attention") == 1);
+  CHECK_THAT(reasons(r, "OnnxAttention"), Contains("rule 7") && Contains(what));
+}
+
 }  // namespace
 
 TEST_CASE("OnnxAttention: 4-D between head transposes becomes fuseopt.Attention, transposes folded",
@@ -47,14 +78,8 @@ TEST_CASE("OnnxAttention: 4-D between head transposes becomes fuseopt.Attention,
   Node* att = b.node("Attention", {to_heads(b, q, 4, 16), to_heads(b, k, 4, 16), to_heads(b, v, 4, 16)}, 1,
                      {Attribute::make_int("is_causal", 1)});
   b.output(from_heads(b, att->outputs[0], 64));
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 1);
-  CHECK(count_domain_op(b.graph(), "", "Attention") == 0);
-  CHECK(count_domain_op(b.graph(), "fuseopt", "Attention") == 1);
+  fuses_to_one_attention(b, {{2, 7, 64}, {2, 7, 64}, {2, 7, 64}}, 1);
   CHECK(count_op(b.graph(), "Transpose") == 0);  // both sides folded into reshapes
-  require_same_outputs(*before, b.graph(),
-                       {{"q", rand_tensor({2, 7, 64}, 1)}, {"k", rand_tensor({2, 7, 64}, 2)}, {"v", rand_tensor({2, 7, 64}, 3)}});
 }
 
 TEST_CASE("OnnxAttention: 3-D GQA with a bool mask (a fully masked row gives 0) and softcap", "[passes][OnnxAttention]") {
@@ -67,13 +92,7 @@ TEST_CASE("OnnxAttention: 3-D GQA with a bool mask (a fully masked row gives 0) 
                      {Attribute::make_int("q_num_heads", 4), Attribute::make_int("kv_num_heads", 2),
                       Attribute::make_float("softcap", 3.0f), Attribute::make_float("scale", 0.2f)});
   b.output(att->outputs[0]);
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 1);
-  CHECK(count_domain_op(b.graph(), "fuseopt", "Attention") == 1);
-  require_same_outputs(*before, b.graph(),
-                       {{"q", rand_tensor({2, 5, 64}, 4)}, {"k", rand_tensor({2, 6, 32}, 5)}, {"v", rand_tensor({2, 6, 32}, 6)},
-                        {"m", bool_mask({2, 1, 5, 6}, 7)}});
+  fuses_to_one_attention(b, {{2, 5, 64}, {2, 6, 32}, {2, 6, 32}, {2, 1, 5, 6}}, 4);
 }
 
 TEST_CASE("OnnxAttention: the node's own past_key/past_value and presents", "[passes][OnnxAttention]") {
@@ -87,13 +106,7 @@ TEST_CASE("OnnxAttention: the node's own past_key/past_value and presents", "[pa
                      {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
                       Attribute::make_int("is_causal", 1)});
   for (Value* o : att->outputs) b.output(o);
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 1);
-  CHECK(count_domain_op(b.graph(), "fuseopt", "Attention") == 1);
-  require_same_outputs(*before, b.graph(),
-                       {{"q", rand_tensor({2, 3, 32}, 8)}, {"k", rand_tensor({2, 3, 32}, 9)}, {"v", rand_tensor({2, 3, 32}, 10)},
-                        {"past_key", rand_tensor({2, 2, 4, 16}, 11)}, {"past_value", rand_tensor({2, 2, 4, 16}, 12)}});
+  fuses_to_one_attention(b, {{2, 3, 32}, {2, 3, 32}, {2, 3, 32}, {2, 2, 4, 16}, {2, 2, 4, 16}}, 8);
 }
 
 TEST_CASE("OnnxAttention: a KV-cache Concat and repeat_kv become past inputs and present outputs",
@@ -117,21 +130,13 @@ TEST_CASE("OnnxAttention: a KV-cache Concat and repeat_kv become past inputs and
   Value* vr = cached(v, pv, "present_value");
   Node* att = b.node("Attention", {to_heads(b, q, 4, 16), kr, vr}, 1);
   b.output(from_heads(b, att->outputs[0], 64));
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 1);
+  Node* f = fuses_to_one_attention(b, {{2, 1, 64}, {2, 1, 32}, {2, 1, 32}, {2, 2, 3, 16}, {2, 2, 3, 16}}, 13);
   CHECK(count_op(b.graph(), "Concat") == 0);  // the presents are the fused op's outputs
   CHECK(count_op(b.graph(), "Expand") == 0);
-  Node* f = nullptr;
-  for (const auto& n : b.graph().nodes())
-    if (n->domain == "fuseopt" && n->op_type == "Attention") f = n.get();
   REQUIRE(f);
   CHECK(f->attr_int("kv_num_heads", 0) == 2);
   CHECK(f->input(5) == pk);
   CHECK(f->outputs.size() == 3);
-  require_same_outputs(*before, b.graph(),
-                       {{"q", rand_tensor({2, 1, 64}, 13)}, {"k", rand_tensor({2, 1, 32}, 14)}, {"v", rand_tensor({2, 1, 32}, 15)},
-                        {"past_key", rand_tensor({2, 2, 3, 16}, 16)}, {"past_value", rand_tensor({2, 2, 3, 16}, 17)}});
 }
 
 TEST_CASE("OnnxAttention rule 7: is_causal with query and key lengths that differ", "[passes][OnnxAttention][legality]") {
@@ -144,10 +149,7 @@ TEST_CASE("OnnxAttention rule 7: is_causal with query and key lengths that diffe
                      {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
                       Attribute::make_int("is_causal", 1)});
   b.output(att->outputs[0]);
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 0);
-  CHECK(count_domain_op(b.graph(), "", "Attention") == 1);
-  CHECK_THAT(reasons(r, "OnnxAttention"), Contains("rule 7") && Contains("is_causal"));
+  rejected(b, "is_causal");
 }
 
 TEST_CASE("OnnxAttention rule 7: the qk_matmul_output output is read", "[passes][OnnxAttention][legality]") {
@@ -157,9 +159,7 @@ TEST_CASE("OnnxAttention rule 7: the qk_matmul_output output is read", "[passes]
                      {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2)});
   b.output(att->outputs[0]);
   b.output(att->outputs[3]);
-  FusionReport r = run_one_pass_unchecked(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 0);
-  CHECK_THAT(reasons(r, "OnnxAttention"), Contains("rule 7") && Contains("qk_matmul_output"));
+  rejected(b, "qk_matmul_output", /*unchecked=*/true);
 }
 
 TEST_CASE("OnnxAttention rule 7: a mask shorter than the keys (ONNX pads it with -inf)",
@@ -171,7 +171,5 @@ TEST_CASE("OnnxAttention rule 7: a mask shorter than the keys (ONNX pads it with
   Node* att = b.node("Attention", {q, k, k, m}, 1,
                      {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2)});
   b.output(att->outputs[0]);
-  FusionReport r = run_one_pass(b.graph(), "OnnxAttention");
-  CHECK(matched(r, "OnnxAttention") == 0);
-  CHECK_THAT(reasons(r, "OnnxAttention"), Contains("rule 7") && Contains("attn_mask"));
+  rejected(b, "attn_mask");
 }
