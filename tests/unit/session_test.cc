@@ -1,5 +1,6 @@
 // Session: shape binding at run time, errors that name nodes and shapes, the
-// one-shot missing-kernel check, views, constants, the profile.
+// one-shot missing-kernel check, views, constants (and which inputs a kernel may treat as
+// constant), the profile.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -227,4 +228,37 @@ TEST_CASE("weight layout: LayerNormLinear's W stored [N, K], its gamma left alon
   CHECK(nk.weights_stored_nk() == 1u);
   REQUIRE(got[0].dims == want[0].dims);
   for (int64_t i = 0; i < want[0].numel(); ++i) CHECK(got[0].data<float>()[i] == Approx(want[0].data<float>()[i]).epsilon(1e-6));
+}
+
+// KernelContext::input_is_constant: the CUDA GEMVs read a weight before their programmatic-launch
+// wait only where the session says no kernel of the run writes it (kernels/cuda/gemm_small_m_common.cuh,
+// WeightPrefetch) - a wrong "true" would be a race. A probe kernel (test-only op) reports what its
+// inputs are: a graph input, an initializer, a Constant node's output, a value computed by a step.
+namespace {
+FUSEOPT_KERNEL(cpu_test_const_probe, "fuseopt.test", "ConstProbe", Backend::CPU, {}) {
+  const size_t n = ctx.num_inputs();
+  RtTensor* y = ctx.output(0, DType::Float, {static_cast<int64_t>(n) + 1});
+  float* p = y->ptr<float>();
+  for (size_t i = 0; i <= n; ++i) p[i] = ctx.input_is_constant(i) ? 1.f : 0.f;  // index n: past the inputs
+}
+}  // namespace
+
+TEST_CASE("input_is_constant: initializers and folded constants only", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Value* w = b.constant("w", Tensor::from_floats({1.f, 2.f}, {2}));
+  Value* c = b.op("Constant", {}, {Attribute::make_tensor("value", Tensor::from_floats({3.f, 4.f}, {2}))}, "c");
+  Value* r = b.op("Relu", {x}, {}, "r");
+  Value* probe = b.op("ConstProbe", {x, w, c, r}, {}, "probe", "fuseopt.test");
+  b.output(probe);
+  b.output(r);
+  Session s(b.graph());
+  const std::vector<Tensor> out = s.run({{"x", Tensor::from_floats({-1.f, 1.f}, {2})}});
+  REQUIRE(out[0].numel() == 5);
+  const float* p = out[0].data<float>();
+  CHECK(p[0] == 0.f);  // graph input
+  CHECK(p[1] == 1.f);  // initializer
+  CHECK(p[2] == 1.f);  // Constant node, folded at setup
+  CHECK(p[3] == 0.f);  // computed by a step
+  CHECK(p[4] == 0.f);  // no such input
 }
