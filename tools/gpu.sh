@@ -12,6 +12,8 @@
 #                                     # and a CUDA-graph replay) on every models/real model (--all:
 #                                     # also models/exported and models/synthetic; --set: models/DIR), original and
 #                                     # fuseopt-optimized, N runs at a time (default 6); ARGS go to fuserun
+#   tools/gpu.sh slim DIR... | unslim # here: leave models/DIR out of what a device call carries (the
+#                                     # working tree travels with a 64 MiB cap), and put it back after
 #
 # The GPU machine has CUDA 13 (cudart, cuBLASLt) but no ONNX/protobuf/spdlog/fmt
 # libraries: pack copies every shared library the binaries resolve here except
@@ -64,6 +66,48 @@ pack() {
   mkdir -p "$GPU_DIR"
   mv "$ROOT/.gpu-pack.tar.xz" "$GPU_DIR/pack.tar.xz"
   echo "== packed $(du -sh "$GPU_DIR/pack.tar.xz" | cut -f1) into $GPU_DIR/pack.tar.xz (carry \".gpu\")"
+  carry_size
+}
+
+# What a device call carries: tracked files (less those slim left out) + untracked files that
+# are not ignored + the pack, counted as disk usage (KiB blocks: a 63.6 MiB tree by bytes was
+# refused in session 11, 69 MiB by blocks). The device tool refuses more than 64 MiB.
+carry_size() {
+  local tracked untracked pack total
+  tracked="$(cd "$ROOT" && git ls-files -z | xargs -0 -r du -ck 2>/dev/null | tail -1 | cut -f1)"
+  untracked="$(cd "$ROOT" && git ls-files -z --others --exclude-standard | xargs -0 -r du -ck 2>/dev/null | tail -1 | cut -f1)"
+  pack="$(du -k "$GPU_DIR/pack.tar.xz" | cut -f1)"
+  total=$(( ${tracked:-0} + ${untracked:-0} + pack ))
+  echo "== a device call carries about $((total >> 10)) MiB (tracked $((${tracked:-0} >> 10)), untracked $((${untracked:-0} >> 10)), pack $((pack >> 10)))"
+  if [ "$total" -gt $((64 << 10)) ]; then
+    echo "gpu.sh: over the device tool's 64 MiB: 'tools/gpu.sh slim real' (or another models/ folder the call does not need) before the call, 'tools/gpu.sh unslim' after" >&2
+  fi
+}
+
+# slim DIR...: models/DIR taken out of the index (the files stay) and ignored locally, so a
+# device call does not carry it; unslim restores the index and the ignore list. Nothing is
+# deleted; do not commit while slim (the folders would be committed as removed).
+SLIM_LIST="$ROOT/.git/fuseopt-slim"
+slim() {
+  [ $# -gt 0 ] || { echo "usage: tools/gpu.sh slim DIR... (folders of models/)" >&2; exit 2; }
+  local d
+  for d in "$@"; do
+    [ -d "$ROOT/models/$d" ] || { echo "gpu.sh: no models/$d" >&2; exit 2; }
+    (cd "$ROOT" && git rm -r -q --cached "models/$d")
+    echo "/models/$d/" >>"$ROOT/.git/info/exclude"
+    echo "$d" >>"$SLIM_LIST"
+  done
+  carry_size
+}
+unslim() {
+  [ -f "$SLIM_LIST" ] || { echo "== nothing left out"; return 0; }
+  local d
+  while read -r d; do
+    (cd "$ROOT" && git reset -q -- "models/$d")
+    sed -i "\|^/models/$d/\$|d" "$ROOT/.git/info/exclude"
+  done <"$SLIM_LIST"
+  rm -f "$SLIM_LIST"
+  echo "== models/ folders back in the index: $(cd "$ROOT" && git status --short models | wc -l) paths differ from HEAD"
 }
 
 # The Python module for the GPU machine's python3 (3.12 there: docs/gpu.md), built here
@@ -207,5 +251,8 @@ case "${1:-}" in
   pack) shift; pack "$@" ;;
   run) shift; run "$@" ;;
   models) shift; models "$@" ;;
-  *) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  slim) shift; slim "$@" ;;
+  unslim) shift; unslim ;;
+  size) carry_size ;;
+  *) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac
