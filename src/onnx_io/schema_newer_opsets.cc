@@ -1,12 +1,12 @@
 // The ONNX operator versions after what Debian's libonnx (1.12: opset 17, ai.onnx.ml 3)
-// knows, up to the opsets fuseopt reads (kMaxKnownOpset = 23, ai.onnx.ml 5).
+// knows, up to the opsets fuseopt reads (kMaxKnownOpset = 24, ai.onnx.ml 5).
 //
 // One row per version whose formal inputs/outputs, attributes or deprecation
 // changed, and one per op new in these opsets. Versions that only widened the
 // element types (opset 19/21/22/23 float8, int4, bfloat16 ...) need no row: the
 // validation does not check element types, so the earlier row stays right.
 // Spelling: make_signature (op_signature.h). tests/py/test_schema_validation.py
-// compares every op at every opset 1..23 (ai.onnx.ml 1..5) with the onnx
+// compares every op at every opset 1..24 (ai.onnx.ml 1..5) with the onnx
 // package's schemas, so a wrong or missing row fails there.
 #include "onnx_io/op_schemas.h"
 
@@ -88,6 +88,18 @@ const Row kRows[] = {
     {"", "RMSNormalization", 23, "X scale", "Y", "axis:i epsilon:f stash_type:i"},
     {"", "RotaryEmbedding", 23, "X cos_cache sin_cache position_ids?", "Y",
      "interleaved:i num_heads:i rotary_embedding_dim:i"},
+
+    // opset 24: Attention's nonpad_kv_seqlen input (the kernels refuse it by name), Cast/CastLike
+    // round_mode (for float8e8m0 targets, a type fuseopt does not load), new Swish and
+    // TensorScatter (no kernels: a model using them is named as such at run time). The other
+    // opset-24 versions only widened element types.
+    {"", "Attention", 24, "Q K V attn_mask? past_key? past_value? nonpad_kv_seqlen?",
+     "Y present_key? present_value? qk_matmul_output?",
+     "is_causal:i kv_num_heads:i q_num_heads:i qk_matmul_output_mode:i scale:f softcap:f softmax_precision:i"},
+    {"", "Cast", 24, "input", "output", "round_mode:s saturate:i to:i!"},
+    {"", "CastLike", 24, "input target_type", "output", "round_mode:s saturate:i"},
+    {"", "Swish", 24, "X", "Y", "alpha:f"},
+    {"", "TensorScatter", 24, "past_cache update write_indices?", "present_cache", "axis:i mode:s"},
 
     // ai.onnx.ml 4: LabelEncoder tensor keys/values. 5: TreeEnsemble replaces the
     // classifier and regressor, whose version-5 rows only mark them deprecated.

@@ -9,7 +9,7 @@ constant folding and cleanups see the new ops too). Covers InstanceNormalization
 GroupNormalization (opset 18 per-group and 21 per-channel scale), RMSNormalization
 (opset 23), ConvTranspose (pads, output_padding, output_shape, auto_pad, groups,
 1-D/3-D), TopK, ArgMax/ArgMin, Selu/Celu/Mish/ThresholdedRelu/Shrink, IsInf and
-GridSample (opset 16 and 20 spellings). Cases whose opset this onnxruntime does
+GridSample (opset 16 and 20 spellings), Attention (opsets 23 and 24). Cases whose opset this onnxruntime does
 not implement are reported and skipped.
 Invoked by ctest as: test_extra_ops_ort.py --bin <build>/bin --src <repo>.
 FUSERUN_BACKEND=cuda (and FUSERUN_RTOL) runs the same cases on another backend.
@@ -118,6 +118,9 @@ CASES = [
          {"softcap": 2.0}, opset=23),
     case("attention23_causal_3d_gqa", "Attention", [("q", r(1, 6, 24)), ("k", r(1, 6, 8, seed=1)), ("v", r(1, 6, 8, seed=2))],
          {"is_causal": 1, "q_num_heads": 6, "kv_num_heads": 2}, opset=23),
+    # Opset 24 (the newest fuseopt reads): the same op at its version 24 (nonpad_kv_seqlen absent).
+    case("attention24_causal_3d_gqa", "Attention", [("q", r(2, 5, 24)), ("k", r(2, 5, 8, seed=1)), ("v", r(2, 5, 8, seed=2))],
+         {"is_causal": 1, "q_num_heads": 6, "kv_num_heads": 2}, opset=24),
     case("stft_real_window", "STFT", [("x", r(2, 64, 1)), ("w", np.hanning(16).astype(np.float32))], {},
          opset=17, consts=[("step", np.array(4, np.int64))], order=["x", "step", "w"]),
     case("stft_real_frame_length", "STFT", [("x", r(1, 50, 1))], {},

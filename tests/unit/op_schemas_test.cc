@@ -58,7 +58,11 @@ TEST_CASE("op signatures: ONNX versions by opset") {
   CHECK(onnx_op_signature("", "Upsample", 10)->deprecated);
   CHECK_FALSE(onnx_op_signature("", "GroupNormalization", 18)->deprecated);
   CHECK_FALSE(onnx_op_signature("", "GroupNormalization", 18)->deprecation_warning.empty());
-  CHECK(newest_known_opset("") == 23);
+  CHECK(newest_known_opset("") == 24);
+  CHECK(onnx_op_signature("", "Attention", 24)->max_inputs == 7);  // nonpad_kv_seqlen
+  CHECK(onnx_op_signature("", "Attention", 23)->max_inputs == 6);
+  CHECK(onnx_op_signature("", "Swish", 23) == nullptr);
+  CHECK(onnx_op_first_version("", "Swish") == 24);
   CHECK(newest_known_opset("ai.onnx.ml") == 5);
   for (const OpSignature& s : newer_onnx_signatures()) {
     INFO(s.op << "-" << s.since_version);
