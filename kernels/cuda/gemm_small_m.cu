@@ -252,10 +252,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       bv[j] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(B + int64_t(n0 + j) * K) + c)
                          : make_uint4(0u, 0u, 0u, 0u);
   };
-  if (wp.early) {
-    load_b(tid);
-    prefetch_later_blocks<T, false>(B, N, K, wp);
-  }
+  if (wp.early) load_b(tid);
   cuda_pdl::pdl_begin();
   if (!wp.early) load_b(tid);
   float acc[MR][kColsT];
@@ -338,18 +335,14 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
   }
   return launch_ex(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), smem,
                    static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha, gate_n, gate,
-                   plan_weight_prefetch(b_const, 0, 0, 0));  // early loads only: a cluster's grid is one wave
+                   plan_weight_prefetch(b_const));
 }
 
 template <class T, int MR>
 bool launch_nk(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
                cudaStream_t stream, bool b_const) {
-  auto kernel = gemv_nk_kernel<T, MR>;
-  const int blocks = N / kColsT;
-  const WeightPrefetch wp = plan_weight_prefetch(b_const, blocks, resident_blocks(kernel, 0),
-                                                 size_t(kColsT) * size_t(K) * sizeof(T));
-  return launch_ex(kernel, dim3(static_cast<unsigned>(blocks)), 0, 0, stream, A, B, bias, Y, M, N, K, act, alpha,
-                   wp);
+  return launch_ex(gemv_nk_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream, A, B, bias, Y, M,
+                   N, K, act, alpha, plan_weight_prefetch(b_const));
 }
 
 template <class T, int MR>

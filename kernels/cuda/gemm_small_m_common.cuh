@@ -8,7 +8,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -86,74 +85,23 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 // Weight reads before the programmatic-launch wait. A decode step's GEMV follows a kernel
 // that runs a few microseconds on a fraction of the GPU (a norm, the rotary, the attention of
 // one token); its weights are constants no kernel writes, so once its blocks are resident
-// (PDL: as soon as the previous kernel's blocks all are) they can request them at once and
-// overlap that kernel instead of starting the stream when it ends (NOTES-perf.md v16).
-//   early: the block's first weight loads go out before pdl_wait() (registers);
-//   l2_stride / l2_waves: thread 0 also asks the L2 for the weights of the blocks l2_stride,
-//   2 l2_stride, ... l2_waves strides on (the blocks of later waves, not resident yet): a block
-//   of the first wave for every later wave up to l2_waves, any later block for the one wave
-//   l2_waves on, so each block's weights are requested once, about l2_waves waves early.
+// (PDL: as soon as the previous kernel's blocks all are) they request their first weight
+// chunk at once (early) and overlap that kernel instead of starting the stream when it ends
+// (NOTES-perf.md v16). An L2 bulk prefetch of later waves' weights was measured too and lost
+// (it competed with the stream it was meant to feed), so it is not here.
 struct WeightPrefetch {
   bool early = false;
-  int l2_stride = 0;  // 0: no L2 prefetch
-  int l2_waves = 0;
 };
 
-// FUSEOPT_GEMV_PREFETCH: "0" none, unset or "1" the early register loads, "2" those and the L2
-// prefetch of later waves. Applies only where the caller proved B constant (b_const). H200,
-// Llama-1B-shaped decode step (session 11, call 1, two runs each): 1 x 128 0.859 / 0.846 / 0.867
-// ms for 0 / 1 / 2, 1 x 2048 1.158 / 1.140 / 1.147, 8 x 128 1.064 / 1.066 / 1.064: the L2
-// requests compete with the stream they were meant to feed.
-inline int weight_prefetch_mode() {
-  static const int v = [] {
+// FUSEOPT_GEMV_PREFETCH: "0" none, unset or "1" the early loads. Applies only where the caller
+// proved B constant (b_const). H200, Llama-1B-shaped decode step (session 11, call 2, two runs
+// each): 1 x 128 0.850 -> 0.840 ms, 1 x 2048 1.130 -> 1.122; bit-identical results.
+inline WeightPrefetch plan_weight_prefetch(bool b_const) {
+  static const bool on = [] {
     const char* e = std::getenv("FUSEOPT_GEMV_PREFETCH");
-    const int n = e && *e ? std::atoi(e) : 1;
-    return n >= 0 && n <= 2 ? n : 1;
+    return !(e && *e && std::atoi(e) == 0);
   }();
-  return v;
-}
-
-// The plan for a grid of `blocks` blocks of which about `resident` run at once, each reading
-// `block_bytes` of weights: the L2 prefetch stays within a quarter of a 50 MB L2 so the lines
-// are still there when their blocks start.
-inline WeightPrefetch plan_weight_prefetch(bool b_const, int blocks, int resident, size_t block_bytes) {
-  WeightPrefetch wp;
-  const int mode = b_const ? weight_prefetch_mode() : 0;
-  if (mode == 0) return wp;
-  wp.early = true;
-  if (mode < 2 || resident <= 0 || blocks <= resident || block_bytes == 0 || block_bytes >= (size_t(1) << 31))
-    return wp;
-  constexpr size_t kL2Budget = size_t(12) << 20;
-  const size_t wave_bytes = size_t(resident) * block_bytes;
-  const int waves_left = (blocks - 1) / resident;  // waves after the first
-  const int waves = static_cast<int>(std::min<size_t>(size_t(waves_left), std::max<size_t>(1, kL2Budget / wave_bytes)));
-  wp.l2_stride = resident;
-  wp.l2_waves = waves;
-  return wp;
-}
-
-// One bulk request for `bytes` (a multiple of 16, 16-byte aligned) into the L2; no registers,
-// no completion to wait for.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// The L2 part of WeightPrefetch for the [N, K] kernels: block b's weights are the kColsT rows
-// from b kColsT (and, gated, as many from N + b kColsT); thread 0 requests them for the later
-// blocks as the struct says.
-template <class T, bool GATED>
-__device__ __forceinline__ void prefetch_later_blocks(const T* B, int N, int K, const WeightPrefetch& wp) {
-  if (wp.l2_stride <= 0 || threadIdx.x != 0) return;
-  const unsigned bytes = unsigned(kColsT) * unsigned(K) * unsigned(sizeof(T));
-  const int first = int(blockIdx.x) < wp.l2_stride ? 1 : wp.l2_waves;
-  for (int w = first; w <= wp.l2_waves; ++w) {
-    const int64_t b = int64_t(blockIdx.x) + int64_t(w) * wp.l2_stride;
-    if (b >= int64_t(gridDim.x)) break;
-    prefetch_l2(B + b * kColsT * K, bytes);
-    if (GATED) prefetch_l2(B + (int64_t(N) + b * kColsT) * K, bytes);
-  }
+  return WeightPrefetch{b_const && on};
 }
 
 // Per-device facts, cached (device ordinals past 64 ask every time).
@@ -191,24 +139,6 @@ inline int blocks_per_sm() {
     return n >= 1 && n <= 32 ? n : 2;
   }();
   return v;
-}
-
-// Blocks of `kernel` (kThreads threads, smem bytes of dynamic shared memory) the GPU holds at
-// once: the wave WeightPrefetch's L2 stride walks. Remembered for the last smem size asked
-// (per kernel; the launches that ask are not the graph replays); 0 where the runtime cannot tell.
-template <class... Params>
-int resident_blocks(void (*kernel)(Params...), size_t smem) {
-  static std::atomic<long long> last{-1};  // smem << 24 | blocks
-  const long long l = last.load(std::memory_order_relaxed);
-  if (l >= 0 && static_cast<size_t>(l >> 24) == smem) return static_cast<int>(l & 0xffffff);
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int blocks = std::min(per_sm * device_info().sms, 0xffffff);
-  last.store(static_cast<long long>(smem) << 24 | blocks, std::memory_order_relaxed);
-  return blocks;
 }
 
 // pdl_launch with an optional cluster dimension (y = cluster_y) beside the

@@ -162,10 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int r = 0; r < R; ++r)
       bv[r] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(wrow(r)) + c) : make_uint4(0u, 0u, 0u, 0u);
   };
-  if (wp.early) {
-    load_b(tid);
-    prefetch_later_blocks<T, GATED>(B, N, K, wp);
-  }
+  if (wp.early) load_b(tid);
   cuda_pdl::pdl_begin();
   if (!wp.early) load_b(tid);
   if constexpr (NORM) norm_prologue<T, MR>(A, np, M, K, zs, &red[0][0]);
@@ -340,12 +337,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T, int MR>
 bool launch_rms_mr(const void* X, const void* B, const void* bias, void* Y, int M, int N, int K, GemvAct act,
                    const NormParams& np, cudaStream_t stream, bool b_const) {
-  auto kernel = gemv_nk_rms_kernel<T, MR>;
-  const int blocks = N / kColsT;
-  const WeightPrefetch wp = plan_weight_prefetch(b_const, blocks, resident_blocks(kernel, 0),
-                                                 size_t(kColsT) * size_t(K) * sizeof(T));
-  return launch_ex(kernel, dim3(static_cast<unsigned>(blocks)), 0, 0, stream, static_cast<const T*>(X),
-                   static_cast<const T*>(B), static_cast<const T*>(bias), static_cast<T*>(Y), M, N, K, act, np, wp);
+  return launch_ex(gemv_nk_rms_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream,
+                   static_cast<const T*>(X), static_cast<const T*>(B), static_cast<const T*>(bias), static_cast<T*>(Y),
+                   M, N, K, act, np, plan_weight_prefetch(b_const));
 }
 
 template <class T>
@@ -362,13 +356,9 @@ bool launch_mr(const void* A, const void* B, const void* bias, void* Y, int M, i
                GateActivation gate, const NormParams& np, cudaStream_t stream, bool b_const) {
   const size_t smem = NORM ? size_t(MR) * K * sizeof(float) : 0;
   if (smem > kMaxRowSmem) return false;
-  auto kernel = gemv_nk_fused_kernel<T, MR, NORM, GATED>;
-  const int blocks = N / kColsT;
-  const WeightPrefetch wp = plan_weight_prefetch(b_const, blocks, resident_blocks(kernel, smem),
-                                                 size_t(GATED ? 2 : 1) * kColsT * size_t(K) * sizeof(T));
-  return launch_ex(kernel, dim3(static_cast<unsigned>(blocks)), smem, 0, stream, static_cast<const T*>(A),
-                   static_cast<const T*>(B), static_cast<const T*>(bias), static_cast<T*>(Y), M, N, K, act, gate,
-                   np, wp);
+  return launch_ex(gemv_nk_fused_kernel<T, MR, NORM, GATED>, dim3(static_cast<unsigned>(N / kColsT)), smem, 0,
+                   stream, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const T*>(bias),
+                   static_cast<T*>(Y), M, N, K, act, gate, np, plan_weight_prefetch(b_const));
 }
 
 template <class T, bool NORM, bool GATED>

@@ -92,7 +92,7 @@ struct Problem {
       }
   }
   void poison(cudaStream_t s) { ck(cudaMemsetAsync(dY.p, 0xFF, M * N * 2, s), "poison"); }
-  // b_const: B as the runtime's constant weight (read before the launch wait, L2 prefetch).
+  // b_const: B as the runtime's constant weight (its first loads before the launch wait).
   bool launch(cudaStream_t s, bool trans_b, bool with_bias, GemvAct act = GemvAct::None, float alpha = 1.f,
               bool b_const = false) {
     return cuda_fused::launch_gemm_small_m(dt, act, dA.p, trans_b ? dBt.p : dB.p, with_bias ? dbias.p : nullptr,
@@ -150,7 +150,7 @@ TEST_CASE("cuda small-M GEMV kernel matches the reference", "[cuda][gemm_small_m
   // Llama-1B's o-proj, QKV and down-proj, then K and N off the 64-column
   // tile, the 32-row step and the splits (K 1 and 7: fewer rows than one step;
   // 2049: uneven splits); N 16392: more [N, K] blocks than the GPU holds at once
-  // (the L2 prefetch of later waves).
+  // (later waves start without the early loads' head start).
   const Shape shapes[] = {{2048, 2048}, {2048, 3072}, {8192, 2048}, {1, 8},        {7, 24},
                           {64, 1000},   {1000, 3072}, {2049, 24},   {8192, 1000}, {1024, 16392}};
   for (DType dt : {DType::Float16, DType::BFloat16})

@@ -82,8 +82,7 @@ void check_layer_norm_linear(const LnlCase& p, DType dt, int launches) {
   OpCase gpu = make(true), cpu = make(false);
   auto got = run_counted(gpu, dt, launches);
   auto want = cpu.run_cpu(dt);
-  // W as the runtime's constant (its first loads before the launch wait, L2 prefetch of the
-  // later blocks): the same bits.
+  // W as the runtime's constant (its first loads before the launch wait): the same bits.
   gpu.constant_inputs = {3};
   auto early = run_counted(gpu, dt, launches);
   INFO("LayerNormLinear rows " << p.rows << " K " << p.K << " N " << p.N << " rms " << p.rms << " beta " << p.beta
