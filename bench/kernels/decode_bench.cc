@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <functional>
 #include <vector>
 
@@ -55,8 +57,11 @@ TEST_CASE("cuda attention decode benchmark (Llama-3.2-1B shapes)", "[.bench][dec
   constexpr int H = 32, Hkv = 8, D = 64;
   std::printf("\nBENCH %-28s %-10s %11s %11s %11s %9s %9s\n", "decode fp16 (32/8 heads, D 64)", "B x past",
               "fused us", "2-pass us", "prefill us", "append us", "floor us");
+  // FUSEOPT_DECODE_BENCH_SHAPES="1x2048,8x2048" picks shapes (ncu runs: fewer launches to skip).
+  const char* pick = std::getenv("FUSEOPT_DECODE_BENCH_SHAPES");
   for (int past : {128, 2048})
     for (int B : {1, 8}) {
+      if (pick && *pick && !std::strstr(pick, (std::to_string(B) + "x" + std::to_string(past)).c_str())) continue;
       const int St = past + 1;  // the cache after this step's token is appended
       const int64_t kv_elems = int64_t(B) * Hkv * St * D;
       std::vector<void*> q, k, v, y, pk, pv, nk, nv;

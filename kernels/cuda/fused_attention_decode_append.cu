@@ -13,7 +13,7 @@
 // and nothing else, in one launch.
 //
 // Block: kv head hk, query heads h0 .. h0 + GB - 1 that share it (GQA: the rows are read once
-// for the group), keys [j0, j0 + chunk) of its split, in passes of kKpt · (kThreads / tpk)
+// for the group), keys [j0, j0 + chunk) of its split, in passes of kKpt · (threads / tpk)
 // keys: thread (grp, sub) holds the sub-th 16-byte piece of kKpt key rows of K and of V. The
 // loads of pass p + 1 are issued before pass p's arithmetic (two register buffers), so a
 // block always has a pass of loads in flight. Online softmax per thread in fp32; at the end
@@ -28,7 +28,8 @@
 // present row is written exactly once.
 // Measured (H200, fp16, 32/8 heads, D 64, append + attention per layer; bench_kernels
 // "[decode_bench]"): 1 x 128 5.2 us (two launches before: 7.0), 8 x 128 8.4 (10.6), 1 x 2048 16.1
-// staged / 16.5 in registers (18.7), 8 x 2048 44.4 (67.0). NOTES-perf.md v15.
+// staged / 16.5 in registers (18.7), 8 x 2048 44.4 (67.0). NOTES-perf.md v15. Session 12: 1 x 2048
+// 10.4 with 512 threads a block (make_plan), the model's step at 1 x 2048 1.047 -> 0.880 ms (v17).
 //
 // Semantics as kernels/cpu/fused_attention.cc for S_q = 1 (causal keeps every key): a masked key
 // scores mask_filter_value; a NaN score poisons the row; a row whose every score is -inf gives
@@ -54,7 +55,10 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 128, kWarps = kThreads / 32;
+// Threads per block: 128, or 256 / 512 where a long cache would leave each warp alone on its
+// scheduler walking many passes (make_plan). The block's partials in shared memory shrink with
+// the warps: GB · D <= kMaxGD · 128 / threads.
+constexpr int kMinThreads = 128, kMaxThreads = 512;
 constexpr int kKpt = 2;          // key rows per thread per pass (two passes in flight: 4)
 constexpr int kMaxGD = 1024;     // GB · D: the block's partial in shared memory
 constexpr int kMaxCluster = 8;   // portable cluster size: the most splits per (batch, head group)
@@ -104,12 +108,13 @@ __device__ __forceinline__ void cp_async_wait() {
 // 1 x 2048 for 8 MB moved, floor 2).
 constexpr int kStagedMaxSlots = 32;  // passes · kKpt per thread: the keep bits fit one word
 
-template <class T, int GB, bool STAGED>
-__global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
+template <class T, int GB, bool STAGED, int NT>
+__global__ void __launch_bounds__(NT) decode_append_kernel(AppendArgs a) {
+  constexpr int kWarps = NT / 32, kGD = kMaxGD * kMinThreads / NT;
   cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   constexpr int VEC = 16 / sizeof(T);
   using V = Vec<T, VEC>;
-  __shared__ float red[kWarps][kMaxGD];
+  __shared__ float red[kWarps][kGD];
   __shared__ float wstat[kWarps][GB][2];  // per warp: max, sum
   __shared__ float part[kMaxGD];          // the block's partial acc, read by the cluster
   __shared__ float part_ml[GB][2];        // its max and sum per query head
@@ -120,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
   const int hk = blockIdx.y / groups, h0 = hk * (a.H / a.Hkv) + (blockIdx.y % groups) * GB;
   const bool writer = blockIdx.y % groups == 0;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int D = a.D, tpk = a.tpk, kpp = kThreads / tpk;
+  const int D = a.D, tpk = a.tpk, kpp = NT / tpk;
   const int sub = tid % tpk, grp = tid / tpk;
   const bool has = sub < D / VEC;
   const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
@@ -294,7 +299,7 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
     }
   }
   __syncthreads();
-  for (int i = tid; i < GB * D; i += kThreads) {
+  for (int i = tid; i < GB * D; i += NT) {
     const int g = i / D;
     float M = -INFINITY;
 #pragma unroll
@@ -317,7 +322,7 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
 
   // Each rank merges a slice of the GB · D outputs over all ranks, rank 0 first.
   const int outs = GB * D, per = (outs + splits - 1) / splits;
-  for (int i = split * per + tid; i < min(outs, (split + 1) * per); i += kThreads) {
+  for (int i = split * per + tid; i < min(outs, (split + 1) * per); i += NT) {
     const int g = i / D;
     float M = -INFINITY;
     for (int r = 0; r < splits; ++r) M = fmaxf(M, cluster.map_shared_rank(&part_ml[g][0], r)[0]);
@@ -339,6 +344,7 @@ __global__ void __launch_bounds__(kThreads) decode_append_kernel(AppendArgs a) {
 struct AppendPlan {
   bool ok = false;
   int gb = 1, tpk = 1, splits = 1, chunk = 0, passes = 0;
+  int threads = kMinThreads;
   bool staged = false;
   size_t smem = 0;  // the staged form's dynamic shared memory
 };
@@ -354,7 +360,23 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 // Query heads per block and splits: as many heads per block as divide the group (each K/V row
 // read once per block), fewer where that leaves the grid under one block per SM at 8 splits
 // (batch 1: 8 kv heads x 8 splits would be 64 blocks on 132 SMs); then splits to reach ~2
-// blocks per SM, each split at least one pass of keys.
+// blocks per SM, each split at least one pass of keys. Then threads: a long cache (more than
+// kMaxPassesAlone passes per block) on a grid of at most one block per SM takes 256 or 512
+// threads per block, so more keys are in flight per pass and each warp walks fewer passes: such
+// a block is issue-latency bound (ncu at 1 x 2048: one warp per scheduler, 6-10 cycles per
+// instruction, DRAM at 5 %), and 512 threads took it from 16.0 to 10.4 us (NOTES-perf.md v17).
+// Where the grid already has several blocks per SM, larger blocks add no warps (registers bound
+// residency: at 8 x 2048, 256 threads with four heads a block ran 71.6 us against 43.8).
+// FUSEOPT_DECODE_THREADS=128|256|512 forces a size where GB · D fits.
+constexpr int kMaxPassesAlone = 3;
+
+int forced_threads() {
+  const char* e = std::getenv("FUSEOPT_DECODE_THREADS");
+  if (!e || !*e) return 0;
+  const int t = std::atoi(e);
+  return t == 128 || t == 256 || t == 512 ? t : 0;
+}
+
 AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
   AppendPlan p;
   if (D % vec != 0 || D / vec > 32 || St < 1 || H % Hkv != 0) return p;
@@ -368,24 +390,39 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
   while (gb > 1 && 2 * int64_t(B) * (H / gb) * kMaxCluster <= sms) gb /= 2;
   p.gb = gb;
   while (p.tpk < D / vec) p.tpk <<= 1;
-  const int per_pass = kKpt * (kThreads / p.tpk);
   const int64_t blocks = int64_t(B) * (H / gb);
-  int splits = static_cast<int>(std::min<int64_t>(kMaxCluster, std::max<int64_t>(1, (2 * sms + blocks - 1) / blocks)));
-  splits = std::min(splits, (St + per_pass - 1) / per_pass);
-  p.passes = ((St + splits - 1) / splits + per_pass - 1) / per_pass;
-  p.chunk = p.passes * per_pass;
-  p.splits = (St + p.chunk - 1) / p.chunk;
+  auto fit = [&](int threads) {
+    const int per_pass = kKpt * (threads / p.tpk);
+    int splits = static_cast<int>(std::min<int64_t>(kMaxCluster, std::max<int64_t>(1, (2 * sms + blocks - 1) / blocks)));
+    splits = std::min(splits, (St + per_pass - 1) / per_pass);
+    p.threads = threads;
+    p.passes = ((St + splits - 1) / splits + per_pass - 1) / per_pass;
+    p.chunk = p.passes * per_pass;
+    p.splits = (St + p.chunk - 1) / p.chunk;
+  };
+  // 512 threads leave 128 registers a thread: four query heads' accumulators spill there.
+  auto fits = [&](int threads) {
+    return threads <= kMaxThreads && gb * D <= kMaxGD * kMinThreads / threads && !(threads == kMaxThreads && gb > 2);
+  };
+  fit(kMinThreads);
+  if (const int want = forced_threads()) {
+    int t = want;
+    while (t > kMinThreads && !fits(t)) t /= 2;
+    fit(t);
+  } else {
+    while (p.passes > kMaxPassesAlone && fits(2 * p.threads) && blocks * p.splits <= sms) fit(2 * p.threads);
+  }
   p.ok = B < 65536 && blocks * p.splits < (int64_t(1) << 31) / kMaxCluster;
   const size_t stage = size_t(p.chunk) * D * 2 * (vec == 4 ? 4 : 2);
   const char* e = std::getenv("FUSEOPT_DECODE_STAGED");
   const bool want = !(e && *e && std::string(e) == "0");
-  p.staged = want && stage >= kMinStageBytes && stage <= kMaxStageBytes && p.passes * kKpt <= kStagedMaxSlots;
+  p.staged = want && p.threads == kMinThreads && stage >= kMinStageBytes && stage <= kMaxStageBytes && p.passes * kKpt <= kStagedMaxSlots;
   p.smem = p.staged ? stage : 0;
   return p;
 }
 
 template <class Kernel>
-bool launch_cluster(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, const AppendArgs& args) {
+bool launch_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, const AppendArgs& args) {
   // Static + dynamic shared memory past 48 KB needs the opt-in (session 10, call 3: without it a
   // 40 KB stage beside 21 KB of static arrays failed to launch and the step took the old path).
   if (smem > 0 &&
@@ -409,7 +446,7 @@ bool launch_cluster(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
@@ -423,19 +460,27 @@ bool launch_cluster(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
   return false;
 }
 
-template <class T, bool STAGED>
+template <class T, bool STAGED, int NT>
 bool launch_form(const AppendArgs& a, const AppendPlan& p, int B, cudaStream_t stream) {
   const dim3 grid(p.splits, a.H / p.gb, B);
   switch (p.gb) {
-    case 4: return launch_cluster(decode_append_kernel<T, 4, STAGED>, grid, p.smem, stream, a);
-    case 2: return launch_cluster(decode_append_kernel<T, 2, STAGED>, grid, p.smem, stream, a);
-    default: return launch_cluster(decode_append_kernel<T, 1, STAGED>, grid, p.smem, stream, a);
+    case 4:
+      if constexpr (NT < kMaxThreads) return launch_cluster(decode_append_kernel<T, 4, STAGED, NT>, grid, NT, p.smem, stream, a);
+      return false;  // make_plan never asks for it
+    case 2: return launch_cluster(decode_append_kernel<T, 2, STAGED, NT>, grid, NT, p.smem, stream, a);
+    default: return launch_cluster(decode_append_kernel<T, 1, STAGED, NT>, grid, NT, p.smem, stream, a);
   }
 }
 
+// The staged form only at kMinThreads (make_plan).
 template <class T>
 bool launch_t(const AppendArgs& a, const AppendPlan& p, int B, cudaStream_t stream) {
-  return p.staged ? launch_form<T, true>(a, p, B, stream) : launch_form<T, false>(a, p, B, stream);
+  if (p.staged) return launch_form<T, true, kMinThreads>(a, p, B, stream);
+  switch (p.threads) {
+    case 512: return launch_form<T, false, 512>(a, p, B, stream);
+    case 256: return launch_form<T, false, 256>(a, p, B, stream);
+    default: return launch_form<T, false, kMinThreads>(a, p, B, stream);
+  }
 }
 
 std::atomic<long long> g_launches{0};

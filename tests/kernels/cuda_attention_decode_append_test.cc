@@ -201,3 +201,21 @@ TEST_CASE("cuda Attention decode append: the staged and register forms", "[cuda]
   }
   unsetenv("FUSEOPT_DECODE_STAGED");
 }
+
+TEST_CASE("cuda Attention decode append: 128, 256 and 512 threads a block", "[cuda][attention][decode]") {
+  if (!cuda_check::gpu_ready()) return;
+  // The plan takes more threads per block for long caches on small grids; FUSEOPT_DECODE_THREADS
+  // forces a size (the largest that fits the heads per block: four query heads never get 512).
+  // Each size against the reference, on caches that divide no pass of any size.
+  for (const char* threads : {"128", "256", "512"}) {
+    setenv("FUSEOPT_DECODE_THREADS", threads, 1);
+    INFO("FUSEOPT_DECODE_THREADS=" << threads);
+    run_step({1, 2047, 32, 8, 64}, DType::Float16);
+    run_step({8, 2047, 32, 8, 64, 1, kNoAttr, true}, DType::Float16);
+    run_step({1, 3001, 8, 1, 128, 2, kFinfoMin, false}, DType::BFloat16);
+    run_step({3, 1000, 12, 4, 64, 1, kNoAttr, true}, DType::Float16);
+    run_step({2, 700, 16, 2, 64, 1, -10000.f, false}, DType::Float);
+    run_step({1, 5, 32, 8, 64}, DType::Float16);
+  }
+  unsetenv("FUSEOPT_DECODE_THREADS");
+}
