@@ -388,6 +388,11 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
       break;
     }
   while (gb > 1 && 2 * int64_t(B) * (H / gb) * kMaxCluster <= sms) gb /= 2;
+  // FUSEOPT_DECODE_GB=1|2|4 forces the query heads per block where the group divides (A/B runs).
+  if (const char* e = std::getenv("FUSEOPT_DECODE_GB"); e && *e) {
+    const int want = std::atoi(e);
+    if ((want == 1 || want == 2 || want == 4) && G % want == 0 && want * D <= kMaxGD) gb = want;
+  }
   p.gb = gb;
   while (p.tpk < D / vec) p.tpk <<= 1;
   const int64_t blocks = int64_t(B) * (H / gb);
