@@ -388,14 +388,8 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
       break;
     }
   while (gb > 1 && 2 * int64_t(B) * (H / gb) * kMaxCluster <= sms) gb /= 2;
-  // FUSEOPT_DECODE_GB=1|2|4 forces the query heads per block where the group divides (A/B runs).
-  if (const char* e = std::getenv("FUSEOPT_DECODE_GB"); e && *e) {
-    const int want = std::atoi(e);
-    if ((want == 1 || want == 2 || want == 4) && G % want == 0 && want * D <= kMaxGD) gb = want;
-  }
-  p.gb = gb;
   while (p.tpk < D / vec) p.tpk <<= 1;
-  const int64_t blocks = int64_t(B) * (H / gb);
+  int64_t blocks = int64_t(B) * (H / gb);
   auto fit = [&](int threads) {
     const int per_pass = kKpt * (threads / p.tpk);
     int splits = static_cast<int>(std::min<int64_t>(kMaxCluster, std::max<int64_t>(1, (2 * sms + blocks - 1) / blocks)));
@@ -410,6 +404,25 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
     return threads <= kMaxThreads && gb * D <= kMaxGD * kMinThreads / threads && !(threads == kMaxThreads && gb > 2);
   };
   fit(kMinThreads);
+  // A cache that one pass of each split covers: half the heads a block. Its time is one pass's
+  // chain, which is serial in the heads a thread carries, and the K/V rows it reads twice more
+  // are few (session 12, bench_kernels "[decode_bench]": 1 x 128 5.18 -> 4.48 us with one head a
+  // block, 8 x 128 8.35 -> 7.78 with two; 8 x 2048 and 1 x 2048 keep theirs).
+  if (p.passes == 1 && gb > 1) {
+    gb /= 2;
+    blocks = int64_t(B) * (H / gb);
+    fit(kMinThreads);
+  }
+  // FUSEOPT_DECODE_GB=1|2|4 forces the query heads per block where the group divides (A/B runs).
+  if (const char* e = std::getenv("FUSEOPT_DECODE_GB"); e && *e) {
+    const int want = std::atoi(e);
+    if ((want == 1 || want == 2 || want == 4) && G % want == 0 && want * D <= kMaxGD) {
+      gb = want;
+      blocks = int64_t(B) * (H / gb);
+      fit(kMinThreads);
+    }
+  }
+  p.gb = gb;
   if (const int want = forced_threads()) {
     int t = want;
     while (t > kMinThreads && !fits(t)) t /= 2;
