@@ -390,9 +390,13 @@ AppendPlan make_plan(int B, int H, int Hkv, int St, int D, int vec) {
   while (gb > 1 && 2 * int64_t(B) * (H / gb) * kMaxCluster <= sms) gb /= 2;
   while (p.tpk < D / vec) p.tpk <<= 1;
   int64_t blocks = int64_t(B) * (H / gb);
+  // FUSEOPT_DECODE_SPLITS=1..8 forces the splits a head group (A/B runs).
+  const char* es = std::getenv("FUSEOPT_DECODE_SPLITS");
+  const int forced_splits = es && *es ? std::clamp(std::atoi(es), 1, kMaxCluster) : 0;
   auto fit = [&](int threads) {
     const int per_pass = kKpt * (threads / p.tpk);
     int splits = static_cast<int>(std::min<int64_t>(kMaxCluster, std::max<int64_t>(1, (2 * sms + blocks - 1) / blocks)));
+    if (forced_splits) splits = forced_splits;
     splits = std::min(splits, (St + per_pass - 1) / per_pass);
     p.threads = threads;
     p.passes = ((St + splits - 1) / splits + per_pass - 1) / per_pass;
