@@ -1,4 +1,4 @@
-// ONNX Attention (opset 23) parameter resolution shared by the CPU reference
+// ONNX Attention (opsets 23-25) parameter resolution shared by the CPU reference
 // (kernels/cpu/onnx_attention.cc) and the CUDA kernel
 // (kernels/cuda/onnx_attention.cu). Semantics (ONNX spec / reference):
 //  - Q [B, Hq, Sq, D] | [B, Sq, Hq*D]; K [B, Hkv, Skv, D] | 3-D; V likewise
@@ -10,7 +10,9 @@
 //    c > 0: c * tanh(s / c);
 //  - bias = attn_mask (bool: false -> -inf; float: added), broadcast to
 //    [B, Hq, Sq, T], a last dim shorter than T padded with -inf; is_causal adds
-//    -inf where key j > query i + P (bottom-right aligned);
+//    -inf where key j > query i + P (bottom-right aligned); opset 25's sliding
+//    window (left_window_size L, right_window_size R; -1 leaves a side open)
+//    adds -inf where j < i + P - L or j > i + P + R, composed with both;
 //  - softmax in fp32; a row whose bias is -inf everywhere gives Y = 0;
 //  - Y like Q's layout: [B, Hq, Sq, Dv] or [B, Sq, Hq*Dv].
 // Not supported (Error naming the node): the qk_matmul_output output,
@@ -27,6 +29,7 @@ namespace fuseopt::dm {
 struct OnnxAttentionParams {
   int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, P = 0, T = 0, D = 0, Dv = 0;
   bool three_d = false, causal = false;
+  int64_t left_window = -1, right_window = -1;  // opset 25; -1: that side unbounded
   float scale = 1.f, softcap = 0.f;
   // Element strides of Q/K/V as [b, h, s, d] views (3-D inputs are read in place).
   int64_t q_st[4] = {0, 0, 0, 0}, k_st[4] = {0, 0, 0, 0}, v_st[4] = {0, 0, 0, 0};
@@ -36,6 +39,16 @@ struct OnnxAttentionParams {
   int64_t m_st[4] = {0, 0, 0, 0};
   std::vector<int64_t> y_shape, present_k_shape, present_v_shape;
 };
+
+// Whether the sliding window (opset 25) keeps key j for query i: its absolute position i + P
+// minus j within [-right, left] where a side is bounded. Host and device (CUDA copies the bounds).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline bool window_keeps(int64_t left, int64_t right, int64_t i, int64_t P, int64_t j) {
+  const int64_t diff = i + P - j;
+  return (left < 0 || diff <= left) && (right < 0 || -diff <= right);
+}
 
 inline OnnxAttentionParams resolve_onnx_attention(KernelContext& ctx, const RtTensor& q, const RtTensor& k,
                                                   const RtTensor& v, const RtTensor* mask, const RtTensor* past_k,
@@ -95,6 +108,10 @@ inline OnnxAttentionParams resolve_onnx_attention(KernelContext& ctx, const RtTe
   }
   p.T = p.P + p.Skv;
   p.causal = n.attr_int("is_causal", 0) != 0;
+  p.left_window = n.attr_int("left_window_size", -1);
+  p.right_window = n.attr_int("right_window_size", -1);
+  DM_CHECK(ctx, p.left_window >= -1 && p.right_window >= -1,
+           "left_window_size / right_window_size must be -1 or >= 0, got " << p.left_window << " / " << p.right_window);
   p.scale = n.has_attr("scale") ? n.attr_float("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(p.D));
   p.softcap = n.attr_float("softcap", 0.f);
   if (mask) {

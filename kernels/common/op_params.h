@@ -382,7 +382,7 @@ inline BlockPermuteView block_permute_view(std::vector<int64_t> out_shape, const
   return v;
 }
 
-// DepthToSpace, modes DCR (default) and CRD.
+// DepthToSpace, modes DCR (default) and CRD; SpaceToDepth likewise (its mode from opset 28).
 inline BlockPermuteView resolve_depth_to_space(KernelContext& ctx, const RtTensor& x) {
   const int64_t b = ctx.node().attr_int("blocksize", 0);
   DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[1] % (b * b) == 0,
@@ -399,7 +399,12 @@ inline BlockPermuteView resolve_space_to_depth(KernelContext& ctx, const RtTenso
   DM_CHECK(ctx, x.rank() == 4 && b > 0 && x.shape[2] % b == 0 && x.shape[3] % b == 0,
            "input " << shape_str(x.shape) << " and blocksize " << b << " do not fit");
   const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2] / b, w = x.shape[3] / b;
-  return block_permute_view({n, c * b * b, h, w}, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
+  // mode (opset 28): DCR (the default, and the only order before) puts the block offset before
+  // the channel in the output depth, CRD after it.
+  const std::string mode = ctx.node().attr_string("mode", "DCR");
+  if (mode == "DCR") return block_permute_view({n, c * b * b, h, w}, {n, c, h, b, w, b}, {0, 3, 5, 1, 2, 4});
+  DM_CHECK(ctx, mode == "CRD", "unknown mode '" << mode << "'");
+  return block_permute_view({n, c * b * b, h, w}, {n, c, h, b, w, b}, {0, 1, 3, 5, 2, 4});
 }
 
 // Shape's [start, end) slice of the input's dims (opset 15 attributes):

@@ -48,7 +48,9 @@ FUSEOPT_KERNEL(CpuConstantOfShape, "", "ConstantOfShape", Backend::CPU, {}) {
   for (int64_t i = 0; i < y->numel(); ++i) std::memcpy(dst + i * es, value.bytes.data(), es);
 }
 
-// Range: start + i*delta for i < max(ceil((limit - start) / delta), 0).
+// Range: start + i*delta for i < max(ceil((limit - start) / delta), 0). float16/bfloat16 (opset
+// 27) are computed in float and rounded once, as its default stash_type 1 asks; other stash_type
+// values (the 16-bit type itself) are computed the same way, no less exactly.
 FUSEOPT_KERNEL(CpuRange, "", "Range", Backend::CPU, {}) {
   const RtTensor& start_t = req_input(ctx, 0);
   const RtTensor& limit_t = req_input(ctx, 1);

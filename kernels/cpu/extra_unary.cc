@@ -1,5 +1,5 @@
 // Elementwise activations that exporters emit less often than the core set
-// in elementwise.cc: Selu, Celu, Mish, ThresholdedRelu, Shrink, Sinh, Cosh,
+// in elementwise.cc: Selu, Celu, Mish, Swish, ThresholdedRelu, Shrink, Sinh, Cosh,
 // Asin, Acos, Asinh, Acosh, Atanh (float and double, computed in double) and
 // IsInf (bool output). The CUDA backend has
 // the same ops (kernels/cuda/extra_unary.cu); these are its reference.
@@ -47,6 +47,12 @@ FUSEOPT_KERNEL(cpu_Celu, "", "Celu", Backend::CPU, FLOATS_AND_DOUBLE) {
 // Mish: x * tanh(softplus(x)); softplus without overflow for large x.
 FUSEOPT_KERNEL(cpu_Mish, "", "Mish", Backend::CPU, FLOATS_AND_DOUBLE) {
   unary_double(ctx, [](double v) { return v * std::tanh(v > 20 ? v : std::log1p(std::exp(v))); });
+}
+
+// Swish (opset 24): x * sigmoid(alpha * x).
+FUSEOPT_KERNEL(cpu_Swish, "", "Swish", Backend::CPU, FLOATS_AND_DOUBLE) {
+  const double alpha = ctx.node().attr_float("alpha", 1.0f);
+  unary_double(ctx, [=](double v) { return v / (1.0 + std::exp(-alpha * v)); });
 }
 
 FUSEOPT_KERNEL(cpu_ThresholdedRelu, "", "ThresholdedRelu", Backend::CPU, FLOATS_AND_DOUBLE) {

@@ -1,7 +1,7 @@
 // ONNX Attention (opset 23; the dynamo exporter's scaled_dot_product_attention
 // at opset >= 23): reference kernel, one query row at a time, scores and
 // softmax in fp32 (exp sums in double), GQA, past key/value with present
-// outputs, bool/float masks, bottom-right causal, softcap. Semantics and
+// outputs, bool/float masks, bottom-right causal, softcap, opset 25's sliding window. Semantics and
 // parameter checks: kernels/common/onnx_attention_params.h (shared with CUDA).
 #include <cmath>
 #include <limits>
@@ -73,6 +73,7 @@ FUSEOPT_KERNEL(cpu_OnnxAttention, "", "Attention", Backend::CPU, {DType::Float})
           }
         }
         if (p.causal && j > i + p.P) bias = neg_inf;
+        if (!dm::window_keeps(p.left_window, p.right_window, i, p.P, j)) bias = neg_inf;
         if (bias != neg_inf) any_allowed = true;
         float dot = 0.f;
         for (int64_t d = 0; d < p.D; ++d) dot += qr[d] * key(b, hk, j, d);

@@ -218,10 +218,10 @@ REDUCE_KERNEL(ReduceL2, L2)
 REDUCE_KERNEL(ReduceL1, L1)
 REDUCE_KERNEL(ReduceLogSumExp, LogSumExp)
 
-// ---- CumSum -------------------------------------------------------------------
+// ---- CumSum / CumProd (opset 26) ---------------------------------------------
 
-template <class T>
-void cumsum_typed(KernelContext& ctx, const RtTensor& x, int64_t axis, bool exclusive, bool reverse) {
+template <class T, bool PROD>
+void cumulate_typed(KernelContext& ctx, const RtTensor& x, int64_t axis, bool exclusive, bool reverse) {
   RtTensor* y = ctx.output(0, x.dtype, x.shape);
   AxisView v = x.rank() == 0 ? AxisView{1, 1, 1} : around(x.shape, axis);
   const T* in = x.ptr<T>();
@@ -230,21 +230,19 @@ void cumsum_typed(KernelContext& ctx, const RtTensor& x, int64_t axis, bool excl
     for (int64_t i = 0; i < v.inner; ++i) {
       const T* px = in + o * v.n * v.inner + i;
       T* py = out + o * v.n * v.inner + i;
-      T acc = 0;
+      T acc = PROD ? T(1) : T(0);  // the exclusive first element: the identity
       for (int64_t s = 0; s < v.n; ++s) {
         int64_t k = reverse ? v.n - 1 - s : s;
-        if (exclusive) {
-          py[k * v.inner] = acc;
-          acc += px[k * v.inner];
-        } else {
-          acc += px[k * v.inner];
-          py[k * v.inner] = acc;
-        }
+        if (exclusive) py[k * v.inner] = acc;
+        if constexpr (PROD) acc *= px[k * v.inner];
+        else acc += px[k * v.inner];
+        if (!exclusive) py[k * v.inner] = acc;
       }
     }
 }
 
-FUSEOPT_KERNEL(cpu_CumSum, "", "CumSum", Backend::CPU, {DType::Float, DType::Double, DType::Int64, DType::Int32}) {
+template <bool PROD>
+void cumulate(KernelContext& ctx) {
   const RtTensor* x = ctx.input(0);
   const RtTensor* a = ctx.num_inputs() > 1 ? ctx.host_input(1) : nullptr;
   MATH_CHECK(ctx, x && a, "needs x and axis");
@@ -252,12 +250,20 @@ FUSEOPT_KERNEL(cpu_CumSum, "", "CumSum", Backend::CPU, {DType::Float, DType::Dou
   int64_t axis = x->rank() == 0 ? 0 : norm_axis(ctx, cpumath::read_ints(*a)[0], x->rank());
   bool exclusive = ctx.node().attr_int("exclusive", 0) != 0, reverse = ctx.node().attr_int("reverse", 0) != 0;
   switch (x->dtype) {
-    case DType::Float: return cumsum_typed<float>(ctx, *x, axis, exclusive, reverse);
-    case DType::Double: return cumsum_typed<double>(ctx, *x, axis, exclusive, reverse);
-    case DType::Int64: return cumsum_typed<int64_t>(ctx, *x, axis, exclusive, reverse);
-    case DType::Int32: return cumsum_typed<int32_t>(ctx, *x, axis, exclusive, reverse);
+    case DType::Float: return cumulate_typed<float, PROD>(ctx, *x, axis, exclusive, reverse);
+    case DType::Double: return cumulate_typed<double, PROD>(ctx, *x, axis, exclusive, reverse);
+    case DType::Int64: return cumulate_typed<int64_t, PROD>(ctx, *x, axis, exclusive, reverse);
+    case DType::Int32: return cumulate_typed<int32_t, PROD>(ctx, *x, axis, exclusive, reverse);
     default: throw Error(ctx.node().label() + ": unsupported dtype " + dtype_name(x->dtype));
   }
+}
+
+FUSEOPT_KERNEL(cpu_CumSum, "", "CumSum", Backend::CPU, {DType::Float, DType::Double, DType::Int64, DType::Int32}) {
+  cumulate<false>(ctx);
+}
+
+FUSEOPT_KERNEL(cpu_CumProd, "", "CumProd", Backend::CPU, {DType::Float, DType::Double, DType::Int64, DType::Int32}) {
+  cumulate<true>(ctx);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Less common activations on the GPU (Celu, Mish, ThresholdedRelu, Shrink)
+// Less common activations on the GPU (Celu, Mish, Swish, ThresholdedRelu, Shrink)
 // and Sinh/Cosh/Asin/Acos/Asinh/Acosh/Atanh:
 // one grid-stride kernel per (op, dtype), fp16/bf16 computed in fp32. The
 // CPU reference is kernels/cpu/extra_unary.cc.
@@ -8,11 +8,12 @@ namespace fuseopt {
 namespace cuda {
 namespace {
 
-enum class ExtraUn { Celu, Mish, ThresholdedRelu, Shrink, Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh };
+enum class ExtraUn { Celu, Mish, Swish, ThresholdedRelu, Shrink, Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh };
 
 template <ExtraUn OP> __device__ __forceinline__ float apply_extra(float v, float a, float b) {
   if constexpr (OP == ExtraUn::Celu) return v > 0.f ? v : a * expm1f(v / a);
   if constexpr (OP == ExtraUn::Mish) return v * tanhf(v > 20.f ? v : log1pf(expf(v)));
+  if constexpr (OP == ExtraUn::Swish) return v / (1.f + expf(-a * v));
   if constexpr (OP == ExtraUn::ThresholdedRelu) return v > a ? v : 0.f;
   if constexpr (OP == ExtraUn::Shrink) return v < -a ? v + b : (v > a ? v - b : 0.f);
   if constexpr (OP == ExtraUn::Sinh) return sinhf(v);
@@ -52,6 +53,9 @@ FUSEOPT_KERNEL(CudaCelu, "", "Celu", Backend::CUDA, FLOATS) {
   run_extra<ExtraUn::Celu>(ctx, alpha);
 }
 FUSEOPT_KERNEL(CudaMish, "", "Mish", Backend::CUDA, FLOATS) { run_extra<ExtraUn::Mish>(ctx); }
+FUSEOPT_KERNEL(CudaSwish, "", "Swish", Backend::CUDA, FLOATS) {
+  run_extra<ExtraUn::Swish>(ctx, ctx.node().attr_float("alpha", 1.0f));
+}
 FUSEOPT_KERNEL(CudaThresholdedRelu, "", "ThresholdedRelu", Backend::CUDA, FLOATS) {
   run_extra<ExtraUn::ThresholdedRelu>(ctx, ctx.node().attr_float("alpha", 1.0f));
 }

@@ -1,4 +1,4 @@
-// Small generators and views on the GPU: Trilu, CumSum, Range,
+// Small generators and views on the GPU: Trilu, CumSum, CumProd, Range,
 // ConstantOfShape, Shape, Size, Dropout (inference) and the pure view ops.
 // Values that come from the host (shapes, k, start/delta) are passed to the
 // kernels by value, so nothing is copied host-to-device inside a run.
@@ -91,6 +91,11 @@ FUSEOPT_KERNEL(CudaConstantOfShape, "", "ConstantOfShape", Backend::CUDA, {}) {
 template <class T> __global__ void range_kernel(T* __restrict__ y, int64_t n, T start, T delta) {
   CUDA_GRID_STRIDE(i, n) { y[i] = static_cast<T>(start + static_cast<T>(i) * delta); }
 }
+// float16 / bfloat16 (opset 27): computed in float and rounded once, as stash_type 1 (the
+// default) asks; the CPU reference does the same for every stash_type.
+template <class T> __global__ void range_kernel_f(T* __restrict__ y, int64_t n, float start, float delta) {
+  CUDA_GRID_STRIDE(i, n) { y[i] = store_c<T>(static_cast<compute_t<T>>(start + static_cast<float>(i) * delta)); }
+}
 
 FUSEOPT_KERNEL(CudaRange, "", "Range", Backend::CUDA, {}) {
   const RtTensor* ts[3];
@@ -114,6 +119,20 @@ FUSEOPT_KERNEL(CudaRange, "", "Range", Backend::CUDA, {}) {
     case DType::Int64: go(Tag<int64_t>{}); break;
     case DType::Int32: go(Tag<int32_t>{}); break;
     case DType::Int16: go(Tag<int16_t>{}); break;
+    case DType::Float16:
+    case DType::BFloat16: {
+      float v[3];
+      for (int i = 0; i < 3; ++i) {
+        const uint16_t bits = *ts[i]->ptr<uint16_t>();
+        v[i] = dt == DType::Float16 ? half_to_float(bits) : bf16_to_float(bits);
+      }
+      const int64_t n = dm::range_length<float>(ctx, v[0], v[1], v[2]);
+      RtTensor* y = ctx.output(0, dt, {n});
+      if (n && dt == DType::Float16) range_kernel_f<__half><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(y->ptr<__half>(), n, v[0], v[2]);
+      if (n && dt == DType::BFloat16)
+        range_kernel_f<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(y->ptr<__nv_bfloat16>(), n, v[0], v[2]);
+      break;
+    }
     default: throw Error(unsupported(ctx, dt));
   }
   check_launch(ctx);
@@ -150,31 +169,29 @@ FUSEOPT_KERNEL(CudaTrilu, "", "Trilu", Backend::CUDA, {}) {
   check_launch(ctx);
 }
 
-// ---- CumSum: one thread per (outer, inner) column walks the axis ----------
-template <class T>
-__global__ void cumsum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t L, int64_t inner,
+// ---- CumSum / CumProd: one thread per (outer, inner) column walks the axis --
+template <class T, bool PROD>
+__global__ void cumulate_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t L, int64_t inner,
                               bool exclusive, bool reverse) {
   using A = std::conditional_t<std::is_integral_v<compute_t<T>>, compute_t<T>, float>;
   CUDA_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, in = c - o * inner;
     const T* p = x + o * L * inner + in;
     T* q = y + o * L * inner + in;
-    A acc = A(0);
+    A acc = PROD ? A(1) : A(0);  // the exclusive first element: the identity
     for (int64_t s = 0; s < L; ++s) {
       const int64_t j = reverse ? L - 1 - s : s;
       const A v = static_cast<A>(load_c(p[j * inner]));
-      if (exclusive) {
-        q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
-        acc += v;
-      } else {
-        acc += v;
-        q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
-      }
+      if (exclusive) q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
+      if constexpr (PROD) acc *= v;
+      else acc += v;
+      if (!exclusive) q[j * inner] = store_c<T>(static_cast<compute_t<T>>(acc));
     }
   }
 }
 
-FUSEOPT_KERNEL(CudaCumSum, "", "CumSum", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
+template <bool PROD>
+void cumulate(KernelContext& ctx) {
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor* at = opt_host_input(ctx, 1);
   DM_CHECK(ctx, at && at->numel() == 1, "axis must be a scalar input");
@@ -188,10 +205,18 @@ FUSEOPT_KERNEL(CudaCumSum, "", "CumSum", Backend::CUDA, {DType::Float, DType::Fl
   const int64_t outer = dm::prod(shape, 0, axis), L = shape[axis], inner = dm::prod(shape, axis + 1, shape.size());
   dispatch_numeric(ctx, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cumsum_kernel<T><<<grid_for(outer * inner), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), outer, L, inner,
-                                                                               exclusive, reverse);
+    cumulate_kernel<T, PROD><<<grid_for(outer * inner), kThreads, 0, stream_of(ctx)>>>(x.ptr<T>(), y->ptr<T>(), outer,
+                                                                                       L, inner, exclusive, reverse);
   });
   check_launch(ctx);
+}
+
+FUSEOPT_KERNEL(CudaCumSum, "", "CumSum", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
+  cumulate<false>(ctx);
+}
+
+FUSEOPT_KERNEL(CudaCumProd, "", "CumProd", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32}) {
+  cumulate<true>(ctx);
 }
 
 }  // namespace

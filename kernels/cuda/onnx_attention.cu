@@ -1,4 +1,4 @@
-// ONNX Attention (opset 23) on CUDA: a plain (not tensor-core) kernel with
+// ONNX Attention (opsets 23-25) on CUDA: a plain (not tensor-core) kernel with
 // one block per query row: scores for every key into a per-block fp32 row of
 // scratch, block max / sum, then each thread accumulates output dims over
 // the keys (coalesced reads of V rows). Same semantics and checks as the CPU
@@ -14,7 +14,7 @@ namespace cuda {
 namespace {
 
 struct AttnDev {
-  int64_t B, Hq, Hkv, Sq, Skv, P, T, D, Dv, mask_len;
+  int64_t B, Hq, Hkv, Sq, Skv, P, T, D, Dv, mask_len, left_window, right_window;
   int64_t q_st[4], k_st[4], v_st[4], m_st[4];
   bool three_d, causal, has_mask, mask_bool;
   float scale, softcap;
@@ -24,6 +24,7 @@ AttnDev to_dev(const dm::OnnxAttentionParams& p) {
   AttnDev a{};
   a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.Sq = p.Sq, a.Skv = p.Skv, a.P = p.P, a.T = p.T, a.D = p.D, a.Dv = p.Dv;
   a.mask_len = p.mask_len;
+  a.left_window = p.left_window, a.right_window = p.right_window;
   for (int i = 0; i < 4; ++i) a.q_st[i] = p.q_st[i], a.k_st[i] = p.k_st[i], a.v_st[i] = p.v_st[i], a.m_st[i] = p.m_st[i];
   a.three_d = p.three_d, a.causal = p.causal, a.has_mask = p.has_mask, a.mask_bool = p.mask_bool;
   a.scale = p.scale, a.softcap = p.softcap;
@@ -62,6 +63,7 @@ __global__ void onnx_attention_kernel(const T* __restrict__ q, const T* __restri
         }
       }
       if (a.causal && j > i + a.P) bias = neg_inf;
+      if (!dm::window_keeps(a.left_window, a.right_window, i, a.P, j)) bias = neg_inf;
       if (bias != neg_inf) allowed = 1.f;
       float dot = 0.f;
       for (int64_t d = 0; d < a.D; ++d)

@@ -26,8 +26,9 @@
 //     have the same length, which must be provable (the same dim on Q and K);
 //   - a mask whose last dim is shorter than the total key count is padded with -inf by ONNX:
 //     the mask's last dim must provably be the total (K's length, or present_key's with a past);
-//   - the qk_matmul_output output and the nonpad_kv_seqlen input (opset 24) have no fuseopt
-//     equivalent: refused;
+//   - the qk_matmul_output output, the nonpad_kv_seqlen input (opset 24) and a sliding window
+//     (left/right_window_size other than -1, opset 25) have no fuseopt equivalent: refused (the
+//     ONNX Attention kernels run them);
 //   - rule 5: Q, K, V, the past and a float mask share one float dtype; rule 3: head counts and
 //     head sizes known (4-D: from the shapes; 3-D: q_num_heads / kv_num_heads).
 #include <algorithm>
@@ -168,6 +169,9 @@ class OnnxAttentionFusion : public FusionPass {
     if (!n->input(0) || !n->input(1) || !n->input(2))
       return Status::reject("rule 7: ", n->label(), ": Q, K and V are all needed");
     if (n->input(6)) return Status::reject("rule 7: ", n->label(), ": nonpad_kv_seqlen has no fuseopt.Attention equivalent");
+    if (n->attr_int("left_window_size", -1) != -1 || n->attr_int("right_window_size", -1) != -1)
+      return Status::reject("rule 7: ", n->label(),
+                            ": a sliding window (left/right_window_size, opset 25) has no fuseopt.Attention equivalent");
     if (live_output(n->output(3)))
       return Status::reject("rule 7: ", n->label(), ": the qk_matmul_output output has no fuseopt.Attention equivalent");
     const Value *past_k = n->input(4), *past_v = n->input(5);

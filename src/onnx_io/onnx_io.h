@@ -10,7 +10,7 @@ namespace fuseopt {
 
 // Highest default-domain opset this build understands; newer models are refused
 // with a clear error rather than half-understood.
-constexpr int64_t kMaxKnownOpset = 24;
+constexpr int64_t kMaxKnownOpset = 28;
 
 struct LoadOptions {
   bool verify = true;  // topo-sort and check the graph (cycle, dangling inputs)

@@ -3,7 +3,7 @@
 //   - "" (ai.onnx) and ai.onnx.ml: onnx_op_signature(); libonnx's registry
 //     for the opsets the installed libonnx knows (Debian's 1.12: up to 17 and
 //     ml 3), our table of the versions after it (schema_newer_opsets.cc) up to
-//     kMaxKnownOpset (24) and ml 5;
+//     kMaxKnownOpset (28) and ml 5;
 //   - fuseopt: fuseopt_op_signature(), the catalogue in schema_fuseopt.cc.
 // Other domains have no signatures here; the validation passes their nodes
 // through with a warning.

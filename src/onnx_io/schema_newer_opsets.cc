@@ -1,12 +1,12 @@
 // The ONNX operator versions after what Debian's libonnx (1.12: opset 17, ai.onnx.ml 3)
-// knows, up to the opsets fuseopt reads (kMaxKnownOpset = 24, ai.onnx.ml 5).
+// knows, up to the opsets fuseopt reads (kMaxKnownOpset = 28, ai.onnx.ml 5).
 //
 // One row per version whose formal inputs/outputs, attributes or deprecation
 // changed, and one per op new in these opsets. Versions that only widened the
 // element types (opset 19/21/22/23 float8, int4, bfloat16 ...) need no row: the
 // validation does not check element types, so the earlier row stays right.
 // Spelling: make_signature (op_signature.h). tests/py/test_schema_validation.py
-// compares every op at every opset 1..24 (ai.onnx.ml 1..5) with the onnx
+// compares every op at every opset 1..28 (ai.onnx.ml 1..5) with the onnx
 // package's schemas, so a wrong or missing row fails there.
 #include "onnx_io/op_schemas.h"
 
@@ -100,6 +100,25 @@ const Row kRows[] = {
     {"", "CastLike", 24, "input target_type", "output", "round_mode:s saturate:i"},
     {"", "Swish", 24, "X", "Y", "alpha:f"},
     {"", "TensorScatter", 24, "past_cache update write_indices?", "present_cache", "axis:i mode:s"},
+
+    // opset 25: Attention's sliding window (left/right_window_size); every other opset-25 version
+    // only added the int2/uint2 element types. 26: BitCast, CumProd. 27: Range's stash_type (and
+    // float16/bfloat16 inputs); CausalConvWithState and LinearAttention (no kernels: named at run
+    // time). 28: SpaceToDepth's mode (DCR/CRD, as DepthToSpace), SwiGLU; the other opset-28
+    // versions widened or narrowed element types (Cast/QuantizeLinear float6, ReduceLogSum(Exp)
+    // without integers) or reworded semantics the kernels already had (Mod's special values).
+    {"", "Attention", 25, "Q K V attn_mask? past_key? past_value? nonpad_kv_seqlen?",
+     "Y present_key? present_value? qk_matmul_output?",
+     "is_causal:i kv_num_heads:i left_window_size:i q_num_heads:i qk_matmul_output_mode:i right_window_size:i "
+     "scale:f softcap:f softmax_precision:i"},
+    {"", "BitCast", 26, "input", "output", "to:i!"},
+    {"", "CumProd", 26, "x axis", "y", "exclusive:i reverse:i"},
+    {"", "CausalConvWithState", 27, "input weight bias? past_state?", "output present_state", "activation:s"},
+    {"", "LinearAttention", 27, "query key value past_state? decay? beta?", "output present_state",
+     "chunk_size:i kv_num_heads:i! q_num_heads:i! scale:f update_rule:s"},
+    {"", "Range", 27, "start limit delta", "output", "stash_type:i"},
+    {"", "SpaceToDepth", 28, "input", "output", "blocksize:i! mode:s"},
+    {"", "SwiGLU", 28, "A B", "Y", "alpha:f"},
 
     // ai.onnx.ml 4: LabelEncoder tensor keys/values. 5: TreeEnsemble replaces the
     // classifier and regressor, whose version-5 rows only mark them deprecated.

@@ -134,7 +134,8 @@ void check_cast_to(const Context& ctx, const onnx::NodeProto& n, const std::stri
 // mutate_models.py seed 3 m135, CumSum reverse = 65536). keepdims is held to
 // 0/1 by shape inference (reduce.cc).
 void check_flags(const Context& ctx, const onnx::NodeProto& n, const std::string& where) {
-  static const std::map<std::string, std::set<std::string>> kFlags = {{"CumSum", {"exclusive", "reverse"}}};
+  static const std::map<std::string, std::set<std::string>> kFlags = {{"CumSum", {"exclusive", "reverse"}},
+                                                                              {"CumProd", {"exclusive", "reverse"}}};
   auto op = kFlags.find(n.op_type());
   if (op == kFlags.end()) return;
   for (const AP& a : n.attribute())
@@ -337,13 +338,14 @@ const std::set<int> kIndexTypes = {onnx::TensorProto::INT8,   onnx::TensorProto:
 bool is_float_type(int et) { return et == 1 || et == 10 || et == 11 || et == 16 || (et >= 17 && et <= 20) || et >= 23; }
 // The default-domain opset in which ONNX's operators first took an element type: the float8s
 // (17-20) came with opset 19, INT4/UINT4 with 21, FLOAT4E2M1 with 23, FLOAT8E8M0 with 24, the
-// 2-bit ints and FLOAT6 after that; the older types were there from the start.
+// 2-bit ints with 25 and FLOAT6 with 28; the older types were there from the start.
 int64_t first_opset_of_type(int et) {
   if (et >= 17 && et <= 20) return 19;
   if (et == 21 || et == 22) return 21;
   if (et == 23) return 23;
   if (et == 24) return 24;
-  if (et > 24) return 25;
+  if (et == 25 || et == 26) return 25;  // UINT2, INT2
+  if (et > 26) return 28;               // FLOAT6E2M3, FLOAT6E3M2 (Cast, QuantizeLinear 28)
   return 1;
 }
 }  // namespace

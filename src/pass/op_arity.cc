@@ -27,12 +27,12 @@ std::optional<int> min_inputs(const std::string& op, int64_t opset) {
       {"ArgMin", 1}, {"Split", 1}, {"Concat", 1}, {"ConstantOfShape", 1}, {"Trilu", 1}, {"Einsum", 1},
       {"Clip", 1}, {"Resize", 1}, {"MaxPool", 1}, {"AveragePool", 1}, {"GlobalAveragePool", 1},
       {"GlobalMaxPool", 1}, {"NonZero", 1}, {"EyeLike", 1}, {"Sum", 1}, {"Max", 1}, {"Min", 1}, {"Mean", 1},
-      {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"InstanceNormalization", 3},
+      {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Swish", 1}, {"BitCast", 1}, {"InstanceNormalization", 3},
       // two inputs
       {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Mod", 2}, {"MatMul", 2}, {"Gemm", 2},
       {"Equal", 2}, {"Greater", 2}, {"GreaterOrEqual", 2}, {"Less", 2}, {"LessOrEqual", 2}, {"And", 2},
       {"Or", 2}, {"Xor", 2}, {"BitShift", 2}, {"Gather", 2}, {"GatherElements", 2}, {"GatherND", 2},
-      {"Expand", 2}, {"Tile", 2}, {"Conv", 2}, {"ConvTranspose", 2}, {"PRelu", 2}, {"CumSum", 2},
+      {"Expand", 2}, {"Tile", 2}, {"Conv", 2}, {"ConvTranspose", 2}, {"PRelu", 2}, {"CumSum", 2}, {"CumProd", 2}, {"SwiGLU", 2},
       {"LayerNormalization", 2}, {"RMSNormalization", 2}, {"Compress", 2}, {"MatMulInteger", 2},
       // more
       {"Where", 3}, {"Range", 3}, {"OneHot", 3}, {"ScatterElements", 3}, {"ScatterND", 3},

@@ -26,6 +26,7 @@ TEST_CASE("cuda extra activations", "[cuda][extra_ops]") {
   const Op ops[] = {{"Selu", {}},
                     {"Celu", {Attribute::make_float("alpha", 2.f)}},
                     {"Mish", {}},
+                    {"Swish", {Attribute::make_float("alpha", 1.5f)}},
                     {"ThresholdedRelu", {Attribute::make_float("alpha", 0.5f)}},
                     {"Shrink", {Attribute::make_float("lambd", 0.75f), Attribute::make_float("bias", 0.25f)}}};
   for (const Op& op : ops)
@@ -142,4 +143,24 @@ TEST_CASE("cuda BitwiseAnd/Or/Xor/Not and BitShift", "[cuda][extra_ops]") {
     INFO(dir);
     c.check();
   }
+}
+
+TEST_CASE("cuda SwiGLU (opset 28) and BitCast (opset 26)", "[cuda][extra_ops]") {
+  if (!gpu_ready()) return;
+  for (DType dt : kFloatRuns)
+    for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{1}, {7, 13}, {3, 1000}}) {
+      Case c("SwiGLU", 2);
+      c.attr(Attribute::make_float("alpha", 1.702f)).in(0, randn(shape, 4.f)).in(1, randn(shape));
+      INFO("SwiGLU " << dims_str(shape));
+      c.check(dt);
+    }
+  // BitCast: the bits, not the values (int32 from float and back to float: a round trip).
+  Case to_int("BitCast", 1);
+  to_int.attr(Attribute::make_int("to", static_cast<int64_t>(DType::Int32))).in(0, randn({4, 9}), false);
+  to_int.outputs_dtype(0, DType::Int32);
+  to_int.check();
+  Case to_f64("BitCast", 1);
+  to_f64.attr(Attribute::make_int("to", static_cast<int64_t>(DType::Double))).in(0, randint({3, 5}, -1000, 1000));
+  to_f64.outputs_dtype(0, DType::Double);
+  to_f64.check();
 }

@@ -56,3 +56,23 @@ TEST_CASE("cuda ONNX Attention: causal with past and present, 3-D, softcap, long
     long_rows.check(dt);
   }
 }
+
+TEST_CASE("cuda ONNX Attention: opset 25's sliding window with causal, past and a mask", "[cuda][onnx_attention]") {
+  if (!gpu_ready()) return;
+  for (DType dt : kFloatRuns) {
+    Case left("Attention", 3);
+    left.attr(Attribute::make_int("is_causal", 1)).attr(Attribute::make_int("left_window_size", 2));
+    left.in(0, randn({2, 2, 6, 8})).in(1, randn({2, 2, 6, 8})).in(2, randn({2, 2, 6, 8}));
+    left.check(dt);
+    Case both("Attention", 6, 3);  // the window around i + P: keys of the past in and out of it
+    both.attr(Attribute::make_int("left_window_size", 3)).attr(Attribute::make_int("right_window_size", 1));
+    both.in(0, randn({1, 4, 3, 8})).in(1, randn({1, 2, 3, 8})).in(2, randn({1, 2, 3, 8}));
+    both.in(4, randn({1, 2, 4, 8})).in(5, randn({1, 2, 4, 8}));
+    both.check(dt);
+    Case masked("Attention", 4);  // a window of one key left, none right, and a bool mask: some rows empty
+    masked.attr(Attribute::make_int("left_window_size", 1)).attr(Attribute::make_int("right_window_size", 0));
+    masked.in(0, randn({2, 2, 5, 16})).in(1, randn({2, 2, 5, 16})).in(2, randn({2, 2, 5, 16}));
+    masked.in(3, bool_mask({2, 1, 5, 5}, 0.4f), false);
+    masked.check(dt);
+  }
+}

@@ -1,6 +1,6 @@
 // CUDA reductions (any axes, keepdims, axes as attribute or input,
 // noop_with_empty_axes), Softmax/LogSoftmax (last and inner axes, short and
-// long rows) and CumSum against the CPU reference kernels.
+// long rows), CumSum and CumProd against the CPU reference kernels.
 #include <catch2/catch.hpp>
 
 #include "support/cuda_generic_check.h"
@@ -102,4 +102,21 @@ TEST_CASE("cuda CumSum", "[cuda][cumsum]") {
   Case scalar("CumSum", 2);
   scalar.in(0, randn({})).in(1, scalar_i64(0));
   scalar.check();
+}
+
+TEST_CASE("cuda CumProd (opset 26)", "[cuda][cumsum]") {
+  if (!gpu_ready()) return;
+  for (int exclusive = 0; exclusive < 2; ++exclusive)
+    for (int reverse = 0; reverse < 2; ++reverse)
+      for (int64_t axis : {0, 1, -1}) {
+        Case f("CumProd", 2);  // factors near 1 keep 33 of them in fp16 range
+        f.attr(Attribute::make_int("exclusive", exclusive)).attr(Attribute::make_int("reverse", reverse));
+        f.in(0, randn({5, 33, 7}, 0.1f, 1.f)).in(1, scalar_i64(axis));
+        INFO("axis " << axis << " exclusive " << exclusive << " reverse " << reverse);
+        for (DType dt : kFloatRuns) f.check(dt, 1e-5, dt == DType::Float ? 1e-4 : 2e-2);
+        Case i("CumProd", 2);
+        i.attr(Attribute::make_int("exclusive", exclusive)).attr(Attribute::make_int("reverse", reverse));
+        i.in(0, randint({2, 17}, -2, 2)).in(1, scalar_i64(axis == 0 ? 0 : 1));
+        i.check();
+      }
 }

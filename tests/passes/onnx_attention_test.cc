@@ -173,3 +173,21 @@ TEST_CASE("OnnxAttention rule 7: a mask shorter than the keys (ONNX pads it with
   b.output(att->outputs[0]);
   rejected(b, "attn_mask");
 }
+
+TEST_CASE("OnnxAttention rule 7: a sliding window (opset 25)", "[passes][OnnxAttention][legality]") {
+  // left/right_window_size bound the keys around each query's absolute position; fuseopt.Attention
+  // has no window, so the node stays ONNX's (its kernels take the window). -1 on both sides is no
+  // window: that node fuses.
+  for (int64_t left : {-1, 2}) {
+    GraphBuilder b(25);
+    Value* q = b.input("q", DType::Float, {1, 5, 32});
+    Value* k = b.input("k", DType::Float, {1, 5, 32});
+    Node* att = b.node("Attention", {q, k, k}, 1,
+                       {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
+                        Attribute::make_int("is_causal", 1), Attribute::make_int("left_window_size", left),
+                        Attribute::make_int("right_window_size", -1)});
+    b.output(att->outputs[0]);
+    if (left == -1) fuses_to_one_attention(b, {{1, 5, 32}, {1, 5, 32}}, 7);
+    else rejected(b, "sliding window");
+  }
+}

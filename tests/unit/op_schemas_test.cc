@@ -58,7 +58,14 @@ TEST_CASE("op signatures: ONNX versions by opset") {
   CHECK(onnx_op_signature("", "Upsample", 10)->deprecated);
   CHECK_FALSE(onnx_op_signature("", "GroupNormalization", 18)->deprecated);
   CHECK_FALSE(onnx_op_signature("", "GroupNormalization", 18)->deprecation_warning.empty());
-  CHECK(newest_known_opset("") == 24);
+  CHECK(newest_known_opset("") == 28);
+  CHECK(onnx_op_signature("", "Attention", 25)->attributes.count("left_window_size") == 1);
+  CHECK(onnx_op_signature("", "Attention", 24)->attributes.count("left_window_size") == 0);
+  CHECK(onnx_op_first_version("", "SwiGLU") == 28);
+  CHECK(onnx_op_first_version("", "CumProd") == 26);
+  CHECK(onnx_op_signature("", "SpaceToDepth", 28)->attributes.count("mode") == 1);
+  CHECK(onnx_op_signature("", "SpaceToDepth", 27)->attributes.count("mode") == 0);
+  CHECK(onnx_op_signature("", "Range", 27)->attributes.count("stash_type") == 1);
   CHECK(onnx_op_signature("", "Attention", 24)->max_inputs == 7);  // nonpad_kv_seqlen
   CHECK(onnx_op_signature("", "Attention", 23)->max_inputs == 6);
   CHECK(onnx_op_signature("", "Swish", 23) == nullptr);

@@ -107,6 +107,8 @@ SAME_SHAPE_OP("ThresholdedRelu");
 SAME_SHAPE_OP("Clip");
 SAME_SHAPE_OP("Trilu");
 SAME_SHAPE_OP("CumSum");
+SAME_SHAPE_OP("CumProd");
+SAME_SHAPE_OP("Swish");
 SAME_SHAPE_OP("Shrink");
 #undef SAME_SHAPE_OP
 
@@ -149,6 +151,26 @@ FUSEOPT_SHAPE_FN("", "Not", [](ShapeContext& c) {
     if (!x) return std::nullopt;
     return from_bool(*x == 0);
   });
+});
+
+// SwiGLU (opset 28): Y = Swish(A) * B, A and B of one shape (ONNX does not broadcast them).
+FUSEOPT_SHAPE_FN("", "SwiGLU", [](ShapeContext& c) {
+  unary(c);
+  const std::optional<Shape>& a = c.input_shape(0);
+  const std::optional<Shape>& b = c.input_shape(1);
+  if (!a || !b) return;
+  if (a->size() != b->size())
+    c.fail("A " + shape_str(*a) + " and B " + shape_str(*b) + " must have one shape (no broadcasting)");
+  for (size_t i = 0; i < a->size(); ++i)
+    if ((*a)[i].known() && (*b)[i].known() && (*a)[i].value != (*b)[i].value)
+      c.fail("A " + shape_str(*a) + " and B " + shape_str(*b) + " must have one shape (no broadcasting)");
+});
+
+// BitCast (opset 26): the shape stays, the element type is `to` (widths checked by the kernels).
+FUSEOPT_SHAPE_FN("", "BitCast", [](ShapeContext& c) {
+  const DType to = dtype_attr(c, "to", DType::Undefined);
+  if (to == DType::Undefined) c.fail("missing attribute 'to'");
+  unary(c, to);
 });
 
 // --- Cast ------------------------------------------------------------------------------------
