@@ -3,8 +3,10 @@
 //   separate: gate = MatMul(A, Wg) (+ bg)       up = MatMul(A, Wu) (+ bu)      (same A)
 //   packed:   P = MatMul(A, W) (+ b)            gate, up = the two halves of P's last axis, by
 //             Split (Phi-3 dynamo, or an earlier QkvPack) or two Slices (Phi-3 TorchScript)
-//   root = Mul(act(gate), up)                   act = silu (gate * Sigmoid(gate)) | Relu
-//                                                     | erf-GELU | tanh-GELU (FusedMatMul's spellings)
+//   root = Mul(act(gate), up)                   act = silu (gate * Sigmoid(gate), or Swish(gate)
+//                                                     of opset 24) | Relu | erf-GELU | tanh-GELU
+//                                                     (FusedMatMul's spellings)
+//        | SwiGLU(gate, up)                     (opset 28: the same Mul(silu(gate), up) as one op)
 //
 // Order 250: before FusedMatMul (300) folds the activation into the gate GEMM
 // and before QkvPack (400) packs gate and up into a GEMM + Split; at that point
@@ -19,6 +21,8 @@
 //      GEMMs, and A's last dim is K; a packed product is split on its last axis into
 //      exactly [0, N) as gate and [N, 2N) as up.
 //   5. A, weights and biases share one float dtype.
+//   Swish / SwiGLU are silu only with alpha 1 (sigmoid(alpha · gate)): other alphas are refused
+//   (rule 4), naming the node.
 #include <algorithm>
 #include <optional>
 #include <tuple>
@@ -34,7 +38,7 @@ namespace {
 namespace cap {
 const ValueCapture A{"A"}, W{"W"}, Wg{"Wg"}, Wu{"Wu"}, bg{"bg"}, bu{"bu"}, pb{"pb"};
 const NodeCapture g_add{"g_add"}, g_mm{"g_mm"}, g_slice{"g_slice"}, out{"out"}, p_add{"p_add"}, p_mm{"p_mm"},
-    relu{"relu"}, sigmoid{"sigmoid"}, silu{"silu"}, split{"split"}, u_add{"u_add"}, u_mm{"u_mm"},
+    relu{"relu"}, sigmoid{"sigmoid"}, silu{"silu"}, split{"split"}, swish{"swish"}, u_add{"u_add"}, u_mm{"u_mm"},
     u_slice{"u_slice"};
 }  // namespace cap
 
@@ -83,6 +87,10 @@ class GatedMatMulFusion : public FusionPass {
   }
 
   Status check(const Graph&, const Match& m) const override {
+    for (const Node* n : {m.has(cap::swish) ? m.node(cap::swish) : nullptr, is_swiglu(m) ? m.root : nullptr})
+      if (n && n->attr_float("alpha", 1.0f) != 1.0f)
+        return Status::reject("rule 4: ", n->label(), " has alpha ", n->attr_float("alpha", 1.0f),
+                              ": sigmoid(alpha * gate) is not silu");
     if (m.has(cap::p_mm)) return check_packed(m);
     const Node* gmm = m.node(cap::g_mm);
     const Node* umm = m.node(cap::u_mm);
@@ -143,15 +151,19 @@ class GatedMatMulFusion : public FusionPass {
   }
 
  private:
+  static bool is_swiglu(const Match& m) { return m.root->op_type == "SwiGLU" && m.root->domain.empty(); }
+
   // Mul(act(gate), up) for every activation spelling.
   static Pattern gated(const Pattern& gate, const Pattern& up) {
     Pattern silu = Op("Mul", gate, Op("Sigmoid", gate).as(cap::sigmoid)).commutative().as(cap::silu);
-    Pattern act = AnyOf({silu, Op("Relu", gate).as(cap::relu), fusion::erf_gelu(gate), fusion::tanh_gelu(gate)});
-    return Op("Mul", act, up).commutative().as(cap::out);
+    Pattern act = AnyOf({silu, Op("Swish", gate).as(cap::swish), Op("Relu", gate).as(cap::relu), fusion::erf_gelu(gate),
+                         fusion::tanh_gelu(gate)});
+    return AnyOf({Op("Mul", act, up).commutative().as(cap::out), Op("SwiGLU", gate, up).as(cap::out)});
   }
 
   void emit(const Match& m, Rewriter& rw, Value* w, Value* bias, const std::string& base) const {
-    std::string act = m.has(cap::silu) ? "silu" : m.has(cap::relu) ? "relu" : m.has(fusion::gelu_cap::gelu) ? "gelu" : "gelu_tanh";
+    const bool silu = m.has(cap::silu) || m.has(cap::swish) || is_swiglu(m);
+    std::string act = silu ? "silu" : m.has(cap::relu) ? "relu" : m.has(fusion::gelu_cap::gelu) ? "gelu" : "gelu_tanh";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     Node* f = rw.create_node("fuseopt", "GatedMatMul", {m.value(cap::A), w, bias},

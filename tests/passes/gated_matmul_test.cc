@@ -1,4 +1,5 @@
-// GatedMatMul fusion: SwiGLU (x * Sigmoid(x) in both operand orders), ReGLU,
+// GatedMatMul fusion: SwiGLU (x * Sigmoid(x) in both operand orders; ONNX's Swish-24 and
+// SwiGLU-28 at alpha 1, refused at another alpha), ReGLU,
 // GeGLU with every erf/tanh GELU spelling FusedMatMul knows, biases on both,
 // one or neither GEMM; the pass order against FusedMatMul / QkvPack; legality
 // rules 1-5 as negative tests with the report's reason.
@@ -399,4 +400,32 @@ TEST_CASE("GatedMatMul rule 3: a 1 x N bias would add a dim to the product of a 
   CHECK(matched(r, "GatedMatMul") == 0);
   CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 3") && Contains("bias2d"));
   require_same_outputs(*before, b.graph(), {{"avec", rand_tensor({K}, 3)}});
+}
+
+TEST_CASE("GatedMatMul: opset 24's Swish and opset 28's SwiGLU are silu at alpha 1", "[passes][GatedMatMul]") {
+  for (int form = 0; form < 2; ++form) {  // 0: Mul(Swish(gate), up) at opset 24; 1: SwiGLU(gate, up) at 28
+    for (float alpha : {1.0f, 1.702f}) {
+      INFO((form ? "SwiGLU" : "Swish") << " alpha " << alpha);
+      GraphBuilder b(form ? 28 : 24);
+      Value* x = b.input("a", DType::Float, {2, M, K});
+      Value* g = linear(b, x, "gate", 1, true);
+      Value* u = linear(b, x, "up", 2, false);
+      const std::vector<Attribute> attrs = {Attribute::make_float("alpha", alpha)};
+      Value* y = form ? b.op("SwiGLU", {g, u}, attrs, "swiglu") : b.op("Mul", {b.op("Swish", {g}, attrs, "swish"), u}, {}, "gate_up");
+      b.output(y);
+      auto before = clone_graph(b.graph());
+      FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+      if (alpha == 1.0f) {
+        CHECK(matched(r, "GatedMatMul") == 1);
+        const Node* f = only_gated(b.graph());
+        REQUIRE(f);
+        CHECK(f->attr_string("activation", "") == std::string("silu"));
+        CHECK(b.graph().num_nodes() == 1);
+        require_same_outputs(*before, b.graph(), feeds());
+      } else {
+        CHECK(matched(r, "GatedMatMul") == 0);
+        CHECK_THAT(reasons(r, "GatedMatMul"), Contains("rule 4") && Contains("alpha") && Contains(form ? "swiglu" : "swish"));
+      }
+    }
+  }
 }
