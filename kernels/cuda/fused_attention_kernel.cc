@@ -71,6 +71,10 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   const int64_t total_keys = l.Sp + Skv;
   const bool fd_on = fd_env && *fd_env ? std::string(fd_env) == "1" : total_keys >= cuda_fused::kFlashDecodeMinKeys;
   const float softcap = node.attr_float("softcap", 0.0f);
+  // The node's numeric attributes, read once for whichever path runs.
+  const float scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
+  const float fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
+  const bool rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
   // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
   const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
@@ -110,9 +114,9 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     d.Sp = l.Sp;
     d.Dh = Dh;
     d.Dv = Dv;
-    d.scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
-    d.fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
-    d.rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
+    d.scale = scale;
+    d.fill = fill;
+    d.rows_zero = rows_zero;
     if (cuda_fused::launch_decode_append(d, cuda_fused::stream_of(ctx))) {
       FUSED_LAUNCH_CHECK(node.label());
       return;
@@ -157,10 +161,10 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   a.Dh = static_cast<int>(Dh);
   a.Dv = static_cast<int>(Dv);
   ATT_CHECK(B < 65536 && H < 65536 && S < (int64_t(1) << 30) && Skv < (int64_t(1) << 30), "sizes too large");
-  a.scale = node.has_attr("scale") ? node.attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(Dh));
+  a.scale = scale;
   a.causal = node.attr_int("causal", 0) != 0;
-  a.mask_filter_value = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
-  a.masked_rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
+  a.mask_filter_value = fill;
+  a.masked_rows_zero = rows_zero;
   a.softcap = softcap;
 
   if (mask) {
