@@ -1,5 +1,7 @@
 #include "cli/model_inputs.h"
 
+#include "ir/sym_expr.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -154,6 +156,13 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
   }
   if (o.past >= 0) bind_past(g, o.past, shapes, bound);
   const int64_t seq_default = o.past >= 0 ? 1 : 128;  // one decode step after a cache
+  struct Deferred {
+    std::string input;
+    size_t dim;
+    std::string symbol;
+    int64_t dflt;
+  };
+  std::vector<Deferred> deferred;
   for (const Value* v : g.inputs) {
     if (shapes.count(v->name)) continue;
     FUSE_CHECK(v->shape, "input '" << v->name << "' has no declared shape; give it with " << o.flag << " " << v->name << "=DIMS");
@@ -169,12 +178,29 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
       }
       auto b = bound.find(d.symbol);
       if (b == bound.end()) {
+        // A dim written as an expression of other dims ("past_sequence_length + sequence_length"):
+        // its value once every input's plain dims are bound (below).
+        if (!SymExpr::parse(d.symbol).is_atom()) {
+          deferred.push_back({v->name, dims.size(), d.symbol, dflt});
+          dims.push_back(dflt);
+          continue;
+        }
         b = bound.emplace(d.symbol, dflt).first;
         if (defaulted) defaulted->push_back(d.symbol + "=" + std::to_string(dflt));
       }
       dims.push_back(b->second);
     }
     shapes[v->name] = dims;
+  }
+  for (const Deferred& e : deferred) {
+    const std::optional<int64_t> val = SymExpr::parse(e.symbol).evaluate(bound);
+    if (val && *val >= 0) {
+      shapes[e.input][e.dim] = *val;
+      bound.emplace(e.symbol, *val);
+    } else {
+      bound.emplace(e.symbol, e.dflt);
+      if (defaulted) defaulted->push_back(e.symbol + "=" + std::to_string(e.dflt));
+    }
   }
   if (o.past >= 0) size_masks(g, o.past, shapes);
   return shapes;

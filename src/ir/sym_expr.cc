@@ -169,6 +169,24 @@ std::optional<SymExpr> SymExpr::from_dim(const Dim& d) {
   return parse(d.symbol);
 }
 
+std::optional<int64_t> SymExpr::evaluate(const std::map<std::string, int64_t>& values) const {
+  int64_t total = 0;
+  for (const auto& [mono, coef] : terms_) {
+    int64_t v = coef;
+    for (const std::string& sym : mono) {
+      auto it = values.find(sym);
+      if (it == values.end()) return std::nullopt;
+      v *= it->second;
+    }
+    total += v;
+  }
+  return total;
+}
+
+bool SymExpr::is_atom() const {
+  return terms_.size() == 1 && terms_.begin()->first.size() == 1 && terms_.begin()->second == 1;
+}
+
 bool SymExpr::is_constant() const { return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty()); }
 
 std::optional<int64_t> SymExpr::constant_value() const {

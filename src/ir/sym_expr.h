@@ -30,6 +30,10 @@ class SymExpr {
   static std::optional<SymExpr> from_dim(const Dim& d);
 
   bool is_constant() const;
+  // The value with every symbol given; nullopt when one is missing. A single-atom expression
+  // (a plain dim name) is its own symbol.
+  std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& values) const;
+  bool is_atom() const;  // one symbol with coefficient 1 (a plain dim name, or an unparsed one)
   std::optional<int64_t> constant_value() const;  // when is_constant()
   // A known dim (constant >= 0), a symbolic dim (canonical text), or
   // Dim::unknown() for a negative constant (not a valid size).

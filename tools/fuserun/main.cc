@@ -18,6 +18,7 @@
 #include "runtime/session.h"
 #include "tools/fuserun/compare.h"
 #include "tools/fuserun/compare_backends.h"
+#include "tools/fuserun/generate.h"
 #include "tools/fuserun/inputs.h"
 #include "tools/fuserun/save_outputs.h"
 #include "util/error.h"
@@ -47,6 +48,7 @@ struct Options {
   int warmup = -1, iters = -1, threads = 0;
   uint64_t seed = 1;
   int64_t past = -1;  // --past N (KV-cache decoders)
+  int generate = 0;   // --generate N: a decode loop of N steps
   bool profile = false, verbose = false, quiet = false, no_graphs = false, compare_cpu = false, no_validate = false;
 };
 
@@ -75,6 +77,43 @@ Precision parse_precision(const std::string& s) {
   if (s == "fp16") return Precision::FP16;
   if (s == "bf16") return Precision::BF16;
   throw Error("--precision " + s + ": expected fp32, tf32, fp16 or bf16");
+}
+
+// fuserun --generate N (generate.h): the loop's per-step times, the cache before the first and
+// the last step, the last step's outputs; --save-outputs writes that step's inputs and outputs.
+int generate_tool(const Options& o, const Graph& g, Session& session, const std::map<std::string, Tensor>& inputs) {
+  GenerateResult r = run_generate(session, g, inputs, o.generate);
+  const std::vector<std::string> out_names = session.output_names();
+  if (!o.save_dir.empty()) save_check_dir(o.save_dir, g, r.last_inputs, out_names, r.last_outputs);
+  std::vector<double> rest(r.step_ms.begin() + 1, r.step_ms.end());
+  const double first = r.step_ms.front(), median = percentile(rest, 0.5);
+  std::printf("model: %s\nbackend: %s (%s)\n", o.model.c_str(), backend_name(session.options().backend),
+              session.backend().device_name().c_str());
+  for (size_t i = 0; i < r.last_outputs.size(); ++i)
+    std::printf("output %s (last step): %s %s\n", out_names[i].c_str(), dtype_name(r.last_outputs[i].dtype),
+                shape_str(r.last_outputs[i].dims).c_str());
+  std::printf("generate: %d steps, cache %lld -> %lld positions; first step %.3f ms", o.generate,
+              static_cast<long long>(r.past_first), static_cast<long long>(r.past_last), first);
+  if (!rest.empty())
+    std::printf(", then per step median %.3f ms, p10 %.3f, p90 %.3f (%.1f steps/s)", median, percentile(rest, 0.1),
+                percentile(rest, 0.9), median > 0 ? 1000.0 / median : 0.0);
+  std::printf("\n  (a loop: each step has a new shape, so none replays a captured graph; --past P reports one step replayed)\n");
+  if (!o.json_file.empty()) {
+    json j;
+    j["schema"] = "fuseopt.run/1";
+    j["model"] = o.model;
+    j["backend"] = backend_name(session.options().backend);
+    j["device"] = session.backend().device_name();
+    j["precision"] = precision_name(session.options().precision);
+    j["generate"] = {{"steps", o.generate},      {"past_first", r.past_first}, {"past_last", r.past_last},
+                     {"step_ms", r.step_ms},    {"first_step_ms", first},
+                     {"median_step_ms", rest.empty() ? json(nullptr) : json(median)}};
+    std::ofstream f(o.json_file);
+    FUSE_CHECK(f, "--json " << o.json_file << ": cannot write the file");
+    f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    FUSE_CHECK(f.good(), "--json " << o.json_file << ": write failed");
+  }
+  return 0;
 }
 
 int run_tool(const Options& o) {
@@ -112,6 +151,7 @@ int run_tool(const Options& o) {
   std::map<std::string, Tensor> inputs;
   std::vector<Tensor> refs;
   std::vector<std::string> defaulted;  // symbolic dims that took batch/seq defaults
+  FUSE_CHECK(o.generate == 0 || o.check_dir.empty(), "--generate cannot be combined with --check (it feeds its own outputs back)");
   if (!o.check_dir.empty()) {
     FUSE_CHECK(o.shapes.empty(), "--shape cannot be combined with --check (the check folder fixes the shapes)");
     FUSE_CHECK(o.past < 0, "--past cannot be combined with --check (the check folder fixes the shapes)");
@@ -136,6 +176,7 @@ int run_tool(const Options& o) {
     return compare_with_cpu(*g, inputs, so, rtol, 12) == 0 ? 0 : 1;
   }
   Session session(*g, so);
+  if (o.generate > 0) return generate_tool(o, *g, session, inputs);
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
   spdlog::info("session ready on {} ({}) in {:.1f} ms", backend_name(backend), session.backend().device_name(), setup_ms);
 
@@ -341,6 +382,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);  // one value per --shape, so a following positional stays the model
   app.add_option("--past", o.past, "KV-cache decoders: N cached positions in every past_* input (new tokens default "
                                  "to 1, a free attention-mask length to N + new)");
+  app.add_option("--generate", o.generate,
+                 "KV-cache decoders: a decode loop of N steps, each step's presents fed back as the next step's past "
+                 "(kept on the device), the mask grown; prints the per-step time of the loop")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
   app.add_option("--save-outputs", o.save_dir,
                  "write this run's inputs and outputs to the folder as input_N.pb / output_N.pb, the layout --check "

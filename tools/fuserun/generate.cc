@@ -1,0 +1,140 @@
+// fuserun --generate (see generate.h).
+#include "tools/fuserun/generate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "util/error.h"
+
+namespace fuseopt::fuserun {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The cache pairs: past inputs ("past" in the name, rank >= 3, as --past sizes them) with the
+// present outputs ("present" in the name), in graph order. The two lists must pair one to one.
+struct CachePair {
+  std::string past;
+  size_t present = 0;  // graph output index
+};
+
+std::vector<CachePair> cache_pairs(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  std::vector<std::string> pasts;
+  for (const Value* v : g.inputs)
+    if (lower(v->name).find("past") != std::string::npos && inputs.at(v->name).dims.size() >= 3)
+      pasts.push_back(v->name);
+  std::vector<size_t> presents;
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (lower(g.outputs[i]->name).find("present") != std::string::npos) presents.push_back(i);
+  FUSE_CHECK(!pasts.empty(), "--generate: the model has no cache input (an input named like past_key_values.0.key, rank >= 3)");
+  FUSE_CHECK(pasts.size() == presents.size(), "--generate: " << pasts.size() << " cache inputs but " << presents.size()
+                                                             << " present outputs: cannot feed the presents back");
+  std::vector<CachePair> r;
+  for (size_t i = 0; i < pasts.size(); ++i) r.push_back({pasts[i], presents[i]});
+  return r;
+}
+
+// A step's new inputs from the last ones: the mask one column of ones longer per new token,
+// position_ids / cache_position moved on by the new tokens. Other inputs stay.
+void advance(const Graph& g, std::map<std::string, Tensor>& in, int64_t fresh) {
+  for (const Value* v : g.inputs) {
+    const std::string n = lower(v->name);
+    Tensor& t = in.at(v->name);
+    if (n.find("past") != std::string::npos) continue;
+    if (n.find("mask") != std::string::npos && t.dims.size() == 2) {
+      Tensor m(t.dtype, {t.dims[0], t.dims[1] + fresh});
+      const size_t es = dtype_size(t.dtype), row = size_t(t.dims[1]) * es, nrow = size_t(m.dims[1]) * es;
+      for (int64_t b = 0; b < t.dims[0]; ++b) {
+        std::memcpy(m.bytes.data() + b * nrow, t.bytes.data() + b * row, row);
+        for (int64_t j = t.dims[1]; j < m.dims[1]; ++j) {  // a one of the mask's type
+          uint8_t* p = m.bytes.data() + b * nrow + size_t(j) * es;
+          switch (t.dtype) {
+            case DType::Int64: *reinterpret_cast<int64_t*>(p) = 1; break;
+            case DType::Int32: *reinterpret_cast<int32_t*>(p) = 1; break;
+            case DType::Bool: *p = 1; break;
+            case DType::Float: *reinterpret_cast<float*>(p) = 1.f; break;
+            default: throw Error("--generate: mask '" + v->name + "' of type " + dtype_name(t.dtype) + " cannot grow");
+          }
+        }
+      }
+      t = std::move(m);
+    } else if ((n == "position_ids" || n == "cache_position") && (t.dtype == DType::Int64 || t.dtype == DType::Int32)) {
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if (t.dtype == DType::Int64) t.data<int64_t>()[i] += fresh;
+        else t.data<int32_t>()[i] += static_cast<int32_t>(fresh);
+      }
+    }
+  }
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+GenerateResult run_generate(Session& session, const Graph& g, std::map<std::string, Tensor> inputs, int steps) {
+  FUSE_CHECK(steps >= 1, "--generate: the number of steps must be at least 1");
+  const std::vector<CachePair> pairs = cache_pairs(g, inputs);
+  const std::string& first_past = pairs[0].past;
+  const size_t seq_axis = inputs.at(first_past).dims.size() - 2;
+  GenerateResult r;
+  r.past_first = inputs.at(first_past).dims[seq_axis];
+  const bool device = session.options().backend != Backend::CPU;
+  std::vector<DeviceTensor> dev_cache;  // the last step's presents (device backends)
+  std::vector<DeviceTensor> dev_outs, fed;  // fed: the cache the current step reads
+  for (int s = 0; s < steps; ++s) {
+    fed = dev_cache;
+    r.past_last = device && !dev_cache.empty() ? dev_cache[0].shape[seq_axis] : inputs.at(first_past).dims[seq_axis];
+    const auto t0 = std::chrono::steady_clock::now();
+    if (device) {
+      // Host views of the small inputs, device views of the cache (the previous presents).
+      std::map<std::string, RtTensor> views;
+      for (const auto& [name, t] : inputs)
+        views[name] = RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU};
+      for (size_t i = 0; i < dev_cache.size(); ++i) {
+        const DeviceTensor& d = dev_cache[i];
+        views[pairs[i].past] = RtTensor{d.dtype, d.shape, d.data, session.options().backend};
+      }
+      dev_outs = session.run_device(views);  // synchronized: the outputs are complete
+      r.step_ms.push_back(ms_since(t0));
+      dev_cache.clear();
+      for (const CachePair& p : pairs) dev_cache.push_back(dev_outs[p.present]);
+    } else {
+      r.last_outputs = session.run(inputs);
+      r.step_ms.push_back(ms_since(t0));
+    }
+    if (s + 1 == steps) break;
+    const int64_t now = device ? dev_cache[0].shape[seq_axis] : r.last_outputs[pairs[0].present].dims[seq_axis];
+    const int64_t fresh = now - r.past_last;
+    FUSE_CHECK(fresh >= 1, "--generate: present '" << g.outputs[pairs[0].present]->name << "' has " << now
+                                                  << " positions after a step over " << r.past_last
+                                                  << ": it is not the past grown by the new tokens");
+    if (!device)
+      for (const CachePair& p : pairs) inputs[p.past] = r.last_outputs[p.present];
+    advance(g, inputs, fresh);
+  }
+  // The last step's inputs and outputs on the host (the report, --save-outputs).
+  r.last_inputs = inputs;
+  if (device) {
+    auto to_host = [&](const DeviceTensor& d) {
+      Tensor t(d.dtype, d.shape);
+      if (!t.bytes.empty()) session.backend().copy_to_host(t.bytes.data(), d.data, t.bytes.size());
+      return t;
+    };
+    // The cache the last step read: the presents of the step before it (with one step, the
+    // generated inputs, already in `inputs`).
+    for (size_t i = 0; i < fed.size(); ++i) r.last_inputs[pairs[i].past] = to_host(fed[i]);
+    r.last_outputs.clear();
+    for (const DeviceTensor& d : dev_outs) r.last_outputs.push_back(to_host(d));
+  }
+  return r;
+}
+
+}  // namespace fuseopt::fuserun
