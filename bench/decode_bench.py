@@ -3,7 +3,7 @@
 with a KV cache, fuseopt + fuserun against PyTorch in the same run. Runs on the
 GPU machine (random weights, no downloads).
 
-  python3 bench/decode_bench.py --bin .gpu/bin [--batches 1,8] [--past 128,2048]
+  python3 bench/decode_bench.py --bin .gpu/bin [--batches 1,8] [--past 128,2048] [--loop N]
       [--exporter ts|dynamo] [--dtype fp32,fp16] [--json FILE] [--markdown FILE]
 
 The export is one decoder step with flat inputs: input_ids [B, 1], attention_mask
@@ -13,7 +13,9 @@ outputs the last hidden state and present.{i}.{key,value} [B, 8, P + 1, 64].
 converts the float32 cache tensors to and from fp16 every step) and/or fp16 (model.half()
 before the export, eager attention, as fp16 deployments export: the cache crosses the
 interface in fp16, as torch's static cache keeps it).
-fuserun times it with --past P (fp16, device latency of the replayed CUDA graph).
+fuserun times it with --past P (fp16, device latency of the replayed CUDA graph); --loop N adds
+a generation loop of N steps per point (fuserun --generate: the presents fed back, a new shape
+every step, no graph replay: what an application's loop sees today).
 PyTorch: eager with a DynamicCache of P tokens, and torch.compile(mode=
 "reduce-overhead") with a StaticCache of max_cache_len = max(P) + 16 (one compile
 per batch size; its attention spans the whole static cache, as in HF generate), and
@@ -144,6 +146,19 @@ def fuserun(bin_dir, model, batch, past, iters):
     return dev["median"] if dev else d["latency_ms"]["median"]
 
 
+def fuserun_loop(bin_dir, model, batch, past, steps):
+    """--loop N: fuserun --generate N from `past` cached tokens, the median ms per step after the
+    first: a generation loop (a new shape every step, no graph replay), not a replayed step."""
+    js = model + f".{batch}x{past}.loop.json"
+    cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16", "--past", str(past),
+           "--shape", f"batch={batch}", "--generate", str(steps), "--json", js, "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        log(f"fuserun --generate failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-600:]}")
+        return None
+    return json.load(open(js))["generate"]["median_step_ms"]
+
+
 def torch_times(torch, tf, batches, pasts, modes):
     from triton.testing import do_bench
     model = build(torch, tf).cuda().half()
@@ -228,6 +243,8 @@ def main():
     ap.add_argument("--dtype", default="fp32,fp16", help="exported model types, comma-separated (fp32, fp16)")
     ap.add_argument("--torch", default="eager,static-compile")
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--loop", type=int, default=0,
+                    help="also a generation loop of N steps per point (fuserun --generate: no graph replay)")
     ap.add_argument("--work", default="/tmp/fuseopt-decode")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
@@ -262,6 +279,9 @@ def main():
             for d in dtypes:
                 r["fuseopt_" + d] = fuserun(a.bin, fused[d], b, p, a.iters) if fused[d] else None
                 log(f"fuserun {d} export, batch {b} past {p}: {r['fuseopt_' + d]} ms")
+                if a.loop:
+                    r["loop_" + d] = fuserun_loop(a.bin, fused[d], b, p, a.loop) if fused[d] else None
+                    log(f"fuserun --generate {a.loop} {d} export, batch {b} past {p}: {r['loop_' + d]} ms per step")
             # The figure compared: the fastest export form (the user picks the export).
             ts = [r["fuseopt_" + d] for d in dtypes if r["fuseopt_" + d] is not None]
             r["fuseopt"] = min(ts) if ts else None
@@ -271,13 +291,16 @@ def main():
         r["torch"] = {m: tt.get((r["batch"], r["past"], m)) for m in modes}
     cmd = "python3 bench/decode_bench.py " + " ".join(sys.argv[1:])
     f = lambda x: f"{x:.3f}" if x is not None else "—"  # noqa: E731
+    loops = [d for d in dtypes if a.loop]
     md = f"Command: `{cmd}`\n\n| batch | cached tokens |" + "".join(f" fuseopt, {d} export |" for d in dtypes)
+    md += "".join(f" fuseopt loop ({a.loop} steps), {d} |" for d in loops)
     md += "".join(f" torch {m} |" for m in modes)
-    md += " ratio vs torch.compile |\n|---|---|" + "---|" * (len(dtypes) + len(modes)) + "---|\n"
+    md += " ratio vs torch.compile |\n|---|---|" + "---|" * (len(dtypes) + len(loops) + len(modes)) + "---|\n"
     for r in rows:
         ro = r["torch"].get("static-compile") or r["torch"].get("reduce-overhead")
         ratio = f"{ro / r['fuseopt']:.2f}×" if ro and r["fuseopt"] else "—"
         md += f"| {r['batch']} | {r['past']} |" + "".join(f" {f(r['fuseopt_' + d])} |" for d in dtypes)
+        md += "".join(f" {f(r.get('loop_' + d))} |" for d in loops)
         md += "".join(f" {f(r['torch'].get(m))} |" for m in modes) + f" {ratio} |\n"
     log("\n" + md)
     if a.json:
