@@ -133,30 +133,22 @@ def fuse(bin_dir, src):
     return dst
 
 
-def fuserun(bin_dir, model, batch, past, iters):
-    js = model + f".{batch}x{past}.json"
+def fuserun(bin_dir, model, batch, past, iters, loop=0):
+    """One decode step replayed (device latency, ms), or with loop N the median ms per step of a
+    generation loop (fuserun --generate N: a new shape every step, no graph replay)."""
+    js = model + f".{batch}x{past}{'.loop' if loop else ''}.json"
+    timing = ["--generate", str(loop)] if loop else ["--warmup", "20", "--iters", str(iters)]
     cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16", "--past", str(past),
-           "--shape", f"batch={batch}", "--warmup", "20", "--iters", str(iters), "--json", js, "-q"]
+           "--shape", f"batch={batch}"] + timing + ["--json", js, "-q"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         log(f"fuserun failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-600:]}")
         return None
     d = json.load(open(js))
+    if loop:
+        return d["generate"]["median_step_ms"]
     dev = d.get("device_latency_ms")
     return dev["median"] if dev else d["latency_ms"]["median"]
-
-
-def fuserun_loop(bin_dir, model, batch, past, steps):
-    """--loop N: fuserun --generate N from `past` cached tokens, the median ms per step after the
-    first: a generation loop (a new shape every step, no graph replay), not a replayed step."""
-    js = model + f".{batch}x{past}.loop.json"
-    cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16", "--past", str(past),
-           "--shape", f"batch={batch}", "--generate", str(steps), "--json", js, "-q"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        log(f"fuserun --generate failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-600:]}")
-        return None
-    return json.load(open(js))["generate"]["median_step_ms"]
 
 
 def torch_times(torch, tf, batches, pasts, modes):
@@ -280,7 +272,7 @@ def main():
                 r["fuseopt_" + d] = fuserun(a.bin, fused[d], b, p, a.iters) if fused[d] else None
                 log(f"fuserun {d} export, batch {b} past {p}: {r['fuseopt_' + d]} ms")
                 if a.loop:
-                    r["loop_" + d] = fuserun_loop(a.bin, fused[d], b, p, a.loop) if fused[d] else None
+                    r["loop_" + d] = fuserun(a.bin, fused[d], b, p, a.iters, loop=a.loop) if fused[d] else None
                     log(f"fuserun --generate {a.loop} {d} export, batch {b} past {p}: {r['loop_' + d]} ms per step")
             # The figure compared: the fastest export form (the user picks the export).
             ts = [r["fuseopt_" + d] for d in dtypes if r["fuseopt_" + d] is not None]

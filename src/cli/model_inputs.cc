@@ -66,11 +66,13 @@ static std::string lower_name(std::string s) {
   return s;
 }
 
-static bool is_cache_input(const Value* v) {
+bool is_cache_input(const Value* v) {
   return lower_name(v->name).find("past") != std::string::npos && v->shape && v->shape->size() >= 3;
 }
 
-static bool is_mask_input(const Value* v) {
+bool is_cache_output(const Value* v) { return lower_name(v->name).find("present") != std::string::npos; }
+
+bool is_mask_input(const Value* v) {
   return lower_name(v->name).find("mask") != std::string::npos && v->shape && v->shape->size() == 2;
 }
 

@@ -53,6 +53,13 @@ std::map<std::string, std::vector<int64_t>> resolve_input_shapes(const Graph& g,
 std::map<std::string, Tensor> generate_inputs(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes,
                                               uint64_t seed);
 
+// KV-cache decoders by their names, as --past and --generate find them: a cache input has "past"
+// in its name and a declared rank >= 3; a cache output has "present" in its name; a mask input
+// has "mask" in its name and a declared rank of 2.
+bool is_cache_input(const Value* v);
+bool is_cache_output(const Value* v);
+bool is_mask_input(const Value* v);
+
 // input_N.pb for every graph input and output_N.pb for every graph output, each
 // matched by name when the protos carry distinct graph names, else by position;
 // `outputs` follows the graph's output order. An output_N.pb beyond the model's

@@ -1,37 +1,30 @@
 // fuserun --generate (see generate.h).
 #include "tools/fuserun/generate.h"
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <memory>
 
+#include "cli/model_inputs.h"
 #include "util/error.h"
 
 namespace fuseopt::fuserun {
 namespace {
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// The cache pairs: past inputs ("past" in the name, rank >= 3, as --past sizes them) with the
-// present outputs ("present" in the name), in graph order. The two lists must pair one to one.
+// The cache pairs: past inputs with present outputs (cli::is_cache_input / is_cache_output, the
+// names --past goes by), in graph order. The two lists must pair one to one.
 struct CachePair {
   std::string past;
   size_t present = 0;  // graph output index
 };
 
-std::vector<CachePair> cache_pairs(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+std::vector<CachePair> cache_pairs(const Graph& g) {
   std::vector<std::string> pasts;
   for (const Value* v : g.inputs)
-    if (lower(v->name).find("past") != std::string::npos && inputs.at(v->name).dims.size() >= 3)
-      pasts.push_back(v->name);
+    if (cli::is_cache_input(v)) pasts.push_back(v->name);
   std::vector<size_t> presents;
   for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (lower(g.outputs[i]->name).find("present") != std::string::npos) presents.push_back(i);
+    if (cli::is_cache_output(g.outputs[i])) presents.push_back(i);
   FUSE_CHECK(!pasts.empty(), "--generate: the model has no cache input (an input named like past_key_values.0.key, rank >= 3)");
   FUSE_CHECK(pasts.size() == presents.size(), "--generate: " << pasts.size() << " cache inputs but " << presents.size()
                                                              << " present outputs: cannot feed the presents back");
@@ -44,10 +37,9 @@ std::vector<CachePair> cache_pairs(const Graph& g, const std::map<std::string, T
 // position_ids / cache_position moved on by the new tokens. Other inputs stay.
 void advance(const Graph& g, std::map<std::string, Tensor>& in, int64_t fresh) {
   for (const Value* v : g.inputs) {
-    const std::string n = lower(v->name);
     Tensor& t = in.at(v->name);
-    if (n.find("past") != std::string::npos) continue;
-    if (n.find("mask") != std::string::npos && t.dims.size() == 2) {
+    if (cli::is_cache_input(v)) continue;
+    if (cli::is_mask_input(v)) {
       Tensor m(t.dtype, {t.dims[0], t.dims[1] + fresh});
       const size_t es = dtype_size(t.dtype), row = size_t(t.dims[1]) * es, nrow = size_t(m.dims[1]) * es;
       for (int64_t b = 0; b < t.dims[0]; ++b) {
@@ -64,7 +56,8 @@ void advance(const Graph& g, std::map<std::string, Tensor>& in, int64_t fresh) {
         }
       }
       t = std::move(m);
-    } else if ((n == "position_ids" || n == "cache_position") && (t.dtype == DType::Int64 || t.dtype == DType::Int32)) {
+    } else if ((v->name == "position_ids" || v->name == "cache_position") &&
+               (t.dtype == DType::Int64 || t.dtype == DType::Int32)) {
       for (int64_t i = 0; i < t.numel(); ++i) {
         if (t.dtype == DType::Int64) t.data<int64_t>()[i] += fresh;
         else t.data<int32_t>()[i] += static_cast<int32_t>(fresh);
@@ -81,7 +74,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 GenerateResult run_generate(Session& session, const Graph& g, std::map<std::string, Tensor> inputs, int steps) {
   FUSE_CHECK(steps >= 1, "--generate: the number of steps must be at least 1");
-  const std::vector<CachePair> pairs = cache_pairs(g, inputs);
+  const std::vector<CachePair> pairs = cache_pairs(g);
   const std::string& first_past = pairs[0].past;
   const size_t seq_axis = inputs.at(first_past).dims.size() - 2;
   GenerateResult r;

@@ -159,11 +159,10 @@ FUSEOPT_SHAPE_FN("", "SwiGLU", [](ShapeContext& c) {
   const std::optional<Shape>& a = c.input_shape(0);
   const std::optional<Shape>& b = c.input_shape(1);
   if (!a || !b) return;
-  if (a->size() != b->size())
-    c.fail("A " + shape_str(*a) + " and B " + shape_str(*b) + " must have one shape (no broadcasting)");
-  for (size_t i = 0; i < a->size(); ++i)
-    if ((*a)[i].known() && (*b)[i].known() && (*a)[i].value != (*b)[i].value)
-      c.fail("A " + shape_str(*a) + " and B " + shape_str(*b) + " must have one shape (no broadcasting)");
+  bool same = a->size() == b->size();
+  for (size_t i = 0; same && i < a->size(); ++i)
+    same = !(*a)[i].known() || !(*b)[i].known() || (*a)[i].value == (*b)[i].value;
+  if (!same) c.fail("A " + shape_str(*a) + " and B " + shape_str(*b) + " must have one shape (no broadcasting)");
 });
 
 // BitCast (opset 26): the shape stays, the element type is `to` (widths checked by the kernels).
