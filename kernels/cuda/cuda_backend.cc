@@ -116,6 +116,83 @@ struct DeviceScope {
   int prev_ = -1;
 };
 
+// Recycles the blocks of Session::run_device's outputs. A generation loop hands each step's
+// presents back as the next step's pasts and drops them a step later; freeing each with
+// cudaDeviceSynchronize + cudaFree and allocating the next with cudaMalloc cost more than the
+// step's kernels (session 13). A dropped block waits in `pending_` (its consumer may still use
+// it on any stream); the first allocation that wants one synchronizes the device once and moves
+// every pending block to `free_`. Shared by the backend and every block's deleter, because a
+// block may outlive the backend. At most kMaxCached bytes wait; beyond that a block is freed.
+class ExportCache {
+ public:
+  explicit ExportCache(int device) : device_(device) {}
+  ~ExportCache() {
+    DeviceScope on(device_);
+    if (!pending_.empty()) cudaDeviceSynchronize();
+    for (auto* list : {&free_, &pending_})
+      for (auto& [size, p] : *list) cudaFree(p);
+  }
+
+  // A block of at least `bytes`, and its size; nullptr when none is cached.
+  void* take(size_t bytes, size_t* size) {
+    const size_t cls = size_class(bytes);
+    // A block up to a quarter larger (or 2 MiB) serves: a cache that grows by a row a step
+    // keeps taking the same blocks.
+    const size_t most = cls + std::max(cls / 4, size_t{2} << 20);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int round = 0; round < 2; ++round) {
+      auto it = free_.lower_bound(cls);
+      if (it != free_.end() && it->first <= most) {
+        void* p = it->second;
+        *size = it->first;
+        cached_ -= it->first;
+        free_.erase(it);
+        return p;
+      }
+      auto pend = pending_.lower_bound(cls);
+      if (round == 1 || pend == pending_.end() || pend->first > most) return nullptr;
+      DeviceScope on(device_);
+      cudaDeviceSynchronize();  // every consumer of every pending block is done
+      free_.insert(pending_.begin(), pending_.end());
+      pending_.clear();
+    }
+    return nullptr;
+  }
+
+  void give_back(void* p, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + size <= kMaxCached) {
+        pending_.emplace(size, p);
+        cached_ += size;
+        return;
+      }
+    }
+    DeviceScope on(device_);
+    cudaDeviceSynchronize();
+    cudaFree(p);
+  }
+
+  // Everything cached back to the device (an allocation that failed may need the room).
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceScope on(device_);
+    cudaDeviceSynchronize();
+    for (auto* list : {&free_, &pending_}) {
+      for (auto& [size, p] : *list) cudaFree(p);
+      list->clear();
+    }
+    cached_ = 0;
+  }
+
+ private:
+  static constexpr size_t kMaxCached = size_t{4} << 30;
+  const int device_;
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_, pending_;
+  size_t cached_ = 0;
+};
+
 struct CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -136,6 +213,7 @@ class CudaBackend final : public BackendImpl {
     cuda_check(cudaEventCreate(&start_), "cudaEventCreate");
     cuda_check(cudaEventCreate(&stop_), "cudaEventCreate");
     cuda::attach_index_errors(stream_);  // the stream's out-of-range index slot
+    exports_ = std::make_shared<ExportCache>(device_);
   }
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
@@ -165,28 +243,28 @@ class CudaBackend final : public BackendImpl {
   int device_ordinal() const override { return device_; }
 
   // Outside the pool: the caller's consumer may read the block on another
-  // stream after this backend is gone. Freed with cudaFree after a device
-  // synchronize (a consumer's kernels may still read it), on its device.
+  // stream after this backend is gone. Recycled through ExportCache, which
+  // synchronizes the device before a dropped block is handed out again.
   std::shared_ptr<void> alloc_exported(size_t bytes) override {
     DeviceScope on(device_);
-    void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      pool_.release_cached();  // cached blocks of this session may be what is missing
-      e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+    size_t size = 0;
+    void* p = exports_->take(bytes, &size);
+    if (!p) {
+      size = size_class(bytes);
+      cudaError_t e = cudaMalloc(&p, size);
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        pool_.release_cached();  // cached blocks of this session may be what is missing
+        exports_->release();
+        e = cudaMalloc(&p, size);
+      }
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw AllocationError("out of GPU memory allocating an output of " + byte_size_text(bytes) + ": " +
+                              cudaGetErrorString(e));
+      }
     }
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw AllocationError("out of GPU memory allocating an output of " + byte_size_text(bytes) + ": " +
-                            cudaGetErrorString(e));
-    }
-    const int dev = device_;
-    return std::shared_ptr<void>(p, [dev](void* q) {
-      DeviceScope on(dev);
-      cudaDeviceSynchronize();
-      cudaFree(q);
-    });
+    return std::shared_ptr<void>(p, [cache = exports_, size](void* q) { cache->give_back(q, size); });
   }
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
@@ -257,6 +335,7 @@ class CudaBackend final : public BackendImpl {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   DevicePool pool_;
+  std::shared_ptr<ExportCache> exports_;  // made once device_ is known
 };
 
 bool cuda_usable(std::string* why) {

@@ -151,6 +151,11 @@ struct Session::Impl {
   Plan* last_plan = nullptr;
   std::mutex run_mutex;  // run() calls from several threads take turns
   // per-run
+  // An uncaptured run_device (every run of a generation loop: a new shape each step) computes
+  // the graph outputs that need no dtype conversion straight into exported blocks, slot ->
+  // block, and hands those out without the copy (export_output).
+  bool export_direct = false;
+  std::map<int, std::shared_ptr<void>> direct_out;
   std::deque<Buffer> run_buffers;
   std::deque<Tensor> run_tensors;
 
@@ -189,7 +194,9 @@ struct Session::Impl {
   void check_inputs(const Views& inputs, const std::map<std::string, Tensor>* tensors) const;
   void run(const Views& inputs, Outputs out, const std::map<std::string, Tensor>* tensors = nullptr);
   void copy_device_input(void* dst, DType want, const RtTensor& in);
-  void bind_inputs(Plan& p, const Views& inputs);
+  // in_place: device inputs are read where the caller has them (a run that is not captured);
+  // otherwise they are copied into the plan's buffers, whose addresses a captured graph keeps.
+  void bind_inputs(Plan& p, const Views& inputs, bool in_place);
   void execute_steps(Plan& p);
   void run_step(Plan& p, Step& st);
   void run_if(Plan& p, Step& st);
@@ -199,7 +206,7 @@ struct Session::Impl {
   std::vector<RtTensor> output_views(Plan& p, bool record);
   void deliver_outputs(Plan& p, const std::vector<RtTensor>& views, Outputs out);
   Tensor fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared);
-  DeviceTensor export_output(const RtTensor& v, DType declared);
+  DeviceTensor export_output(const RtTensor& v, DType declared, int slot);
   void replay(Plan& p, const Views& inputs, Outputs out);
   void finish_run();
   std::string signature(const Views& inputs);

@@ -126,11 +126,18 @@ void Session::Impl::copy_device_input(void* dst, DType want, const RtTensor& in)
   prof().input_upload_bytes += static_cast<int64_t>(c.bytes.size());
 }
 
-void Session::Impl::bind_inputs(Plan& p, const Views& inputs) {
+void Session::Impl::bind_inputs(Plan& p, const Views& inputs, bool in_place) {
   for (int id : input_slots) {
     Slot& sl = slots[id];
     const RtTensor& in = inputs.at(sl.v->name);
     const DType want = compute_dtype(in.dtype);
+    if (in.where != Backend::CPU && in_place && want == in.dtype) {
+      // Read where it is: no kernel writes its inputs, and no pool owns this memory, so
+      // nothing recycles it (a generation loop's cache: no copy of it per step).
+      sl.dev = in;
+      sl.has_dev = true;
+      continue;
+    }
     if (in.where != Backend::CPU) {
       // Device memory: copied on the device into the plan's buffer, because a
       // captured graph reads its inputs from fixed addresses. Host code that
@@ -194,7 +201,7 @@ void Session::Impl::deliver_outputs(Plan& p, const std::vector<RtTensor>& views,
   } else {
     out.device->clear();
     for (size_t i = 0; i < views.size(); ++i)
-      out.device->push_back(export_output(views[i], slots[output_slots[i]].model_dtype()));
+      out.device->push_back(export_output(views[i], slots[output_slots[i]].model_dtype(), output_slots[i]));
   }
 }
 
@@ -224,12 +231,20 @@ Tensor Session::Impl::fetch_output(Plan& p, size_t index, const RtTensor& v, DTy
 
 // One output into device memory the caller owns, in its declared dtype; the
 // caller synchronizes the stream before handing it out.
-DeviceTensor Session::Impl::export_output(const RtTensor& v, DType declared) {
+DeviceTensor Session::Impl::export_output(const RtTensor& v, DType declared, int slot) {
   const DType to = declared_target(v.dtype, declared);
   DeviceTensor d;
   d.dtype = to == DType::Undefined ? v.dtype : to;
   d.shape = v.shape;
   d.device = be.device_ordinal();
+  // Computed straight into an exported block (export_direct): handed out as it is, once (an
+  // output listed twice gets a copy the second time).
+  if (auto it = direct_out.find(slot); it != direct_out.end() && it->second.get() == v.data && to == DType::Undefined) {
+    d.owner = std::move(it->second);
+    d.data = d.owner.get();
+    direct_out.erase(it);
+    return d;
+  }
   const size_t bytes = static_cast<size_t>(v.numel()) * dtype_size(d.dtype);
   d.owner = be.alloc_exported(bytes);
   d.data = d.owner.get();
@@ -267,6 +282,8 @@ void Session::Impl::finish_run() {
   }
   run_buffers.clear();
   run_tensors.clear();
+  direct_out.clear();
+  export_direct = false;
 }
 
 // --- runs ----------------------------------------------------------------------
@@ -318,7 +335,8 @@ void Session::Impl::run(const Views& inputs, Outputs out, const std::map<std::st
   if (p.host_pool != p.dev_pool) p.host_pool->reset_peak();
   bool capture = pr.capture_possible && p.runs >= 1 && !p.reads_device_data;
   try {
-    bind_inputs(p, inputs);
+    export_direct = !capture && out.device != nullptr;
+    bind_inputs(p, inputs, !capture);
     if (capture) {
       p.graph = be.capture([&] { execute_steps(p); });
       if (p.graph) {
@@ -328,7 +346,8 @@ void Session::Impl::run(const Views& inputs, Outputs out, const std::map<std::st
         p.no_capture_reason = "the backend refused the capture";
         p.reads_device_data = true;
         finish_run();
-        bind_inputs(p, inputs);
+        export_direct = out.device != nullptr;
+        bind_inputs(p, inputs, true);
         execute_steps(p);
       }
     } else {

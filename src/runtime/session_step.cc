@@ -157,6 +157,17 @@ RtTensor* StepContext::output(size_t i, DType dtype, const std::vector<int64_t>&
            shape_str(shape) + " " + dtype_name(dtype);
   };
   const uint64_t bytes = tensor_bytes_checked(shape, dtype_size(dtype), what);  // no wrap-around to a small buffer
+  if (sl && sl->is_output && im_.export_direct && !st_.on_host && im_.device &&
+      declared_target(dtype, sl->model_dtype()) == DType::Undefined) {
+    // A graph output of an uncaptured run_device: into the block the caller will own.
+    const int id = static_cast<int>(sl - im_.slots.data());
+    auto& owner = im_.direct_out[id];
+    owner = with_allocation_context(bytes, "device", what, [&] { return im_.be.alloc_exported(bytes); });
+    sl->dev = RtTensor{dtype, shape, owner.get(), im_.be.kind()};
+    sl->has_dev = true;
+    sl->dev_buf = im_.new_buffer(owner.get(), nullptr);
+    return &sl->dev;
+  }
   void* p = acquire(pool, bytes, what);
   Backend where = st_.on_host ? Backend::CPU : im_.be.kind();
   if (!sl) {  // omitted optional output: a throwaway buffer

@@ -252,6 +252,45 @@ TEST_CASE("cuda Session run_device: device views in, owned device outputs out", 
   CHECK(to_host(*other, kept[0]).dims == std::vector<int64_t>{2, 16, 24});
 }
 
+// A generation loop's runs: a new shape every run, so none is captured. Such a run reads device
+// inputs where they are and computes its outputs straight into the blocks it hands out
+// (session_io.cc, export_direct); the bytes must be those of the host path, the inputs must
+// stay untouched, outputs kept from earlier runs must survive later ones (their blocks are not
+// recycled while held), and the second run of a shape (captured) must agree too.
+TEST_CASE("cuda Session run_device on new shapes: inputs in place, outputs into the caller's blocks", "[cuda][session]") {
+  if (!gpu_ready()) return;
+  std::unique_ptr<Graph> g = build_graph();
+  for (Precision prec : {Precision::FP32, Precision::FP16}) {
+    INFO(precision_name(prec));
+    SessionOptions o;
+    o.backend = Backend::CUDA;
+    o.precision = prec;
+    Session ref(*g, o), s(*g, o);
+    std::vector<std::pair<std::vector<DeviceTensor>, std::vector<Tensor>>> kept;
+    for (int64_t seq : {5, 9, 16, 23, 9}) {  // 9 twice: its second run is captured
+      INFO("seq " << seq);
+      const auto in = feeds(2, seq);
+      const auto want = ref.run(in);
+      DeviceFeeds dev(s.backend(), in);
+      std::vector<DeviceTensor> got = s.run_device(dev.views);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("output " << i);
+        CHECK(got[i].owner.get() == got[i].data);
+        CHECK(bit_identical(to_host(s.backend(), got[i]), want[i]));
+      }
+      for (const auto& [name, t] : in) {  // read in place, never written
+        Tensor back(t.dtype, t.dims);
+        s.backend().copy_to_host(back.bytes.data(), dev.views.at(name).data, back.bytes.size());
+        CHECK(back.bytes == t.bytes);
+      }
+      kept.emplace_back(std::move(got), want);
+    }
+    for (const auto& [got, want] : kept)
+      for (size_t i = 0; i < want.size(); ++i) CHECK(bit_identical(to_host(s.backend(), got[i]), want[i]));
+  }
+}
+
 TEST_CASE("cuda Session run_device refuses the CPU backend and host-only misuse", "[session]") {
   std::unique_ptr<Graph> g = build_graph();
   Session cpu(*g);

@@ -42,6 +42,18 @@ def swish(x, alpha=1.0):
     return (x.astype(np.float64) / (1.0 + np.exp(-alpha * x.astype(np.float64)))).astype(np.float32)
 
 
+def stft(x, step, w=None, n=None, onesided=True):
+    """STFT-17 in numpy: frames of `step`, windowed, DFT; [B, frames, bins, 2]."""
+    sig = x[..., 0].astype(np.float64) + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+    n = len(w) if n is None else n
+    win = np.ones(n) if w is None else w.astype(np.float64)
+    frames = 1 + (sig.shape[1] - n) // step
+    spec = np.stack([np.fft.fft(sig[:, f * step:f * step + n] * win, axis=-1) for f in range(frames)], axis=1)
+    if onesided:
+        spec = spec[..., :n // 2 + 1]
+    return [np.stack([spec.real, spec.imag], axis=-1).astype(np.float32)]
+
+
 def r(*shape, seed=0, lo=None, scale=1.0, offset=0.0):
     a = (np.random.RandomState(seed + sum(shape)).randn(*shape) * scale + offset).astype(np.float32)
     return np.abs(a) + lo if lo is not None else a
@@ -165,8 +177,11 @@ CASES = [
          opset=17, consts=[("step", np.array(4, np.int64))], order=["x", "step", "w"]),
     case("stft_real_frame_length", "STFT", [("x", r(1, 50, 1))], {},
          opset=17, consts=[("step", np.array(7, np.int64)), ("n", np.array(12, np.int64))], order=["x", "step", "", "n"]),
+    # onnxruntime 1.31's complex two-sided STFT returns NaN (1.32's does not): the numpy
+    # reference stands in where onnxruntime's output has NaN the inputs cannot explain.
     case("stft_complex_twosided", "STFT", [("x", r(2, 40, 2)), ("w", r(10, seed=3))], {"onesided": 0},
-         opset=17, consts=[("step", np.array(5, np.int64)), ("n", np.array(10, np.int64))], order=["x", "step", "w", "n"]),
+         opset=17, consts=[("step", np.array(5, np.int64)), ("n", np.array(10, np.int64))], order=["x", "step", "w", "n"],
+         ref=lambda x, w: stft(x, 5, w, 10, onesided=False)),
     case("dft17_real", "DFT", [("x", r(2, 16, 1))], {"axis": 1}, opset=17),
     case("dft17_complex_inverse", "DFT", [("x", r(2, 12, 2))], {"axis": 1, "inverse": 1}, opset=17),
     case("dft17_onesided_padded", "DFT", [("x", r(3, 10, 1))], {"axis": 1, "onesided": 1}, opset=17,
@@ -287,6 +302,10 @@ def main():
                     print("skip " + c["name"] + ": onnxruntime: " + str(e).splitlines()[0][:200])
                     skipped.append(c["name"])
                     continue
+                outs = c["ref"](*[a for _, a in c["inputs"]])
+            finite_in = all(np.isfinite(a).all() for _, a in c["inputs"] if np.asarray(a).dtype.kind == "f")
+            if c["ref"] is not None and finite_in and any(np.isnan(np.asarray(o)).any() for o in outs):
+                print("note " + c["name"] + ": onnxruntime " + ort.__version__ + " gives NaN on finite inputs; numpy reference")
                 outs = c["ref"](*[a for _, a in c["inputs"]])
             for i, (n, a) in enumerate(c["inputs"]):
                 with open(os.path.join(data, f"input_{i}.pb"), "wb") as f:

@@ -9,7 +9,8 @@ runs the original model for four steps from the first inputs, feeding each step'
 back as the next past and growing the mask by a column of ones, and must reach the same last
 inputs and outputs (fp32 1e-4). Also: the printed cache lengths, and the refusals (a model
 without a cache; --generate with --check).
-Invoked by ctest as: test_generate.py --bin <build>/bin --src <repo>.
+Invoked by ctest as: test_generate.py --bin <build>/bin --src <repo>. FUSERUN_BACKEND=cuda runs the
+fuserun half on the GPU (the carried cache then stays on the device between steps).
 """
 import glob
 import os
@@ -25,6 +26,7 @@ from onnx import numpy_helper  # noqa: E402
 
 PAST, STEPS = 3, 4
 MODELS = ["kv_llama_gqa", "kv_gpt2_mha", "kv_mqa"]
+BACKEND = os.environ.get("FUSERUN_BACKEND", "cpu")
 
 
 def read_dir(d, prefix):
@@ -75,7 +77,7 @@ def main():
             expect(r.returncode == 0, f"{name}: fuseopt exits 0 {r.stderr[-300:]}")
             for tag, model in (("original", orig), ("fused", fused)):
                 d0, d1 = os.path.join(tmp, name + tag + "0"), os.path.join(tmp, name + tag + "1")
-                base = [fuserun, model, "--backend", "cpu", "--past", str(PAST)]
+                base = [fuserun, model, "--backend", BACKEND, "--past", str(PAST)]
                 r0 = subprocess.run(base + ["--warmup", "0", "--iters", "0", "--save-outputs", d0, "-q"],
                                     capture_output=True, text=True)
                 r1 = subprocess.run(base + ["--generate", str(STEPS), "--save-outputs", d1], capture_output=True, text=True)
