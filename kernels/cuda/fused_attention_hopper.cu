@@ -40,6 +40,7 @@
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/fused_attention_hopper_kernel.cuh"
+#include "kernels/cuda/tma_encode.h"
 
 namespace fuseopt::cuda_fused {
 
@@ -86,26 +87,13 @@ int default_rows_d64(const AttentionArgs& a) {
   return 128;
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
 // View of Q, K or V as a 4-d tensor [B][seq][heads][D] (innermost last), one
 // box = 64 head-dim columns x `rows` positions of one head. The strides need not
 // grow with the dimension: a KV cache's present [B, Hkv, S, D] is this view with
 // head_stride S·D and seq_stride D (TMA wants each a multiple of 16 bytes only).
 bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, int batch, int D,
               int64_t head_stride, int64_t seq_stride, int64_t batch_stride, int rows) {
-  auto encode = encode_fn();
+  auto encode = tma_encode_tiled();
   if (!encode) return false;
   const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(heads), cuuint64_t(seq), cuuint64_t(batch)};
   const cuuint64_t strides[3] = {cuuint64_t(head_stride) * 2, cuuint64_t(seq_stride) * 2,

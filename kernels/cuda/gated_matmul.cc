@@ -1,4 +1,5 @@
-// fuseopt.GatedMatMul on CUDA: one GEMM P = A·W (+ bias, in its epilogue;
+// fuseopt.GatedMatMul on CUDA: on Hopper with many rows and FUSEOPT_HOPPER_GEMM=1, one GEMM
+// with the gate in its epilogue (gemm_hopper.h); otherwise one GEMM P = A·W (+ bias, in its epilogue;
 // cuBLASLt, or gemm_small_m.h's kernel for rows <= 8) into scratch [rows, 2N]
 // in the compute dtype, then one elementwise kernel Y = act(P[:, :N]) *
 // P[:, N:] with fp32 math. For rows <= 8, launch_gated_small_m does both in
@@ -14,6 +15,7 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_hopper.h"
 #include "kernels/cuda/gemm_small_m.h"
 #include "kernels/cuda/gemv_nk_fused.h"
 
@@ -73,6 +75,26 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
       cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
                                        stream, w_const))
     return;
+  // Hopper, many rows, where switched on: one GEMM whose tiles hold matching gate and up
+  // columns and whose epilogue applies the gate, so the [rows, 2N] product is never written.
+  if (K > 0) {
+    cuda_fused::HopperGemm g;
+    g.dt = dt;
+    g.a = a->data;
+    g.b = w->data;
+    g.b_nk = nk;
+    g.gated = true;
+    g.bias = bias ? bias->data : nullptr;
+    g.y = y->data;
+    g.M = rows;
+    g.N = N;
+    g.K = K;
+    g.act = act == GateActivation::Silu       ? cuda_fused::HopperGemmAct::Silu
+            : act == GateActivation::Gelu     ? cuda_fused::HopperGemmAct::GeluErfExact
+            : act == GateActivation::GeluTanh ? cuda_fused::HopperGemmAct::GeluTanh
+                                              : cuda_fused::HopperGemmAct::Relu;
+    if (cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream)) return;
+  }
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));
   if (K == 0) {
     // No product: P = bias (or 0) on every row.

@@ -14,6 +14,8 @@
 // for small M with FUSEOPT_GEMM_GELU=1, one kernel does GEMM + bias + erf-GELU
 // (gemm_gelu.cu: one launch fewer per FFN, NOTES-perf.md v8). With
 // FUSEOPT_SMALL_GEMM=1 that kernel takes every small-M GEMM it handles.
+// With FUSEOPT_HOPPER_GEMM=1 (opt-in), erf-GELU GEMMs of 1024 rows or more on Hopper run
+// our own wgmma GEMM with the GELU in its epilogue (gemm_hopper.cu, try_hopper_gemm).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -44,6 +46,12 @@ bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias,
 // Split-K partials (large K) go to scratch, asked for only when needed.
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
+// The Hopper GEMM of gemm_hopper.cu where it is wanted (hopper_gemm_wanted: opt-in, for
+// erf-GELU with M >= 1024, whose cuBLASLt path needs a pass over Y afterwards) and fits (sm_90a, fp16/bf16, K and N
+// multiples of 8); B [K, N] or, with trans_b, [N, K]; alpha 1. False: nothing launched.
+bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
+                     int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
 // The epilogue doing bias + activation; erf-GELU and tanh need a pass afterwards.
 cuda_fused::GemmEpilogue epilogue_for(Act act, bool bias);

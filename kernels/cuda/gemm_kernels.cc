@@ -15,6 +15,7 @@
 #include "kernels/cuda/fused_launch.cuh"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_gelu.h"
+#include "kernels/cuda/gemm_hopper.h"
 #include "kernels/cuda/gemm_host.h"
 #include "kernels/cuda/gemm_pack.h"
 #include "kernels/cuda/gemm_small_m.h"
@@ -70,6 +71,27 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
   const size_t ws = cuda_fused::small_gemm_workspace(dt, M, N, K);
   return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream,
                                        ws ? ctx.scratch(ws) : nullptr);
+}
+
+bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
+                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  using cuda_fused::HopperGemmAct;
+  if (act == Act::Tanh) return false;  // no tanh in its epilogue
+  cuda_fused::HopperGemm g;
+  g.dt = dt;
+  g.a = a;
+  g.b = b;
+  g.b_nk = trans_b;
+  g.bias = bias;
+  g.y = y;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.act = act == Act::Relu ? HopperGemmAct::Relu
+          : act == Act::Gelu ? HopperGemmAct::GeluErf
+          : act == Act::GeluTanh ? HopperGemmAct::GeluTanh
+                                 : HopperGemmAct::None;
+  return cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream);
 }
 
 GemmEpilogue epilogue_for(Act act, bool bias) {
@@ -171,6 +193,10 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
   if (nb == 1 && !trans_b && alpha == 1.f &&
       try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
+    return;
+  // Large M with erf-GELU on Hopper, where switched on: our GEMM with the GELU in its epilogue.
+  if (nb == 1 && alpha == 1.f &&
+      try_hopper_gemm(dt, act, a->data, b->data, trans_b, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.

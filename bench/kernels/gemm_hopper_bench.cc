@@ -1,0 +1,162 @@
+// Micro-benchmark (hidden: `bin/bench_kernels "[.bench][gemm_hopper]"`; never decides
+// pass/fail): the Hopper GEMM of kernels/cuda/gemm_hopper.cu against cuBLASLt (+ the erf-GELU
+// pass where the activation needs it) at the large-M transformer shapes: BERT-base at 32 x 128
+// and 8 x 512 (4096 rows), ViT-base at batch 32 (6304 rows), and its plain GEMMs for
+// reference. µs per call from one replay of a CUDA graph of 24 back-to-back calls (median of
+// 15 replays), inputs rotated over 4 sets; both B layouts and both tile widths. Figures go to
+// NOTES-perf.md v19.
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "cuda_bench.h"
+#include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gated_matmul.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/gemm_hopper.h"
+#include "support/cuda_kernel_check.h"
+
+using namespace fuseopt;
+
+TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
+  if (!cuda_check::gpu_ready()) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  using A = cuda_fused::HopperGemmAct;
+  struct Shape {
+    const char* what;
+    int64_t M, K, N;
+    A act;
+    bool bias = true;
+  };
+  const Shape shapes[] = {
+      {"BERT FFN1+erf-GELU 32x128", 4096, 768, 3072, A::GeluErf},
+      {"  the same without bias", 4096, 768, 3072, A::GeluErf, false},
+      {"ViT FFN1+erf-GELU b32", 6304, 768, 3072, A::GeluErf},
+      {"BERT FFN1+erf-GELU 8x128", 1024, 768, 3072, A::GeluErf},
+      {"BERT QKV 32x128", 4096, 768, 2304, A::None},
+      {"BERT FFN2 32x128", 4096, 3072, 768, A::None},
+      {"BERT out-proj 32x128", 4096, 768, 768, A::None},
+      {"Llama gate/up 1x2048", 2048, 2048, 16384, A::None},
+  };
+  std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKxN", "cuBLASLt", "kn/128",
+              "kn/256", "nk/128", "nk/256", "best x");
+  for (const Shape& sh : shapes) {
+    cuda_bench::DeviceBuffers mem;
+    std::vector<void*> a, y;
+    for (int k = 0; k < cuda_bench::kSets; ++k) {
+      a.push_back(mem.random_half(sh.M * sh.K));
+      y.push_back(mem.alloc(sh.M * sh.N * 2));
+    }
+    void* w = mem.random_half(sh.K * sh.N, -0.05f, 0.05f);
+    void* bias = mem.random_half(sh.N);
+    void* ws = mem.alloc(32 << 20);
+    auto scratch = [ws](size_t) { return ws; };
+    cuda_fused::GemmDesc d;
+    d.dtype = DType::Float16;
+    d.M = sh.M;
+    d.K = sh.K;
+    d.N = sh.N;
+    d.bias = sh.bias ? bias : nullptr;
+    d.epilogue = sh.bias ? cuda_fused::GemmEpilogue::Bias : cuda_fused::GemmEpilogue::None;
+    const double lt = cuda_bench::graph_us(s, [&](int i) {
+      const int k = i % cuda_bench::kSets;
+      cuda_fused::gemm(d, a[k], w, y[k], s, scratch);
+      if (sh.act == A::GeluErf) cuda_fused::launch_bias_gelu_erf(DType::Float16, y[k], nullptr, sh.M, sh.N, s);
+    });
+    double ours[4];
+    int v = 0;
+    for (int b_nk = 0; b_nk < 2; ++b_nk)
+      for (int tile_n : {128, 256}) {
+        cuda_fused::set_hopper_gemm_tile_n(tile_n);
+        ours[v++] = cuda_bench::graph_us(s, [&](int i) {
+          const int k = i % cuda_bench::kSets;
+          cuda_fused::HopperGemm g;
+          g.a = a[k];
+          g.b = w;  // the same bytes read as [K, N] or [N, K]: the timing does not care
+          g.b_nk = b_nk != 0;
+          g.bias = sh.bias ? bias : nullptr;
+          g.y = y[k];
+          g.M = sh.M;
+          g.N = sh.N;
+          g.K = sh.K;
+          g.act = sh.act;
+          REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+        });
+      }
+    cuda_fused::set_hopper_gemm_tile_n(0);
+    double best = ours[0];
+    for (double o : ours) best = o < best ? o : best;
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)sh.M, (long long)sh.K, (long long)sh.N);
+    std::printf("BENCH %-28s %-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n", sh.what, dims, lt, ours[0], ours[1],
+                ours[2], ours[3], lt / best);
+    const double tflop = 2.0 * sh.M * sh.K * sh.N / 1e12;
+    std::printf("BENCH %-28s TFLOP/s: cuBLASLt %.0f, best of ours %.0f\n", "", tflop / (lt * 1e-6),
+                tflop / (best * 1e-6));
+  }
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][gemm_hopper]") {
+  if (!cuda_check::gpu_ready()) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  struct Shape {
+    const char* what;
+    int64_t M, K, h;
+  };
+  const Shape shapes[] = {
+      {"Llama gate/up+SiLU 1x2048", 2048, 2048, 8192},
+      {"Llama gate/up+SiLU 1x1024", 1024, 2048, 8192},
+      {"Llama gate/up+SiLU 4x2048", 8192, 2048, 8192},
+  };
+  std::printf("\nBENCH %-28s %-16s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "ours kn",
+              "ours nk", "best x");
+  for (const Shape& sh : shapes) {
+    cuda_bench::DeviceBuffers mem;
+    std::vector<void*> a, y;
+    for (int k = 0; k < cuda_bench::kSets; ++k) {
+      a.push_back(mem.random_half(sh.M * sh.K));
+      y.push_back(mem.alloc(sh.M * sh.h * 2));
+    }
+    void* w = mem.random_half(sh.K * 2 * sh.h, -0.05f, 0.05f);
+    void* p = mem.alloc(sh.M * 2 * sh.h * 2);
+    void* ws = mem.alloc(32 << 20);
+    auto scratch = [ws](size_t) { return ws; };
+    cuda_fused::GemmDesc d;
+    d.dtype = DType::Float16;
+    d.M = sh.M;
+    d.K = sh.K;
+    d.N = 2 * sh.h;
+    d.trans_b = true;  // the runtime's weight layout for GatedMatMul ([2h, K])
+    const double lt = cuda_bench::graph_us(s, [&](int i) {
+      const int k = i % cuda_bench::kSets;
+      cuda_fused::gemm(d, a[k], w, p, s, scratch);
+      cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p, y[k], sh.M, sh.h, s);
+    });
+    double ours[2];
+    for (int b_nk = 0; b_nk < 2; ++b_nk)
+      ours[b_nk] = cuda_bench::graph_us(s, [&](int i) {
+        const int k = i % cuda_bench::kSets;
+        cuda_fused::HopperGemm g;
+        g.a = a[k];
+        g.b = w;
+        g.b_nk = b_nk != 0;
+        g.gated = true;
+        g.y = y[k];
+        g.M = sh.M;
+        g.N = sh.h;
+        g.K = sh.K;
+        g.act = cuda_fused::HopperGemmAct::Silu;
+        REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+      });
+    const double best = ours[0] < ours[1] ? ours[0] : ours[1];
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)sh.M, (long long)sh.K, (long long)(2 * sh.h));
+    std::printf("BENCH %-28s %-16s %10.2f %10.2f %10.2f %8.2f\n", sh.what, dims, lt, ours[0], ours[1], lt / best);
+  }
+  cudaStreamDestroy(s);
+}

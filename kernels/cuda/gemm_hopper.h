@@ -1,0 +1,58 @@
+// A Hopper (sm_90a) GEMM of our own for the epilogues cuBLASLt lacks: Y = act(A · B + bias)
+// with the exact (erf) GELU applied to the accumulators before the one rounding to fp16/bf16.
+// cuBLASLt's GELU epilogue is the tanh form, so an erf-GELU FFN otherwise pays a second pass
+// over Y (BERT-base at 32 x 128: 12 x ~20 us of 1.67 ms; NOTES-perf.md v19). Opt-in for now
+// (FUSEOPT_HOPPER_GEMM=1): its first form was correct but slower than cuBLASLt + the pass.
+// Host-only header; the kernel (wgmma fed by TMA through an mbarrier ring, one producer warp,
+// two consumer warpgroups, persistent over output tiles) is in gemm_hopper.cu.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ir/tensor.h"
+
+namespace fuseopt::cuda_fused {
+
+// GeluErf: erf by the fast branch-free form for 16-bit outputs (as the erf-GELU pass);
+// GeluErfExact: erff (as GatedMatMul's gate pass); Silu: x / (1 + e^-x).
+enum class HopperGemmAct { None, Relu, GeluErf, GeluTanh, Silu, GeluErfExact };
+
+struct HopperGemm {
+  DType dt = DType::Float16;  // A, B, bias and Y: Float16 or BFloat16
+  const void* a = nullptr;    // [M, K] row-major
+  const void* b = nullptr;    // [K, N] row-major, or [N, K] with b_nk (gated: 2N for N)
+  bool b_nk = false;
+  // Gated (fuseopt.GatedMatMul): B has 2N columns, gate then up; Y = act(A·B_gate + bias_gate)
+  // * (A·B_up + bias_up), bias [2N]. Otherwise Y = act(A·B + bias), bias [N].
+  bool gated = false;
+  const void* bias = nullptr;
+  void* y = nullptr;           // [M, N] row-major
+  int64_t M = 0, N = 0, K = 0;
+  HopperGemmAct act = HopperGemmAct::None;
+};
+
+// Whether the kernel can run these arguments on this device: fp16/bf16; K and N multiples of
+// 8 (TMA row strides of 16 bytes) and below 2^31; A, B 16-byte aligned, Y and bias 4-byte; a
+// device of compute capability 9.0 whose loaded image is the sm_90a one (probed once per
+// device, outside a stream capture).
+bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream);
+
+// Whether the runtime should take it for this GEMM: the switch below; by default (unset) no GEMM
+// for now — opt-in until it measures faster than cuBLASLt + the activation pass (NOTES-perf.md
+// v19); the default it is meant for: erf-GELU and gated GEMMs of 1024 rows or more.
+bool hopper_gemm_wanted(const HopperGemm& g);
+
+// Launches and returns true, or returns false having launched nothing (does not fit).
+// fp32 accumulation; bias and activation on the fp32 accumulator; one rounding.
+bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream);
+
+// Switch: FUSEOPT_HOPPER_GEMM=0 never, =1 the erf-GELU and gated GEMMs of 1024 rows or more
+// that it fits, =all every GEMM it fits (A/B runs); unset = the default of hopper_gemm_wanted.
+// set_hopper_gemm(0 | 1 | 2) sets the same for tests; set_hopper_gemm(-1) returns to the environment.
+void set_hopper_gemm(int mode);
+// Output columns per block tile (128 or 256; 0 = by shape). For tests and A/B runs.
+void set_hopper_gemm_tile_n(int n);
+long long hopper_gemm_launch_count();
+
+}  // namespace fuseopt::cuda_fused
