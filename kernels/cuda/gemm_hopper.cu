@@ -403,7 +403,8 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   // The epilogues cuBLASLt lacks (the exact GELU; a gate), whose cuBLASLt path needs a second
   // pass over Y, on GEMMs with enough rows to fill the SMs (small M has gemm_gelu.cu,
   // gemv_nk_fused.cu and cuBLASLt's small-M kernels). Opt-in (m == 1) until measured faster
-  // than cuBLASLt + the pass: its first form ran 2.4x slower (NOTES-perf.md v19).
+  // than cuBLASLt + the pass: 0.80-0.96x of it so far, the epilogue not yet overlapped with the
+  // next tile's MMAs (NOTES-perf.md v19).
   const bool intended =
       (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact) && g.M >= 1024;
   return intended && (m == 1 || kDefaultOn);

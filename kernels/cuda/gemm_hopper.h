@@ -2,7 +2,7 @@
 // with the exact (erf) GELU applied to the accumulators before the one rounding to fp16/bf16.
 // cuBLASLt's GELU epilogue is the tanh form, so an erf-GELU FFN otherwise pays a second pass
 // over Y (BERT-base at 32 x 128: 12 x ~20 us of 1.67 ms; NOTES-perf.md v19). Opt-in for now
-// (FUSEOPT_HOPPER_GEMM=1): its first form was correct but slower than cuBLASLt + the pass.
+// (FUSEOPT_HOPPER_GEMM=1): correct, but still 0.80-0.96x of cuBLASLt + the pass.
 // Host-only header; the kernel (wgmma fed by TMA through an mbarrier ring, one producer warp,
 // two consumer warpgroups, persistent over output tiles) is in gemm_hopper.cu.
 #pragma once
