@@ -40,6 +40,7 @@
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/fused_attention_hopper_kernel.cuh"
+#include "kernels/cuda/hopper_device.h"
 #include "kernels/cuda/tma_encode.h"
 
 namespace fuseopt::cuda_fused {
@@ -197,7 +198,7 @@ bool takes(const AttentionArgs& a) {
 
 // Compute capability 9.0 and the sm_90a image loaded (probed once per
 // device, outside stream capture).
-bool device_ok(cudaStream_t stream) {
+bool probe_sm90a(cudaStream_t stream) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
   if (!g_device_init) {
@@ -247,6 +248,8 @@ bool args_fit(const AttentionArgs& a) {
 
 }  // namespace
 
+bool hopper_sm90a_ready(cudaStream_t stream) { return probe_sm90a(stream); }
+
 void attention_set_hopper(int mode) { g_mode = mode < 0 ? -1 : mode == 0 ? 0 : 1; }
 void attention_hopper_set_pingpong(bool on) { g_pingpong = on ? 1 : 0; }
 void attention_hopper_set_blocks(int rows) { g_blocks = rows == 64 || rows == 128 || rows == 192 ? rows : 0; }
@@ -257,10 +260,10 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
-bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && device_ok(nullptr); }
+bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
 
 bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
-  if (!args_fit(a) || !takes(a) || !device_ok(stream)) return false;
+  if (!args_fit(a) || !takes(a) || !hopper_sm90a_ready(stream)) return false;
   // 64-row blocks (two per SM) where 128-row blocks would leave SMs idle or
   // the sequence is too short to hide a block's prologue (default_rows_d64).
   const int rows = a.Dh == 128 ? 128 : g_blocks > 0 ? g_blocks : default_rows_d64(a);

@@ -15,7 +15,7 @@
 // Epilogue straight from the accumulators: + bias, the activation in fp32, one rounding, 4-byte
 // stores of column pairs (rows past M and columns past N are not written).
 // Only the sm_90a image holds the kernel body (CMakeLists.txt compiles this file for it besides
-// sm_90); the host side checks at run time that the device loaded that image.
+// sm_90); the host side checks at run time that the device loaded that image (hopper_device.h).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -31,6 +31,7 @@
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/gemm_hopper.h"
 #include "kernels/cuda/gemm_hopper_wgmma.cuh"
+#include "kernels/cuda/hopper_device.h"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/tma_encode.h"
 
@@ -93,14 +94,6 @@ __device__ __forceinline__ float apply_act(float v) {
   else return v;
 }
 #endif
-
-__global__ void hopper_gemm_probe_kernel(int* out) {
-#if defined(FUSEOPT_HOPPER_DEVICE)
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
 
 // GATED: B holds 2N columns (gate, then up); a block's BN columns of B are the gate's
 // [n0, n0 + BN/2) and the up's [N + n0, N + n0 + BN/2), and it writes Y's [n0, n0 + BN/2) as
@@ -243,8 +236,6 @@ __global__ void __launch_bounds__(384, 1)
 
 // ---------------- host side ----------------
 
-// Whether the default (FUSEOPT_HOPPER_GEMM unset) takes the GEMMs hopper_gemm_wanted names.
-constexpr bool kDefaultOn = false;
 int g_mode = -2;  // -2: read the environment once; -1 default; 0 off; 1 the intended GEMMs; 2 every one it fits
 int g_tile_n = 0;  // 0 by shape
 std::atomic<long long> g_launches{0};
@@ -259,36 +250,6 @@ int mode() {
 }
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
-
-// Compute capability 9.0 with the sm_90a image loaded; probed once per device outside capture.
-bool device_ok(cudaStream_t stream) {
-  static std::atomic<int> cached[64];  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  const int c = cached[dev].load(std::memory_order_relaxed);
-  if (c != 0) return c == 1;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) {
-    cached[dev].store(2, std::memory_order_relaxed);
-    return false;
-  }
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (stream && (cudaStreamIsCapturing(stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone))
-    return false;  // cannot probe inside a capture; the next uncaptured call will
-  int* d = nullptr;
-  int h = 0;
-  bool ok = cudaMalloc(&d, sizeof(int)) == cudaSuccess;
-  if (ok) {
-    hopper_gemm_probe_kernel<<<1, 1>>>(d);
-    ok = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(d);
-  }
-  (void)cudaGetLastError();
-  cached[dev].store(ok && h == 1 ? 1 : 2, std::memory_order_relaxed);
-  return ok && h == 1;
-}
 
 // A 2-d view [rows][cols] (cols contiguous, row pitch `pitch` elements) in boxes of
 // box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
@@ -393,7 +354,7 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream) {
   if (g.gated && 2 * g.N >= (int64_t(1) << 31)) return false;
   if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, 4)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
-  return device_ok(stream);
+  return hopper_sm90a_ready(stream);
 }
 
 bool hopper_gemm_wanted(const HopperGemm& g) {
@@ -407,7 +368,7 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   // next tile's MMAs (NOTES-perf.md v19).
   const bool intended =
       (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact) && g.M >= 1024;
-  return intended && (m == 1 || kDefaultOn);
+  return intended && m == 1;
 }
 
 bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream) {

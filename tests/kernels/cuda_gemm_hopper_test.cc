@@ -24,6 +24,8 @@ namespace {
 
 using cuda_check::ck;
 using cuda_check::DevBuf;
+using cuda_check::download;
+using cuda_check::upload;
 using cuda_check::OpCase;
 using cuda_fused::HopperGemmAct;
 
@@ -42,35 +44,6 @@ bool hopper_ready() {
   return true;
 }
 
-float round16(DType dt, float v) { return cuda_check::round_to(dt, v); }
-
-std::vector<float> values(DType dt, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = round16(dt, u(cuda_check::rng()));
-  return v;
-}
-
-void upload16(DType dt, void* dst, const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::Float16 ? float_to_half(v[i]) : float_to_bf16(v[i]);
-  cuda_check::upload_bytes(dst, h.data(), h.size() * 2);
-}
-
-std::vector<float> download16(DType dt, const void* src, size_t n) {
-  std::vector<uint16_t> h(n);
-  ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = dt == DType::Float16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
-  return v;
-}
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream"); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-
 // A [M, K], B [K, N] on the host; on the device A, B as [K, N] and as [N, K], bias, Y.
 struct Problem {
   DType dt;
@@ -79,16 +52,17 @@ struct Problem {
   std::vector<double> pre;  // A · B in fp64, computed once
   DevBuf dA, dB, dBt, dbias, dY;
   Problem(DType d, int64_t m, int64_t k, int64_t n)
-      : dt(d), M(m), K(k), N(n), A(values(d, m * k, -2.f, 2.f)), B(values(d, k * n, -0.3f, 0.3f)),
-        bias(values(d, n, -1.f, 1.f)), dA(m * k * 2), dB(k * n * 2), dBt(k * n * 2), dbias(n * 2),
+      : dt(d), M(m), K(k), N(n), A(cuda_check::random_values(d, m * k, -2.f, 2.f)),
+        B(cuda_check::random_values(d, k * n, -0.3f, 0.3f)), bias(cuda_check::random_values(d, n, -1.f, 1.f)),
+        dA(m * k * 2), dB(k * n * 2), dBt(k * n * 2), dbias(n * 2),
         dY(m * n * 2 + 16) {
-    upload16(dt, dA.p, A);
-    upload16(dt, dB.p, B);
+    upload(dt, dA.p, A);
+    upload(dt, dB.p, B);
     std::vector<float> bt(k * n);
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t nn = 0; nn < n; ++nn) bt[nn * k + kk] = B[kk * n + nn];
-    upload16(dt, dBt.p, bt);
-    upload16(dt, dbias.p, bias);
+    upload(dt, dBt.p, bt);
+    upload(dt, dbias.p, bias);
     pre.assign(M * N, 0.0);
     for (int64_t mm = 0; mm < M; ++mm)
       for (int64_t kk = 0; kk < K; ++kk) {
@@ -173,7 +147,7 @@ const char* act_name(HopperGemmAct a) {
 
 TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]") {
   if (!hopper_ready()) return;
-  Stream st;
+  cuda_check::TestStream st;
   struct Shape { int64_t M, K, N; };
   // Off every tile edge (M 1000 / 130 / 257 / 1100, N 136 / 264 / 520 / 1032, K 200 / 72 / 1000);
   // 2048 x 2048 output: 256 tiles of 128 x 128 (the persistent walk, two tiles a block); K 1000:
@@ -201,7 +175,7 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
             REQUIRE(cuda_fused::launch_gemm_hopper(p.args(b_nk, with_bias, a), st.s));
             REQUIRE(cuda_fused::hopper_gemm_launch_count() == before + 1);
             ck(cudaStreamSynchronize(st.s), "kernel");
-            const auto got = download16(dt, p.dY.p, p.M * p.N);
+            const auto got = download(dt, p.dY.p, p.M * p.N);
             const double err = cuda_check::rel_err(got, p.reference(with_bias, a));
             INFO("relative error " << err);
             CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
@@ -209,7 +183,7 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
             p.poison(st.s);
             REQUIRE(cuda_fused::launch_gemm_hopper(p.args(b_nk, with_bias, a), st.s));
             ck(cudaStreamSynchronize(st.s), "kernel");
-            const auto again = download16(dt, p.dY.p, p.M * p.N);
+            const auto again = download(dt, p.dY.p, p.M * p.N);
             CHECK(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0);
           }
         }
@@ -219,7 +193,7 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
 
 TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference", "[cuda][gemm][gemm_hopper]") {
   if (!hopper_ready()) return;
-  Stream st;
+  cuda_check::TestStream st;
   struct Shape { int64_t M, K, h; };
   // h (Y's columns) off the 128-column output tile: the gate's last tile reads into the up's
   // columns and must not use them; K over the 4-stage ring; more tiles than SMs (1100 x 2056).
@@ -242,7 +216,7 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
           p.poison(st.s);
           REQUIRE(cuda_fused::launch_gemm_hopper(g, st.s));
           ck(cudaStreamSynchronize(st.s), "kernel");
-          const auto got = download16(dt, p.dY.p, s.M * s.h);
+          const auto got = download(dt, p.dY.p, s.M * s.h);
           const double err = cuda_check::rel_err(got, p.reference_gated(with_bias, act));
           INFO("relative error " << err);
           CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
@@ -252,14 +226,14 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
 
 TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm_hopper]") {
   if (!hopper_ready()) return;
-  Stream st;
+  cuda_check::TestStream st;
   const DType dt = DType::Float16;
   Problem p(dt, 64, 64, 64);
   auto refused = [&](cuda_fused::HopperGemm g) {
     p.poison(st.s);
     const bool launched = cuda_fused::launch_gemm_hopper(g, st.s);
     ck(cudaStreamSynchronize(st.s), "kernel");
-    return !launched && all_nan(download16(dt, p.dY.p, 64 * 64));
+    return !launched && all_nan(download(dt, p.dY.p, 64 * 64));
   };
   const cuda_fused::HopperGemm ok = p.args(false, true, HopperGemmAct::GeluErf);
   auto g = ok;

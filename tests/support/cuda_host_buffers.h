@@ -1,7 +1,7 @@
-// Raw device buffers and host<->device copies of float values stored as fp32
-// or fp16, for the CUDA tests that call launch functions directly (not
-// through a KernelContext): tests/kernels/cuda_gemm_tune_test.cc,
-// cuda_norm_warp_test.cc.
+// Raw device buffers, a non-blocking stream and host<->device copies of float
+// values stored as fp32, fp16 or bf16, for the CUDA tests that call launch
+// functions directly (not through a KernelContext): tests/kernels/cuda_gemm_tune_test.cc,
+// cuda_norm_warp_test.cc, cuda_gemm_hopper_test.cc.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -23,15 +23,21 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-// Uniform on [lo, hi), rounded to `dt` (Float or Float16) so a host reference
-// sees exactly what the GPU reads.
+// A non-blocking stream, as the runtime uses (PDL is not used on the legacy default stream).
+struct TestStream {
+  cudaStream_t s = nullptr;
+  TestStream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream"); }
+  ~TestStream() { cudaStreamDestroy(s); }
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+};
+
+// Uniform on [lo, hi), rounded to `dt` (Float, Float16 or BFloat16) so a host
+// reference sees exactly what the GPU reads.
 inline std::vector<float> random_values(DType dt, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) {
-    x = u(rng());
-    if (dt == DType::Float16) x = half_to_float(float_to_half(x));
-  }
+  for (auto& x : v) x = round_to(dt, u(rng()));
   return v;
 }
 
@@ -41,7 +47,7 @@ inline void upload(DType dt, void* dst, const std::vector<float>& v) {
     return;
   }
   std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::BFloat16 ? float_to_bf16(v[i]) : float_to_half(v[i]);
   upload_bytes(dst, h.data(), h.size() * 2);
 }
 
@@ -53,7 +59,7 @@ inline std::vector<float> download(DType dt, const void* src, size_t n) {
   }
   std::vector<uint16_t> h(n);
   ck(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost), "download");
-  for (size_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
+  for (size_t i = 0; i < n; ++i) v[i] = dt == DType::BFloat16 ? bf16_to_float(h[i]) : half_to_float(h[i]);
   return v;
 }
 
