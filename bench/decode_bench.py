@@ -4,7 +4,7 @@ with a KV cache, fuseopt + fuserun against PyTorch in the same run. Runs on the
 GPU machine (random weights, no downloads).
 
   python3 bench/decode_bench.py --bin .gpu/bin [--batches 1,8] [--past 128,2048] [--loop N]
-      [--exporter ts|dynamo] [--dtype fp32,fp16] [--json FILE] [--markdown FILE]
+      [--exporter ts|dynamo] [--dtype fp32,fp16] [--kv-cache copy,hold] [--json FILE] [--markdown FILE]
 
 The export is one decoder step with flat inputs: input_ids [B, 1], attention_mask
 [B, P + 1], past_key_values.{i}.{key,value} [B, 8, P, 64] for the 16 layers, and
@@ -14,8 +14,12 @@ converts the float32 cache tensors to and from fp16 every step) and/or fp16 (mod
 before the export, eager attention, as fp16 deployments export: the cache crosses the
 interface in fp16, as torch's static cache keeps it).
 fuserun times it with --past P (fp16, device latency of the replayed CUDA graph); --loop N adds
-a generation loop of N steps per point (fuserun --generate: the presents fed back, a new shape
-every step, no graph replay: what an application's loop sees today).
+a generation loop of N steps per point (fuserun --generate: a new shape every step, no graph
+replay: what an application's loop sees today).
+--kv-cache: "copy" times the step as ONNX defines it (the present a new tensor: the whole cache
+copied every step); "hold" with the cache held by the session (fuserun --kv-cache hold,
+Session::hold_kv_cache: the step appends its row in place, as torch's static cache does; the
+timed step is rewound to P before each run). Loops run with the same mode.
 PyTorch: eager with a DynamicCache of P tokens, and torch.compile(mode=
 "reduce-overhead") with a StaticCache of max_cache_len = max(P) + 16 (one compile
 per batch size; its attention spans the whole static cache, as in HF generate), and
@@ -133,13 +137,13 @@ def fuse(bin_dir, src):
     return dst
 
 
-def fuserun(bin_dir, model, batch, past, iters, loop=0):
+def fuserun(bin_dir, model, batch, past, iters, loop=0, kv="copy"):
     """One decode step replayed (device latency, ms), or with loop N the median ms per step of a
     generation loop (fuserun --generate N: a new shape every step, no graph replay)."""
-    js = model + f".{batch}x{past}{'.loop' if loop else ''}.json"
+    js = model + f".{batch}x{past}.{kv}{'.loop' if loop else ''}.json"
     timing = ["--generate", str(loop)] if loop else ["--warmup", "20", "--iters", str(iters)]
     cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16", "--past", str(past),
-           "--shape", f"batch={batch}"] + timing + ["--json", js, "-q"]
+           "--shape", f"batch={batch}", "--kv-cache", kv] + timing + ["--json", js, "-q"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         log(f"fuserun failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-600:]}")
@@ -237,6 +241,7 @@ def main():
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--loop", type=int, default=0,
                     help="also a generation loop of N steps per point (fuserun --generate: no graph replay)")
+    ap.add_argument("--kv-cache", default="copy,hold", help="fuserun's KV cache modes, comma-separated (copy, hold)")
     ap.add_argument("--work", default="/tmp/fuseopt-decode")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
@@ -259,6 +264,13 @@ def main():
     for d in dtypes:
         if d not in ("fp32", "fp16"):
             sys.exit(f"decode_bench: --dtype {d}: expected fp32 or fp16")
+    kvs = [k for k in a.kv_cache.split(",") if k]
+    for k in kvs:
+        if k not in ("copy", "hold"):
+            sys.exit(f"decode_bench: --kv-cache {k}: expected copy or hold")
+    # Columns: an export type, with " held" where the session holds the cache.
+    forms = [(d, k) for d in dtypes for k in kvs]
+    key = lambda d, k: d if k == "copy" else d + "_held"  # noqa: E731
     fused = {}
     for d in dtypes:
         suffix = "" if d == "fp32" else "_fp16"
@@ -268,14 +280,15 @@ def main():
     for b in batches:
         for p in pasts:
             r = {"batch": b, "past": p}
-            for d in dtypes:
-                r["fuseopt_" + d] = fuserun(a.bin, fused[d], b, p, a.iters) if fused[d] else None
-                log(f"fuserun {d} export, batch {b} past {p}: {r['fuseopt_' + d]} ms")
+            for d, k in forms:
+                c = key(d, k)
+                r["fuseopt_" + c] = fuserun(a.bin, fused[d], b, p, a.iters, kv=k) if fused[d] else None
+                log(f"fuserun {d} export, kv {k}, batch {b} past {p}: {r['fuseopt_' + c]} ms")
                 if a.loop:
-                    r["loop_" + d] = fuserun(a.bin, fused[d], b, p, a.iters, loop=a.loop) if fused[d] else None
-                    log(f"fuserun --generate {a.loop} {d} export, batch {b} past {p}: {r['loop_' + d]} ms per step")
-            # The figure compared: the fastest export form (the user picks the export).
-            ts = [r["fuseopt_" + d] for d in dtypes if r["fuseopt_" + d] is not None]
+                    r["loop_" + c] = fuserun(a.bin, fused[d], b, p, a.iters, loop=a.loop, kv=k) if fused[d] else None
+                    log(f"fuserun --generate {a.loop} {d} export, kv {k}, batch {b} past {p}: {r['loop_' + c]} ms per step")
+            # The figure compared: the fastest form (the user picks the export and the cache mode).
+            ts = [r["fuseopt_" + key(d, k)] for d, k in forms if r["fuseopt_" + key(d, k)] is not None]
             r["fuseopt"] = min(ts) if ts else None
             rows.append(r)
     tt = torch_times_isolated(batches, pasts, modes, a.work) if modes else {}
@@ -283,16 +296,18 @@ def main():
         r["torch"] = {m: tt.get((r["batch"], r["past"], m)) for m in modes}
     cmd = "python3 bench/decode_bench.py " + " ".join(sys.argv[1:])
     f = lambda x: f"{x:.3f}" if x is not None else "—"  # noqa: E731
-    loops = [d for d in dtypes if a.loop]
-    md = f"Command: `{cmd}`\n\n| batch | cached tokens |" + "".join(f" fuseopt, {d} export |" for d in dtypes)
-    md += "".join(f" fuseopt loop ({a.loop} steps), {d} |" for d in loops)
+    cols = [key(d, k) for d, k in forms]
+    loops = cols if a.loop else []
+    name = lambda c: c.replace("_held", " export, held cache") if c.endswith("_held") else c + " export"  # noqa: E731
+    md = f"Command: `{cmd}`\n\n| batch | cached tokens |" + "".join(f" fuseopt, {name(c)} |" for c in cols)
+    md += "".join(f" fuseopt loop ({a.loop} steps), {name(c)} |" for c in loops)
     md += "".join(f" torch {m} |" for m in modes)
-    md += " ratio vs torch.compile |\n|---|---|" + "---|" * (len(dtypes) + len(loops) + len(modes)) + "---|\n"
+    md += " ratio vs torch.compile |\n|---|---|" + "---|" * (len(cols) + len(loops) + len(modes)) + "---|\n"
     for r in rows:
         ro = r["torch"].get("static-compile") or r["torch"].get("reduce-overhead")
         ratio = f"{ro / r['fuseopt']:.2f}×" if ro and r["fuseopt"] else "—"
-        md += f"| {r['batch']} | {r['past']} |" + "".join(f" {f(r['fuseopt_' + d])} |" for d in dtypes)
-        md += "".join(f" {f(r.get('loop_' + d))} |" for d in loops)
+        md += f"| {r['batch']} | {r['past']} |" + "".join(f" {f(r['fuseopt_' + c])} |" for c in cols)
+        md += "".join(f" {f(r.get('loop_' + c))} |" for c in loops)
         md += "".join(f" {f(r['torch'].get(m))} |" for m in modes) + f" {ratio} |\n"
     log("\n" + md)
     if a.json:

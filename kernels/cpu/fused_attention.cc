@@ -90,9 +90,23 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
   if (past_k) {
     const int64_t Sp = l.Sp;
     const int64_t St = Sp + Skv;
+    // A KV cache the session holds (Session::hold_kv_cache): the past is a view of its block,
+    // `cap` rows per (b, h), and the present is the same block grown in place: only the new rows
+    // are written there.
+    const int64_t cap = past_k->seq_capacity;
+    ATT_CHECK(past_v->seq_capacity == cap && (cap == 0 || (cap >= St && ctx.num_outputs() > 2)),
+              "past_key/past_value are views of a held KV cache of " << cap << " positions that cannot take " << St);
     auto concat = [&](const RtTensor* past, const float* now, int64_t now_row, int64_t d, size_t out,
                       std::vector<float>& all) {
-      RtTensor* pres = ctx.num_outputs() > out ? ctx.output(out, DType::Float, {B, Hkv, St, d}) : nullptr;
+      RtTensor* pres = nullptr;
+      if (cap > 0) {
+        pres = ctx.cache_output(out, out + 4, DType::Float, {B, Hkv, St, d});  // outputs 1, 2 extend inputs 5, 6
+        ATT_CHECK(pres && pres->data == past->data, "past input " << out + 4 << " is a view of a held KV cache but present "
+                                                                  << out << " is not held in place");
+      } else if (ctx.num_outputs() > out) {
+        pres = ctx.output(out, DType::Float, {B, Hkv, St, d});
+      }
+      const int64_t past_rows = cap > 0 ? cap : Sp, pres_rows = cap > 0 ? cap : St;
       std::vector<float> local;
       float* pp = pres ? pres->ptr<float>() : nullptr;
       if (!pp) {
@@ -104,8 +118,9 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < Hkv; ++h)
           for (int64_t t = 0; t < St; ++t) {
-            const float* row = t < Sp ? src + ((b * Hkv + h) * Sp + t) * d : now + (b * Skv + (t - Sp)) * now_row + h * d;
-            std::copy(row, row + d, pp + ((b * Hkv + h) * St + t) * d);
+            const float* row =
+                t < Sp ? src + ((b * Hkv + h) * past_rows + t) * d : now + (b * Skv + (t - Sp)) * now_row + h * d;
+            if (t >= Sp || cap == 0) std::copy(row, row + d, pp + ((b * Hkv + h) * pres_rows + t) * d);
             std::copy(row, row + d, all.data() + (b * St + t) * Hkv * d + h * d);
           }
     };

@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(kThreads) decode_fused(DecodeArgs a) {
   const int sub = tid % tpk, grp = tid / tpk;
   const bool has = sub < D / VEC;
   const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
-  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.St * D;
-  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.St * D;
+  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * D;
+  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * D;
   const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h0) * D;
 
   // Every load first: K, V, the mask bits, the query pieces.
@@ -375,7 +375,7 @@ size_t flash_decode_counter_bytes(int B, int H) { return counter_bytes(B, H); }
 void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
                          const void* mask, DType mask_dtype, void* y, void* scratch, int B, int H, int Hkv, int St,
                          int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream,
-                         bool counters_zeroed) {
+                         bool counters_zeroed, int kv_rows) {
   FUSE_CHECK(St > 0 && flash_decode_supported(Dh, Dv, H, Hkv), "flash decode: unsupported sizes");
   const int vec = dt == DType::Float ? 4 : 8;
   const bool aligned = aligned16(q) && aligned16(k) && aligned16(v) && q_batch_stride % vec == 0;
@@ -394,6 +394,7 @@ void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const 
   a.H = H;
   a.Hkv = Hkv;
   a.St = St;
+  a.kv_rows = kv_rows > 0 ? kv_rows : St;
   a.Dh = Dh;
   a.Dv = Dv;
   a.splits = p.splits;

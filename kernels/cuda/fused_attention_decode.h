@@ -13,8 +13,12 @@
 
 namespace fuseopt::cuda_fused {
 
+// present_rows: rows per (b, h) in the present's memory (its head stride / D); 0 means St. A
+// session-held KV cache (Session::hold_kv_cache) appends in place: Sp = 0, St = the new rows,
+// present = the cache's row Sp_old, present_rows = its capacity.
 void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
-                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream);
+                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream,
+                      int64_t present_rows = 0);
 
 // One tensor's append for launch_kv_append_pair: past [B, Hkv, Sp, D], the new rows read at
 // now + b·now_batch + s·now_seq + h·D (elements), present [B, Hkv, St, D].
@@ -24,6 +28,7 @@ struct KvAppend {
   int64_t now_seq, now_batch;
   void* present;
   int64_t D;
+  int64_t present_rows = 0;  // rows per (b, h) in the present's memory; 0: St (dense)
 };
 // K's and V's appends in one launch where both move as 16-byte words (a decode step's
 // case), else as two launch_kv_append calls.
@@ -44,13 +49,14 @@ bool flash_decode_supported(int Dh, int Dv, int H, int Hkv);
 // head and split).
 size_t flash_decode_scratch_bytes(DType dt, int B, int H, int Hkv, int St, int Dh, int Dv);
 size_t flash_decode_counter_bytes(int B, int H);
-// q: [B, 1, H·Dh] rows at q_batch_stride; k/v: the present [B, Hkv, St, D]; y: [B, 1, H·Dv].
+// q: [B, 1, H·Dh] rows at q_batch_stride; k/v: the present [B, Hkv, St, D], kv_rows rows per
+// (b, h) in memory (a session-held cache's capacity; 0: St); y: [B, 1, H·Dv].
 // counters_zeroed: the caller has zeroed the counters (launch_kv_append_pair's zero region);
 // else this memsets them first.
 void launch_flash_decode(DType dt, const void* q, int64_t q_batch_stride, const void* k, const void* v,
                          const void* mask, DType mask_dtype, void* y, void* scratch, int B, int H, int Hkv, int St,
                          int Dh, int Dv, float scale, float fill, bool rows_zero, cudaStream_t stream,
-                         bool counters_zeroed = false);
+                         bool counters_zeroed = false, int kv_rows = 0);
 // For tests: launches so far in this process (all, and those of the one-launch kernel), and
 // whether (dt, Dh, Dv) takes the 16-byte vector path (given aligned rows) rather than the
 // scalar fallback.
@@ -72,6 +78,10 @@ struct DecodeAppend {
   int64_t new_k_batch = 0, new_v_batch = 0;
   void* present_k = nullptr;  // [B, Hkv, Sp + 1, D], or nullptr where the present is not wanted
   void* present_v = nullptr;
+  // Rows per (b, h) in the past's / present's memory (0: Sp / Sp + 1, dense). in_place: the present
+  // IS the past's block (a session-held KV cache, Session::hold_kv_cache): only row Sp is written.
+  int64_t past_rows = 0, present_rows = 0;
+  bool in_place = false;
   const void* mask = nullptr;  // [B, Sp + 1] key padding, or nullptr
   DType mask_dtype = DType::Bool;
   void* y = nullptr;  // [B, 1, H·Dv]

@@ -77,6 +77,8 @@ struct AppendArgs {
   DType mask_dtype;
   void* y;                  // [B, 1, H·D]
   int H, Hkv, Sp, St, D;
+  int64_t past_rows, present_rows;  // rows per (b, h) in memory (a held cache: its capacity)
+  bool in_place;            // present_k/v is the past's block: only the new row (key Sp) is stored
   int tpk, chunk, passes;   // lanes per key row, keys per split, passes per split
   float scale, fill;
   bool rows_zero;
@@ -130,12 +132,12 @@ __global__ void __launch_bounds__(NT) decode_append_kernel(AppendArgs a) {
   const bool has = sub < D / VEC;
   const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
   const int64_t bh = int64_t(b) * a.Hkv + hk;
-  const T* pk = static_cast<const T*>(a.past_k) + bh * a.Sp * D + sub * VEC;
-  const T* pv = static_cast<const T*>(a.past_v) + bh * a.Sp * D + sub * VEC;
+  const T* pk = static_cast<const T*>(a.past_k) + bh * a.past_rows * D + sub * VEC;
+  const T* pv = static_cast<const T*>(a.past_v) + bh * a.past_rows * D + sub * VEC;
   const T* nk = static_cast<const T*>(a.new_k) + b * a.new_k_batch + int64_t(hk) * D + sub * VEC;
   const T* nv = static_cast<const T*>(a.new_v) + b * a.new_v_batch + int64_t(hk) * D + sub * VEC;
-  T* ok = a.present_k && writer ? static_cast<T*>(a.present_k) + bh * a.St * D + sub * VEC : nullptr;
-  T* ov = a.present_v && writer ? static_cast<T*>(a.present_v) + bh * a.St * D + sub * VEC : nullptr;
+  T* ok = a.present_k && writer ? static_cast<T*>(a.present_k) + bh * a.present_rows * D + sub * VEC : nullptr;
+  T* ov = a.present_v && writer ? static_cast<T*>(a.present_v) + bh * a.present_rows * D + sub * VEC : nullptr;
 
   // Key row jj of this split (pass p, slot u): jj = p · kKpt · kpp + u · kpp + grp.
   auto load = [&](Rows<T, VEC>& r, int p) {
@@ -181,7 +183,7 @@ __global__ void __launch_bounds__(NT) decode_append_kernel(AppendArgs a) {
     for (int u = 0; u < kKpt; ++u) {
       const int jj = (p * kKpt + u) * kpp + grp;
       const bool in = jj < n;
-      if (ok && has && in) {
+      if (ok && has && in && (!a.in_place || j0 + jj == a.Sp)) {  // in place: the past rows are there
         *reinterpret_cast<V*>(ok + int64_t(j0 + jj) * D) = r.k[u];
         *reinterpret_cast<V*>(ov + int64_t(j0 + jj) * D) = r.v[u];
       }
@@ -544,6 +546,10 @@ bool launch_decode_append(const DecodeAppend& d, cudaStream_t stream) {
   if ((d.present_k && !aligned16(d.present_k)) || (d.present_v && !aligned16(d.present_v))) return false;
   if (d.q_batch_stride % vec || d.new_k_batch % vec || d.new_v_batch % vec) return false;
   if (d.Sp > 0 && (!d.past_k || !d.past_v)) return false;
+  // In place: the present is the past's block, at the same row stride.
+  if (d.in_place && (d.present_k != d.past_k || d.present_v != d.past_v || d.present_rows != d.past_rows ||
+                     d.past_rows < St))
+    return false;
   AppendArgs a{};
   a.q = d.q;
   a.q_batch_stride = d.q_batch_stride;
@@ -562,6 +568,9 @@ bool launch_decode_append(const DecodeAppend& d, cudaStream_t stream) {
   a.Hkv = int(d.Hkv);
   a.Sp = int(d.Sp);
   a.St = int(St);
+  a.past_rows = d.past_rows > 0 ? d.past_rows : d.Sp;
+  a.present_rows = d.present_rows > 0 ? d.present_rows : St;
+  a.in_place = d.in_place;
   a.D = int(d.Dh);
   a.tpk = p.tpk;
   a.chunk = p.chunk;

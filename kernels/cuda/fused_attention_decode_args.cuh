@@ -26,6 +26,7 @@ struct DecodeArgs {
   unsigned* arrived;  // decode_fused: [B, H / gb] blocks done per (batch, head group), zero at launch
   void* y;         // [B, 1, H·Dv]
   int H, Hkv, St, Dh, Dv, splits, chunk, gb;  // gb: query heads per block
+  int64_t kv_rows;                             // rows per (b, h) in K/V memory (St, or a held cache's capacity)
   int tpk;                                     // decode_fused: threads per key row
   float scale, fill;
   bool rows_zero;

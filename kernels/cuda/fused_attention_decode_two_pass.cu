@@ -26,8 +26,8 @@ __global__ void __launch_bounds__(kThreads) decode_split(DecodeArgs a) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h0) * a.Dh;
   for (int i = tid; i < GB * a.Dh; i += kThreads) q_s[i / a.Dh][i % a.Dh] = to_f(q[i]) * a.scale;
-  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dh;
-  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dv;
+  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * a.Dh;
+  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * a.Dv;
   const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
   __syncthreads();
 
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_scalar(DecodeArgs a) {
   const int hk = h / (a.H / a.Hkv), tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const T* q = static_cast<const T*>(a.q) + b * a.q_batch_stride + int64_t(h) * a.Dh;
   for (int d = tid; d < a.Dh; d += kThreads) q_s[d] = to_f(q[d]) * a.scale;
-  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dh;
-  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.St * a.Dv;
+  const T* kb = static_cast<const T*>(a.k) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * a.Dh;
+  const T* vb = static_cast<const T*>(a.v) + (int64_t(b) * a.Hkv + hk) * a.kv_rows * a.Dv;
   const int j0 = split * a.chunk, n = max(0, min(a.St, j0 + a.chunk) - j0);
   __syncthreads();
   for (int jj = warp; jj < n; jj += kWarps) {  // a warp per key, lanes over Dh

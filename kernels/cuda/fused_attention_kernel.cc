@@ -79,6 +79,21 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
   const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
+  // A KV cache the session holds (Session::hold_kv_cache): the pasts are views of its blocks
+  // (seq_capacity rows per (b, h)) and the presents are the same blocks grown in place, so only
+  // the new rows are written. Asked for once: the paths below share them.
+  RtTensor* held_k = nullptr;
+  RtTensor* held_v = nullptr;
+  int64_t cap = 0;
+  if (past_k && (past_k->seq_capacity > 0 || past_v->seq_capacity > 0)) {
+    cap = past_k->seq_capacity;
+    const int64_t St = l.Sp + Skv;
+    ATT_CHECK(past_v->seq_capacity == cap && cap >= St && ctx.num_outputs() > 2,
+              "past_key/past_value are views of a held KV cache of " << cap << " positions that cannot take " << St);
+    held_k = ctx.cache_output(1, 5, dt, {B, Hkv, St, Dh});
+    held_v = ctx.cache_output(2, 6, dt, {B, Hkv, St, Dv});
+    ATT_CHECK(held_k && held_v, "past_key/past_value are views of a held KV cache but the presents are not held");
+  }
   // Outputs are allocated once (the one-launch decode below may decline after allocating them).
   RtTensor* outs[3] = {nullptr, nullptr, nullptr};
   auto out_of = [&](size_t i, const std::vector<int64_t>& shape) -> RtTensor* {
@@ -103,8 +118,15 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     d.new_v = a.v;
     d.new_k_batch = a.k_batch_stride;
     d.new_v_batch = a.v_batch_stride;
-    d.present_k = ctx.num_outputs() > 1 ? out_of(1, {B, Hkv, St, Dh})->data : nullptr;
-    d.present_v = ctx.num_outputs() > 2 ? out_of(2, {B, Hkv, St, Dv})->data : nullptr;
+    if (held_k) {
+      d.present_k = held_k->data;
+      d.present_v = held_v->data;
+      d.past_rows = d.present_rows = cap;
+      d.in_place = true;
+    } else {
+      d.present_k = ctx.num_outputs() > 1 ? out_of(1, {B, Hkv, St, Dh})->data : nullptr;
+      d.present_v = ctx.num_outputs() > 2 ? out_of(2, {B, Hkv, St, Dv})->data : nullptr;
+    }
     d.mask = mask ? mask->data : nullptr;
     d.mask_dtype = mask ? mask->dtype : DType::Bool;
     d.y = out_of(0, {B, S, H * Dv})->data;
@@ -134,23 +156,29 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
       RtTensor* pres = ctx.num_outputs() > out ? out_of(out, {B, Hkv, St, d}) : nullptr;
       return pres ? pres->data : ctx.scratch(size_t(B * Hkv * St * d) * esz);
     };
-    const cuda_fused::KvAppend k{past_k->data, a.k, a.k_seq_stride, a.k_batch_stride, present_of(1, Dh), Dh};
-    const cuda_fused::KvAppend v{past_v->data, a.v, a.v_seq_stride, a.v_batch_stride, present_of(2, Dv), Dv};
+    // Held cache: only the new rows, written at row Sp of each (b, h) of the block (rows = cap).
+    const int64_t rows = held_k ? cap : St;
+    char* held_k_row = held_k ? static_cast<char*>(held_k->data) + size_t(Sp * Dh) * esz : nullptr;
+    char* held_v_row = held_v ? static_cast<char*>(held_v->data) + size_t(Sp * Dv) * esz : nullptr;
+    const cuda_fused::KvAppend k{held_k ? nullptr : past_k->data, a.k, a.k_seq_stride, a.k_batch_stride,
+                                 held_k ? held_k_row : present_of(1, Dh), Dh, rows};
+    const cuda_fused::KvAppend v{held_v ? nullptr : past_v->data, a.v, a.v_seq_stride, a.v_batch_stride,
+                                 held_v ? held_v_row : present_of(2, Dv), Dv, rows};
     // The decode kernel's scratch now, so the append zeroes its arrival counters in passing.
     if (flash_decode)
       decode_scratch = ctx.scratch(cuda_fused::flash_decode_scratch_bytes(dt, int(B), int(H), int(Hkv), int(St),
                                                                           int(Dh), int(Dv)));
-    cuda_fused::launch_kv_append_pair(esz, k, v, B, Hkv, Sp, St, st, decode_scratch,
+    cuda_fused::launch_kv_append_pair(esz, k, v, B, Hkv, held_k ? 0 : Sp, held_k ? Skv : St, st, decode_scratch,
                                       decode_scratch ? cuda_fused::flash_decode_counter_bytes(int(B), int(H)) : 0);
     FUSED_LAUNCH_CHECK(node.label());
-    a.k = k.present;
+    a.k = held_k ? held_k->data : k.present;
     a.k_seq_stride = Dh;
-    a.k_head_stride = St * Dh;
-    a.k_batch_stride = Hkv * St * Dh;
-    a.v = v.present;
+    a.k_head_stride = rows * Dh;
+    a.k_batch_stride = Hkv * rows * Dh;
+    a.v = held_v ? held_v->data : v.present;
     a.v_seq_stride = Dv;
-    a.v_head_stride = St * Dv;
-    a.v_batch_stride = Hkv * St * Dv;
+    a.v_head_stride = rows * Dv;
+    a.v_batch_stride = Hkv * rows * Dv;
     Skv = St;
   }
   a.B = static_cast<int>(B);
@@ -193,7 +221,8 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   if (flash_decode) {
     cuda_fused::launch_flash_decode(dt, a.q, a.q_batch_stride, a.k, a.v, a.mask, a.mask_dtype, a.y, decode_scratch,
                                     a.B, a.H, a.Hkv, a.Skv, a.Dh, a.Dv, a.scale, a.mask_filter_value,
-                                    a.masked_rows_zero, cuda_fused::stream_of(ctx), /*counters_zeroed=*/true);
+                                    a.masked_rows_zero, cuda_fused::stream_of(ctx), /*counters_zeroed=*/true,
+                                    held_k ? int(cap) : 0);
     FUSED_LAUNCH_CHECK(node.label());
     return;
   }

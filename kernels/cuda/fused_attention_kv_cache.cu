@@ -5,6 +5,8 @@
 // The attention kernels then read the present in place through their K/V head strides
 // (AttentionArgs::k_head_stride = S_total·D), so no second, re-laid-out copy is written.
 // Elements are moved as raw 16-byte chunks where rows and strides allow it, else 2- or 4-byte words.
+// present_rows (rows per (b, h) in the present's memory) lets a session-held KV cache append in
+// place: the caller passes Sp = 0 and the cache's row Sp_old as `present`, so only the new rows move.
 #include <cstdint>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -17,7 +19,7 @@ namespace {
 
 template <class W>
 __global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, int64_t now_batch, W* present,
-                                 int64_t Hkv, int64_t Sp, int64_t St, int64_t D, int64_t n) {
+                                 int64_t Hkv, int64_t Sp, int64_t St, int64_t D, int64_t n, int64_t PR) {
   cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   CUDA_GRID_STRIDE(i, n) {
     const int64_t d = i % D;
@@ -26,7 +28,8 @@ __global__ void kv_append_kernel(const W* past, const W* now, int64_t now_seq, i
     r /= St;
     const int64_t h = r % Hkv;
     const int64_t b = r / Hkv;
-    present[i] = t < Sp ? past[((b * Hkv + h) * Sp + t) * D + d] : now[b * now_batch + (t - Sp) * now_seq + h * D + d];
+    present[((b * Hkv + h) * PR + t) * D + d] =
+        t < Sp ? past[((b * Hkv + h) * Sp + t) * D + d] : now[b * now_batch + (t - Sp) * now_seq + h * D + d];
   }
 }
 
@@ -38,6 +41,7 @@ struct KvWords {
   const uint4* now;
   int64_t now_seq, now_batch, D, n, Hkv;
   uint4* present;
+  int64_t present_words;  // per (b, h) in the present's memory: present_rows · D
 };
 
 // K (blockIdx.z 0) and V (1) in one launch, one (b, h) per blockIdx.y: a decode step appends
@@ -55,7 +59,7 @@ __global__ void kv_append_pair_kernel(KvWords k, KvWords v, int64_t Sp, int64_t 
   const int64_t bh = blockIdx.y;
   const int64_t C = j.D, past_words = Sp * C, words = St * C;
   const uint4* past = j.past + bh * past_words;
-  uint4* present = j.present + bh * words;
+  uint4* present = j.present + bh * j.present_words;
   const int64_t b = bh / j.Hkv, h = bh % j.Hkv;
   const int64_t first = (int64_t(blockIdx.x) * blockDim.x * kWordsPerThread) + threadIdx.x;
   uint4 w[kWordsPerThread];
@@ -86,7 +90,8 @@ bool as_words(const KvAppend& a, size_t elem_size, int64_t B, int64_t Hkv, int64
     return false;
   const int64_t per16 = 16 / esz;
   *w = KvWords{static_cast<const uint4*>(a.past), static_cast<const uint4*>(a.now), a.now_seq / per16,
-               a.now_batch / per16, row_bytes / 16, B * Hkv * St * (row_bytes / 16), Hkv, static_cast<uint4*>(a.present)};
+               a.now_batch / per16, row_bytes / 16, B * Hkv * St * (row_bytes / 16), Hkv, static_cast<uint4*>(a.present),
+               (a.present_rows > 0 ? a.present_rows : St) * (row_bytes / 16)};
   return true;
 }
 
@@ -106,13 +111,17 @@ void launch_kv_append_pair(size_t elem_size, const KvAppend& k, const KvAppend& 
     return;
   }
   if (zero) FUSE_CHECK(cudaMemsetAsync(zero, 0, zero_bytes, stream) == cudaSuccess, "KV append: zeroing failed");
-  launch_kv_append(elem_size, k.past, k.now, k.now_seq, k.now_batch, k.present, B, Hkv, Sp, St, k.D, stream);
-  launch_kv_append(elem_size, v.past, v.now, v.now_seq, v.now_batch, v.present, B, Hkv, Sp, St, v.D, stream);
+  launch_kv_append(elem_size, k.past, k.now, k.now_seq, k.now_batch, k.present, B, Hkv, Sp, St, k.D, stream,
+                   k.present_rows);
+  launch_kv_append(elem_size, v.past, v.now, v.now_seq, v.now_batch, v.present, B, Hkv, Sp, St, v.D, stream,
+                   v.present_rows);
 }
 
 void launch_kv_append(size_t elem_size, const void* past, const void* now, int64_t now_seq, int64_t now_batch,
-                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream) {
+                      void* present, int64_t B, int64_t Hkv, int64_t Sp, int64_t St, int64_t D, cudaStream_t stream,
+                      int64_t present_rows) {
   const int64_t n = B * Hkv * St * D;
+  const int64_t PR = present_rows > 0 ? present_rows : St;
   if (n == 0) return;
   const int64_t row_bytes = D * static_cast<int64_t>(elem_size);
   if (row_bytes % 16 == 0 && (now_seq * static_cast<int64_t>(elem_size)) % 16 == 0 &&
@@ -124,18 +133,18 @@ void launch_kv_append(size_t elem_size, const void* past, const void* now, int64
     // it moves for thousands of cached tokens.
     cuda_pdl::pdl_launch(kv_append_kernel<uint4>, dim3(cuda::grid_for(nv)), dim3(cuda::kThreads), 0, stream,
         static_cast<const uint4*>(past), static_cast<const uint4*>(now), now_seq / per16, now_batch / per16,
-        static_cast<uint4*>(present), Hkv, Sp, St, C, nv);
+        static_cast<uint4*>(present), Hkv, Sp, St, C, nv, PR);
     return;
   }
   const unsigned grid = cuda::grid_for(n);
   if (elem_size == 2) {
     cuda_pdl::pdl_launch(kv_append_kernel<uint16_t>, dim3(grid), dim3(cuda::kThreads), 0, stream,
                          static_cast<const uint16_t*>(past), static_cast<const uint16_t*>(now), now_seq, now_batch,
-                         static_cast<uint16_t*>(present), Hkv, Sp, St, D, n);
+                         static_cast<uint16_t*>(present), Hkv, Sp, St, D, n, PR);
   } else if (elem_size == 4) {
     cuda_pdl::pdl_launch(kv_append_kernel<uint32_t>, dim3(grid), dim3(cuda::kThreads), 0, stream,
                          static_cast<const uint32_t*>(past), static_cast<const uint32_t*>(now), now_seq, now_batch,
-                         static_cast<uint32_t*>(present), Hkv, Sp, St, D, n);
+                         static_cast<uint32_t*>(present), Hkv, Sp, St, D, n, PR);
   } else {
     FUSE_CHECK(false, "Attention KV append: element size " << elem_size << " not supported");
   }

@@ -369,6 +369,28 @@ class InferenceSession:
             return [from_dlpack(capsule) for capsule, _, _, _ in outs]
         return [DeviceArray(capsule, dev, dtype, shape) for capsule, dev, dtype, shape in outs]
 
+    def hold_kv_cache(self, capacity: int) -> list[str]:
+        """Keeps the model's KV cache on the device between runs, for generation loops.
+
+        The past inputs of the fused attention (past_key_values.*) are then left out of
+        input_feed: each run reads them from the session's cache and appends its new rows there
+        in place (no copy of the cache per step); a run that does pass them loads the cache from
+        them first. Presents come back as views of the cache (strided DLPack tensors on the
+        device; dense numpy arrays on the host). Raises fuseopt.Error naming the node when the
+        model's form does not allow it. Returns the past input names the cache stands for.
+        """
+        self._s.hold_kv_cache(int(capacity))
+        return self._s.kv_cache_inputs()
+
+    @property
+    def kv_cache_length(self) -> int:
+        """Positions the held KV cache holds (0 before it is loaded or when none is held)."""
+        return self._s.kv_cache_length()
+
+    def set_kv_cache_length(self, length: int) -> None:
+        """Forgets the held positions from `length` on (a rewind; 0 <= length <= kv_cache_length)."""
+        self._s.set_kv_cache_length(int(length))
+
     def profile(self, reset: bool = False) -> dict:
         """The runtime's profile: per op type and per node (ms, calls), runs, graph replays,
         device-to-host copies. Node timings need InferenceSession(..., profile=True)."""

@@ -157,7 +157,8 @@ py::capsule export_capsule(DeviceTensor&& t) {
   int64_t s = 1;
   for (size_t i = ctx->shape.size(); i-- > 0;) {
     ctx->strides[i] = s;
-    s *= ctx->shape[i];
+    // A present of a held KV cache (DeviceTensor::seq_capacity): its rows of the cache block.
+    s *= (i == 2 && ctx->t.seq_capacity > 0 && ctx->shape.size() == 4) ? ctx->t.seq_capacity : ctx->shape[i];
   }
   auto m = std::make_unique<DLManagedTensor>();
   m->dl_tensor.data = ctx->t.data;

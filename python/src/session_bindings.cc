@@ -211,6 +211,8 @@ class PySession {
     session_ = std::make_unique<Session>(*graph_, so);
   }
 
+  Session& session() { return *session_; }
+
   std::vector<ValueInfo> inputs() const {
     std::vector<ValueInfo> out;
     for (const auto& n : session_->input_names()) out.push_back(value_info(graph_->find(n)));
@@ -446,6 +448,12 @@ void fuseopt_bind_session(py::module_& m) {
       .def_property_readonly("device_ordinal", &PySession::device_ordinal)
       .def("profile", &PySession::profile)
       .def("reset_profile", &PySession::reset_profile)
+      .def("hold_kv_cache", [](PySession& s, int64_t capacity) { s.session().hold_kv_cache(capacity); },
+           py::arg("capacity"))
+      .def("kv_cache_inputs", [](PySession& s) { return s.session().kv_cache_inputs(); })
+      .def("kv_cache_length", [](PySession& s) { return s.session().kv_cache_length(); })
+      .def("kv_cache_capacity", [](PySession& s) { return s.session().kv_cache_capacity(); })
+      .def("set_kv_cache_length", [](PySession& s, int64_t n) { s.session().set_kv_cache_length(n); }, py::arg("length"))
       .def_property_readonly("backend", &PySession::backend)
       .def_property_readonly("precision", &PySession::precision)
       .def_property_readonly("device", &PySession::device)

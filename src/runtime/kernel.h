@@ -33,6 +33,11 @@ struct RtTensor {
   std::vector<int64_t> shape;
   void* data = nullptr;
   Backend where = Backend::CPU;  // where `data` lives
+  // > 0: a view of a KV cache the Session holds (Session::hold_kv_cache): the tensor, of shape
+  // [B, H, S, D], is the first S rows of each (b, h) of a [B, H, seq_capacity, D] block, so its
+  // head stride is seq_capacity·D elements. Only the kernels that ask for one (KernelContext::
+  // cache_output: fuseopt.Attention's past inputs and present outputs) ever see such a view.
+  int64_t seq_capacity = 0;
 
   int64_t numel() const { return shape_numel(shape); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
@@ -64,6 +69,14 @@ class KernelContext {
   virtual void* scratch(size_t bytes) = 0;
   // cudaStream_t on CUDA, nullptr on CPU.
   virtual void* stream() const = 0;
+  // The KV cache a Session holds (Session::hold_kv_cache): when output i is the present that
+  // extends input `past_j` (a cache view, seq_capacity > 0) in place, returns it as a view of the
+  // same block, [B, H, shape[2] rows of seq_capacity, D], so the kernel writes only the rows past
+  // the input's. nullptr when output i is not held: the kernel then calls output() as usual.
+  virtual RtTensor* cache_output(size_t i, size_t past_j, DType dtype, const std::vector<int64_t>& shape) {
+    (void)i, (void)past_j, (void)dtype, (void)shape;
+    return nullptr;
+  }
   // True when input i is a constant of the session (an initializer or a folded constant) that
   // no kernel of a run writes: a kernel may read it before its programmatic-launch wait, while
   // the previous kernel still runs (the decode GEMVs' weights, gemm_small_m.h). False when unknown.

@@ -92,6 +92,11 @@ struct DeviceTensor {
   void* data = nullptr;
   std::shared_ptr<void> owner;
   int device = -1;  // CUDA ordinal
+  // > 0: a present of the KV cache the session holds (Session::hold_kv_cache), not a copy: the
+  // [B, H, S, D] tensor is the first S rows of each (b, h) of a [B, H, seq_capacity, D] block in
+  // the cache's storage dtype, valid until the session's next run. Session::download makes a
+  // dense host copy of it.
+  int64_t seq_capacity = 0;
 };
 
 class Session {
@@ -125,6 +130,31 @@ class Session {
   // framework keeping its tensors on the GPU measures. -1 when the last run
   // has no captured graph (CPU backend, capture off or impossible).
   double device_replay_ms();
+
+  // --- The KV cache held by the session (generation loops) ---
+  // Keeps the caches of the model's fused attention on the device between runs: every
+  // fuseopt.Attention past_key / past_value that is a graph input read by nothing else (Shape
+  // aside), paired with its present output, which must be a graph output no node reads. Each
+  // pair lives in a block of `capacity` positions that the session owns; a run takes the pasts
+  // from it (the caller leaves those inputs out) and the attention writes only the step's new
+  // rows there, in place: no copy of the cache per step, no new present tensor, and the step's
+  // shape plan (its captured graph) stays valid while the cache does not move. A run that does
+  // pass the past inputs loads the cache from them first (the prompt's cache, or a restart).
+  // Presents come back as views of the cache (DeviceTensor::seq_capacity; run() copies them to
+  // dense host tensors). Throws an Error naming the node when the model's form does not allow it
+  // (no fused attention with past inputs, a past read by another node, a present read by one),
+  // and a run that would pass the capacity throws before it starts.
+  void hold_kv_cache(int64_t capacity);
+  bool kv_cache_held() const;
+  int64_t kv_cache_capacity() const;
+  int64_t kv_cache_length() const;  // positions held (0 until the first load)
+  // Forgets the positions from `length` on (0 <= length <= kv_cache_length()): a rewind, e.g. to
+  // time the same step again. The rows stay in the block; the next run overwrites them.
+  void set_kv_cache_length(int64_t length);
+  std::vector<std::string> kv_cache_inputs() const;  // the past inputs the cache stands for
+  // A dense host copy of an output of run_device; a present of the held KV cache comes in the
+  // dtype the model declares for it.
+  Tensor download(const DeviceTensor& t);
 
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;

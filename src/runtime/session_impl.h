@@ -7,6 +7,7 @@
 //   precision.h       compute dtypes and float conversions (shared with eval_node.cc)
 //   session_step.cc   the step loop and its KernelContext
 //   session_io.cc     plans, binding inputs, fetching outputs, graph replay
+//   session_kv_cache.cc  the KV cache a session holds (Session::hold_kv_cache)
 //   session.cc        the public Session methods
 #pragma once
 #include <deque>
@@ -92,6 +93,17 @@ struct Step {
   const Node& n() const { return override_node ? *override_node : *node; }
 };
 
+// One past/present pair of the KV cache a session holds (session_kv_cache.cc): the graph input
+// the attention reads as its past and the graph output it writes as the present, both stored
+// in `block` ([B, H, capacity, D] of `dtype`, allocated at the first load).
+struct HeldKv {
+  int past_slot = -1, present_slot = -1;
+  std::string attention;  // the node's label, for messages
+  std::shared_ptr<void> block;
+  DType dtype = DType::Undefined;
+  int64_t B = 0, H = 0, D = 0;
+};
+
 struct Plan {
   std::string signature;
   BackendImpl* backend = nullptr;
@@ -158,6 +170,10 @@ struct Session::Impl {
   std::map<int, std::shared_ptr<void>> direct_out;
   std::deque<Buffer> run_buffers;
   std::deque<Tensor> run_tensors;
+  // The KV cache the session holds (empty: none); kv_length positions of kv_capacity are valid.
+  std::vector<HeldKv> held;
+  int64_t kv_capacity = 0, kv_length = 0;
+  bool kv_loaded = false;
 
   Impl(Session& session, BackendImpl& backend) : s(session), be(backend) {}
   SessionProfile& prof() { return s.profile_; }
@@ -211,6 +227,18 @@ struct Session::Impl {
   void finish_run();
   std::string signature(const Views& inputs);
   const RtTensor& device_view(Plan& p, int slot);
+  // session_kv_cache.cc
+  void find_kv_pairs();
+  const HeldKv* held_past(int slot) const;
+  const HeldKv* held_present(int slot) const;
+  // Before a run: loads the cache from past inputs the caller passed, then points every held
+  // past of `inputs` at its cache view (the views the plan binds).
+  void kv_prepare(Views& inputs);
+  // After a run: the cache length from the presents the run wrote (`views`: the graph outputs).
+  void kv_advance(const std::vector<RtTensor>& views);
+  RtTensor kv_view(const HeldKv& h) const;
+  // A dense host copy of a cache view (`v.seq_capacity` > 0).
+  Tensor kv_download(const RtTensor& v);
 };
 
 }  // namespace fuseopt

@@ -71,6 +71,7 @@ void Session::Impl::check_inputs(const Views& inputs, const std::map<std::string
   for (int id : input_slots) {
     const Value* v = slots[id].v;
     auto it = inputs.find(v->name);
+    if (it == inputs.end() && held_past(id)) continue;  // taken from the held KV cache (kv_prepare)
     FUSE_CHECK(it != inputs.end(), "missing input '" << v->name << "'");
     const RtTensor& t = it->second;
     FUSE_CHECK(t.dtype != DType::String, "input '" << v->name << "': string tensors are not supported");
@@ -130,6 +131,17 @@ void Session::Impl::bind_inputs(Plan& p, const Views& inputs, bool in_place) {
   for (int id : input_slots) {
     Slot& sl = slots[id];
     const RtTensor& in = inputs.at(sl.v->name);
+    if (held_past(id)) {
+      // A view of the held KV cache (kv_prepare): the session's own block, at a fixed address
+      // while the cache does not move, so a captured graph may read it in place too.
+      sl.dev = in;
+      sl.has_dev = true;
+      if (!device) {
+        sl.host = in;
+        sl.has_host = true;
+      }
+      continue;
+    }
     const DType want = compute_dtype(in.dtype);
     if (in.where != Backend::CPU && in_place && want == in.dtype) {
       // Read where it is: no kernel writes its inputs, and no pool owns this memory, so
@@ -210,6 +222,10 @@ void Session::Impl::deliver_outputs(Plan& p, const std::vector<RtTensor>& views,
 // declared bytes once instead of converting element by element.
 Tensor Session::Impl::fetch_output(Plan& p, size_t index, const RtTensor& v, DType declared) {
   const DType to = declared_target(v.dtype, declared);
+  if (v.seq_capacity > 0) {  // a present of the held KV cache: rows of its block, made dense
+    Tensor t = kv_download(v);
+    return to == DType::Undefined ? t : convert_float(t, to);
+  }
   if (v.where != Backend::CPU && to != DType::Undefined) {
     Tensor t(to, v.shape);
     void* staged = p.ensure(p.output_stage[index], t.bytes.size());
@@ -237,6 +253,14 @@ DeviceTensor Session::Impl::export_output(const RtTensor& v, DType declared, int
   d.dtype = to == DType::Undefined ? v.dtype : to;
   d.shape = v.shape;
   d.device = be.device_ordinal();
+  if (const HeldKv* h = held_present(slot); h && v.seq_capacity > 0) {
+    // A present of the held KV cache: handed out as the view it is, in the cache's dtype.
+    d.dtype = v.dtype;
+    d.owner = h->block;
+    d.data = v.data;
+    d.seq_capacity = v.seq_capacity;
+    return d;
+  }
   // Computed straight into an exported block (export_direct): handed out as it is, once (an
   // output listed twice gets a copy the second time).
   if (auto it = direct_out.find(slot); it != direct_out.end() && it->second.get() == v.data && to == DType::Undefined) {
@@ -290,6 +314,7 @@ void Session::Impl::finish_run() {
 
 void Session::Impl::replay(Plan& p, const Views& inputs, Outputs out) {
   for (int id : input_slots) {
+    if (held_past(id)) continue;  // the held KV cache: read in place by the graph
     const RtTensor& in = inputs.at(slots[id].v->name);
     void* dst = p.input_bufs.at(id).first;
     const DType want = compute_dtype(in.dtype);
@@ -311,14 +336,22 @@ void Session::Impl::replay(Plan& p, const Views& inputs, Outputs out) {
     be.copy_from_host(dst, in.data, in.nbytes());
   }
   be.replay(p.graph);
+  kv_advance(p.out_views);
   deliver_outputs(p, p.out_views, out);
   be.synchronize();
   be.raise_device_errors();  // an out-of-range index met by the replayed kernels
 }
 
-void Session::Impl::run(const Views& inputs, Outputs out, const std::map<std::string, Tensor>* tensors) {
+void Session::Impl::run(const Views& caller_inputs, Outputs out, const std::map<std::string, Tensor>* tensors) {
   std::lock_guard<std::mutex> lock(run_mutex);
-  check_inputs(inputs, tensors);
+  check_inputs(caller_inputs, tensors);
+  // With a held KV cache the pasts are views of it (loaded first from the caller's, if given).
+  Views held_inputs;
+  if (!held.empty()) {
+    held_inputs = caller_inputs;
+    kv_prepare(held_inputs);
+  }
+  const Views& inputs = held.empty() ? caller_inputs : held_inputs;
   FUSE_CHECK(out.host || device, "outputs on the device need a device backend (this session runs on the "
                                      << backend_name(be.kind()) << " backend)");
   Plan& p = plan_for(signature(inputs));
@@ -353,7 +386,9 @@ void Session::Impl::run(const Views& inputs, Outputs out, const std::map<std::st
     } else {
       execute_steps(p);
     }
-    deliver_outputs(p, output_views(p, capture && p.graph), out);
+    const std::vector<RtTensor> views = output_views(p, capture && p.graph);
+    kv_advance(views);
+    deliver_outputs(p, views, out);
     if (out.device) be.synchronize();  // the outputs are complete when the run returns
   } catch (...) {
     finish_run();

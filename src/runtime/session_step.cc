@@ -66,6 +66,7 @@ class StepContext final : public KernelContext {
   size_t num_outputs() const override { return st_.outs.size(); }
   RtTensor* output(size_t i, DType dtype, const std::vector<int64_t>& shape) override;
   RtTensor* alias_output(size_t i, size_t input_j, const std::vector<int64_t>& shape) override;
+  RtTensor* cache_output(size_t i, size_t past_j, DType dtype, const std::vector<int64_t>& shape) override;
   void* scratch(size_t bytes) override {
     BufferPool* pool = pool_for_step();
     void* p = acquire(pool, bytes, [&] { return st_.n().label() + ": scratch buffer"; });
@@ -157,6 +158,9 @@ RtTensor* StepContext::output(size_t i, DType dtype, const std::vector<int64_t>&
            shape_str(shape) + " " + dtype_name(dtype);
   };
   const uint64_t bytes = tensor_bytes_checked(shape, dtype_size(dtype), what);  // no wrap-around to a small buffer
+  FUSE_CHECK(!sl || !im_.held_present(static_cast<int>(sl - im_.slots.data())),
+             st_.n().label() << ": output " << i << " is a present of the held KV cache: the kernel must write it "
+                             << "through cache_output");
   if (sl && sl->is_output && im_.export_direct && !st_.on_host && im_.device &&
       declared_target(dtype, sl->model_dtype()) == DType::Undefined) {
     // A graph output of an uncaptured run_device: into the block the caller will own.
@@ -192,6 +196,32 @@ RtTensor* StepContext::output(size_t i, DType dtype, const std::vector<int64_t>&
   sl->dev = t;
   sl->has_dev = true;
   sl->dev_buf = b;
+  return &sl->dev;
+}
+
+// The present of a held KV cache pair (session_kv_cache.cc): the block the past input views,
+// S rows of it per (b, h) now. nullptr where output i is not held or input `past_j` is not that
+// pair's view; the kernel then allocates as usual.
+RtTensor* StepContext::cache_output(size_t i, size_t past_j, DType dtype, const std::vector<int64_t>& shape) {
+  if (i >= st_.outs.size() || st_.outs[i] < 0 || past_j >= views_.size() || !views_[past_j]) return nullptr;
+  const HeldKv* h = im_.held_present(st_.outs[i]);
+  const RtTensor& past = *views_[past_j];
+  if (!h || past.seq_capacity <= 0 || past.data != h->block.get()) return nullptr;
+  FUSE_CHECK(dtype == h->dtype && shape.size() == 4 && shape[0] == h->B && shape[1] == h->H && shape[3] == h->D &&
+                 shape[2] >= past.shape[2] && shape[2] <= past.seq_capacity,
+             st_.n().label() << ": present " << shape_str(shape) << " " << dtype_name(dtype) << " does not fit the held "
+                             << "KV cache [" << h->B << ", " << h->H << ", " << past.seq_capacity << ", " << h->D << "] "
+                             << dtype_name(h->dtype));
+  Slot* sl = out_slot(i);
+  RtTensor t{dtype, shape, h->block.get(), im_.be.kind()};
+  t.seq_capacity = past.seq_capacity;
+  sl->dev = t;
+  sl->has_dev = true;
+  sl->dev_buf = nullptr;  // the session's block: no pool owns it
+  if (!im_.device) {
+    sl->host = t;
+    sl->has_host = true;
+  }
   return &sl->dev;
 }
 

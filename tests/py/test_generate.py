@@ -7,13 +7,18 @@ fuseopt-optimized: `fuserun --past 3 --save-outputs` gives the seeded first-step
 inputs (the cache it read: what the loop carried over three steps) and outputs. ONNX Runtime
 runs the original model for four steps from the first inputs, feeding each step's presents
 back as the next past and growing the mask by a column of ones, and must reach the same last
-inputs and outputs (fp32 1e-4). Also: the printed cache lengths, and the refusals (a model
-without a cache; --generate with --check).
+inputs and outputs (fp32 1e-4). Every loop runs with both KV cache modes: --kv-cache auto (the
+fused model's cache held by the session, appended in place; the original's cannot be held and
+the loop says why) and --kv-cache copy. Also: the printed cache lengths, a held single step
+checked against the first step's saved outputs (fuserun --kv-cache hold --check: the plain
+first run and the last held run), and the refusals (a model without a cache; --generate with
+--check; --kv-cache hold on a model whose cache cannot be held).
 Invoked by ctest as: test_generate.py --bin <build>/bin --src <repo>. FUSERUN_BACKEND=cuda runs the
 fuserun half on the GPU (the carried cache then stays on the device between steps).
 """
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,19 +85,40 @@ def main():
                 base = [fuserun, model, "--backend", BACKEND, "--past", str(PAST)]
                 r0 = subprocess.run(base + ["--warmup", "0", "--iters", "0", "--save-outputs", d0, "-q"],
                                     capture_output=True, text=True)
-                r1 = subprocess.run(base + ["--generate", str(STEPS), "--save-outputs", d1], capture_output=True, text=True)
-                if not expect(r0.returncode == 0 and r1.returncode == 0,
-                              f"{name} {tag}: fuserun runs ({r0.stderr[-300:]}{r1.stderr[-300:]})"):
+                if not expect(r0.returncode == 0, f"{name} {tag}: fuserun runs ({r0.stderr[-300:]})"):
                     continue
-                expect(f"generate: {STEPS} steps, cache {PAST} -> {PAST + STEPS - 1} positions" in r1.stdout,
-                       f"{name} {tag}: the loop reports its cache lengths")
                 want_in, want_out = ort_loop(orig, read_dir(d0, "input"), STEPS)
-                got_in, got_out = read_dir(d1, "input"), read_dir(d1, "output")
-                ok = len(got_in) == len(want_in) and len(got_out) == len(want_out)
-                ok = ok and all(g.shape == w.shape and rel(g, w) <= 1e-4 for g, w in zip(got_in, want_in))
-                expect(ok, f"{name} {tag}: the last step's inputs (the carried cache, the grown mask) match ONNX Runtime's loop")
-                ok = all(g.shape == w.shape and rel(g, w) <= 1e-4 for g, w in zip(got_out, want_out))
-                expect(ok, f"{name} {tag}: the last step's outputs match ({[rel(g, w) for g, w in zip(got_out, want_out)]})")
+                for kv in ("auto", "copy"):
+                    label = f"{name} {tag} --kv-cache {kv}"
+                    shutil.rmtree(d1, ignore_errors=True)
+                    r1 = subprocess.run(base + ["--generate", str(STEPS), "--save-outputs", d1, "--kv-cache", kv],
+                                        capture_output=True, text=True)
+                    if not expect(r1.returncode == 0, f"{label}: fuserun --generate runs ({r1.stderr[-300:]})"):
+                        continue
+                    expect(f"generate: {STEPS} steps, cache {PAST} -> {PAST + STEPS - 1} positions" in r1.stdout,
+                           f"{label}: the loop reports its cache lengths")
+                    held = kv == "auto" and tag == "fused"
+                    expect(("kv cache: held by the session" in r1.stdout) == held,
+                           f"{label}: the cache is {'held' if held else 'copied'} ({r1.stdout[-300:]})")
+                    if kv == "auto" and tag == "original":
+                        expect("not held" in r1.stdout and "no fused attention" in r1.stdout,
+                               f"{label}: says why the cache is not held")
+                    got_in, got_out = read_dir(d1, "input"), read_dir(d1, "output")
+                    ok = len(got_in) == len(want_in) and len(got_out) == len(want_out)
+                    ok = ok and all(g.shape == w.shape and rel(g, w) <= 1e-4 for g, w in zip(got_in, want_in))
+                    expect(ok, f"{label}: the last step's inputs (the carried cache, the grown mask) match ONNX Runtime's loop")
+                    ok = all(g.shape == w.shape and rel(g, w) <= 1e-4 for g, w in zip(got_out, want_out))
+                    expect(ok, f"{label}: the last step's outputs match ({[rel(g, w) for g, w in zip(got_out, want_out)]})")
+                # One step timed with the cache held (rewound before each run), checked against the
+                # plain run's saved outputs: the first run and the last held run both compared.
+                r2 = subprocess.run([fuserun, model, "--backend", BACKEND, "--check", d0, "--kv-cache", "hold",
+                                     "--warmup", "1", "--iters", "3"], capture_output=True, text=True)
+                if tag == "fused":
+                    expect(r2.returncode == 0 and "check: PASS" in r2.stdout and "kv cache: held" in r2.stdout,
+                           f"{name} fused: a held step passes --check ({r2.stdout[-400:]}{r2.stderr[-300:]})")
+                else:
+                    expect(r2.returncode == 2 and "--kv-cache hold" in r2.stderr and "no fused attention" in r2.stderr,
+                           f"{name} original: --kv-cache hold is refused with the reason ({r2.stderr[-300:]})")
         # Refusals: a model without a cache; --generate with --check.
         plain = os.path.join(args.src, "models", "synthetic", "attn_gqa", "model.onnx")
         r = subprocess.run([fuserun, plain, "--backend", "cpu", "--generate", "2"], capture_output=True, text=True)

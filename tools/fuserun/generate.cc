@@ -72,8 +72,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-GenerateResult run_generate(Session& session, const Graph& g, std::map<std::string, Tensor> inputs, int steps) {
+GenerateResult run_generate(Session& session, const Graph& g, std::map<std::string, Tensor> inputs, int steps,
+                            const std::string& kv_cache) {
   FUSE_CHECK(steps >= 1, "--generate: the number of steps must be at least 1");
+  FUSE_CHECK(kv_cache == "auto" || kv_cache == "hold" || kv_cache == "copy",
+             "--kv-cache " << kv_cache << ": expected auto, hold or copy");
   const std::vector<CachePair> pairs = cache_pairs(g);
   const std::string& first_past = pairs[0].past;
   const size_t seq_axis = inputs.at(first_past).dims.size() - 2;
@@ -82,9 +85,31 @@ GenerateResult run_generate(Session& session, const Graph& g, std::map<std::stri
   const bool device = session.options().backend != Backend::CPU;
   std::vector<DeviceTensor> dev_cache;  // the last step's presents (device backends)
   std::vector<DeviceTensor> dev_outs, fed;  // fed: the cache the current step reads
+  std::map<std::string, Tensor> host_fed;   // the same on the CPU backend (held: the pasts are not inputs)
   for (int s = 0; s < steps; ++s) {
+    // Step 2 on: the cache held by the session, loaded once from step 1's presents (passed as
+    // this step's pasts); later steps pass no pasts.
+    if (s == 1 && kv_cache != "copy") {
+      const int64_t now = device ? dev_cache[0].shape[seq_axis] : r.last_outputs[pairs[0].present].dims[seq_axis];
+      const int64_t capacity = now + (now - r.past_first) * (steps - 1);
+      try {
+        session.hold_kv_cache(capacity);
+        FUSE_CHECK(session.kv_cache_inputs().size() == pairs.size(),
+                   "the session holds " << session.kv_cache_inputs().size() << " of the " << pairs.size()
+                                        << " cache inputs");
+        r.held = true;
+        r.capacity = capacity;
+      } catch (const Error& e) {
+        if (kv_cache == "hold") throw Error(std::string("--kv-cache hold: ") + e.what());
+        r.not_held = e.what();
+      }
+    }
+    const bool pass_pasts = !r.held || s == 1;
     fed = dev_cache;
+    if (!device && s > 0)
+      for (const CachePair& p : pairs) host_fed[p.past] = r.last_outputs[p.present];
     r.past_last = device && !dev_cache.empty() ? dev_cache[0].shape[seq_axis] : inputs.at(first_past).dims[seq_axis];
+    if (!device && s > 0) r.past_last = host_fed.at(first_past).dims[seq_axis];
     const auto t0 = std::chrono::steady_clock::now();
     if (device) {
       // Host views of the small inputs, device views of the cache (the previous presents).
@@ -93,14 +118,20 @@ GenerateResult run_generate(Session& session, const Graph& g, std::map<std::stri
         views[name] = RtTensor{t.dtype, t.dims, const_cast<uint8_t*>(t.bytes.data()), Backend::CPU};
       for (size_t i = 0; i < dev_cache.size(); ++i) {
         const DeviceTensor& d = dev_cache[i];
-        views[pairs[i].past] = RtTensor{d.dtype, d.shape, d.data, session.options().backend};
+        if (pass_pasts) views[pairs[i].past] = RtTensor{d.dtype, d.shape, d.data, session.options().backend};
+        else views.erase(pairs[i].past);
       }
       dev_outs = session.run_device(views);  // synchronized: the outputs are complete
       r.step_ms.push_back(ms_since(t0));
       dev_cache.clear();
       for (const CachePair& p : pairs) dev_cache.push_back(dev_outs[p.present]);
     } else {
-      r.last_outputs = session.run(inputs);
+      std::map<std::string, Tensor> step_inputs = inputs;
+      for (const CachePair& p : pairs) {
+        if (!pass_pasts) step_inputs.erase(p.past);
+        else if (s > 0) step_inputs[p.past] = host_fed.at(p.past);
+      }
+      r.last_outputs = session.run(step_inputs);
       r.step_ms.push_back(ms_since(t0));
     }
     if (s + 1 == steps) break;
@@ -109,23 +140,19 @@ GenerateResult run_generate(Session& session, const Graph& g, std::map<std::stri
     FUSE_CHECK(fresh >= 1, "--generate: present '" << g.outputs[pairs[0].present]->name << "' has " << now
                                                   << " positions after a step over " << r.past_last
                                                   << ": it is not the past grown by the new tokens");
-    if (!device)
-      for (const CachePair& p : pairs) inputs[p.past] = r.last_outputs[p.present];
     advance(g, inputs, fresh);
   }
   // The last step's inputs and outputs on the host (the report, --save-outputs).
   r.last_inputs = inputs;
   if (device) {
-    auto to_host = [&](const DeviceTensor& d) {
-      Tensor t(d.dtype, d.shape);
-      if (!t.bytes.empty()) session.backend().copy_to_host(t.bytes.data(), d.data, t.bytes.size());
-      return t;
-    };
     // The cache the last step read: the presents of the step before it (with one step, the
-    // generated inputs, already in `inputs`).
-    for (size_t i = 0; i < fed.size(); ++i) r.last_inputs[pairs[i].past] = to_host(fed[i]);
+    // generated inputs, already in `inputs`). Held, those are views of the cache at the length
+    // it had then: its rows before that length are unchanged (the cache only grows).
+    for (size_t i = 0; i < fed.size(); ++i) r.last_inputs[pairs[i].past] = session.download(fed[i]);
     r.last_outputs.clear();
-    for (const DeviceTensor& d : dev_outs) r.last_outputs.push_back(to_host(d));
+    for (const DeviceTensor& d : dev_outs) r.last_outputs.push_back(session.download(d));
+  } else {
+    for (const auto& [name, t] : host_fed) r.last_inputs[name] = t;
   }
   return r;
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/model_inputs.h"
 #include "onnx_io/onnx_io.h"
 #include "runtime/backend.h"
 #include "runtime/session.h"
@@ -43,6 +44,7 @@ json json_dims(const std::vector<int64_t>& d) { return json(d); }
 
 struct Options {
   std::string model, backend, precision = "fp32", check_dir, json_file, save_dir;
+  std::string kv_cache;  // --kv-cache: hold, copy or auto ("": auto with --generate, copy otherwise)
   std::vector<std::string> shapes;
   double atol = -1, rtol = -1;
   int warmup = -1, iters = -1, threads = 0;
@@ -82,7 +84,7 @@ Precision parse_precision(const std::string& s) {
 // fuserun --generate N (generate.h): the loop's per-step times, the cache before the first and
 // the last step, the last step's outputs; --save-outputs writes that step's inputs and outputs.
 int generate_tool(const Options& o, const Graph& g, Session& session, const std::map<std::string, Tensor>& inputs) {
-  GenerateResult r = run_generate(session, g, inputs, o.generate);
+  GenerateResult r = run_generate(session, g, inputs, o.generate, o.kv_cache.empty() ? "auto" : o.kv_cache);
   const std::vector<std::string> out_names = session.output_names();
   if (!o.save_dir.empty()) save_check_dir(o.save_dir, g, r.last_inputs, out_names, r.last_outputs);
   std::vector<double> rest(r.step_ms.begin() + 1, r.step_ms.end());
@@ -98,6 +100,12 @@ int generate_tool(const Options& o, const Graph& g, Session& session, const std:
     std::printf(", then per step median %.3f ms, p10 %.3f, p90 %.3f (%.1f steps/s)", median, percentile(rest, 0.1),
                 percentile(rest, 0.9), median > 0 ? 1000.0 / median : 0.0);
   std::printf("\n  (a loop: each step has a new shape, so none replays a captured graph; --past P reports one step replayed)\n");
+  if (r.held)
+    std::printf("kv cache: held by the session from step 2 on (capacity %lld): each step appends its rows in place\n",
+                static_cast<long long>(r.capacity));
+  else
+    std::printf("kv cache: copied (every present a new tensor)%s%s\n", r.not_held.empty() ? "" : ": not held: ",
+                r.not_held.c_str());
   if (!o.json_file.empty()) {
     json j;
     j["schema"] = "fuseopt.run/1";
@@ -107,7 +115,8 @@ int generate_tool(const Options& o, const Graph& g, Session& session, const std:
     j["precision"] = precision_name(session.options().precision);
     j["generate"] = {{"steps", o.generate},      {"past_first", r.past_first}, {"past_last", r.past_last},
                      {"step_ms", r.step_ms},    {"first_step_ms", first},
-                     {"median_step_ms", rest.empty() ? json(nullptr) : json(median)}};
+                     {"median_step_ms", rest.empty() ? json(nullptr) : json(median)},
+                     {"kv_cache", r.held ? "held" : "copied"}};
     std::ofstream f(o.json_file);
     FUSE_CHECK(f, "--json " << o.json_file << ": cannot write the file");
     f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
@@ -192,6 +201,40 @@ int run_tool(const Options& o) {
   }
   std::vector<std::string> out_names = session.output_names();
   if (!o.save_dir.empty()) save_check_dir(o.save_dir, *g, inputs, out_names, outs);
+  // --kv-cache hold / auto: later runs take the cache from the session (Session::hold_kv_cache,
+  // capacity = this run's present length), rewound to the given past before each run, so every
+  // timed run is the same step over the same cache, appending in place.
+  const std::string kv_mode = o.kv_cache.empty() ? "copy" : o.kv_cache;
+  FUSE_CHECK(kv_mode == "hold" || kv_mode == "copy" || kv_mode == "auto",
+             "--kv-cache " << kv_mode << ": expected hold, copy or auto");
+  bool kv_held = false;
+  int64_t kv_past = 0;
+  std::string kv_why;
+  std::map<std::string, Tensor> step_inputs;
+  if (kv_mode != "copy") {
+    try {
+      int64_t capacity = -1;
+      for (size_t i = 0; i < g->outputs.size() && capacity < 0; ++i)
+        if (cli::is_cache_output(g->outputs[i]) && outs[i].dims.size() == 4) capacity = outs[i].dims[2];
+      FUSE_CHECK(capacity > 0, "the model has no present output (named like present.0.key, rank 4)");
+      session.hold_kv_cache(capacity);
+      step_inputs = inputs;
+      for (const std::string& name : session.kv_cache_inputs()) {
+        kv_past = inputs.at(name).dims[2];
+        step_inputs.erase(name);
+      }
+      session.run(inputs);  // loads the cache from the given pasts
+      kv_held = true;
+    } catch (const Error& e) {
+      if (kv_mode == "hold") throw Error(std::string("--kv-cache hold: ") + e.what());
+      kv_why = e.what();
+    }
+  }
+  auto run_once = [&] {
+    if (!kv_held) return session.run(inputs);
+    session.set_kv_cache_length(kv_past);
+    return session.run(step_inputs);
+  };
   std::vector<OutputCheck> checks;
   bool all_pass = true;
   if (!o.check_dir.empty()) {
@@ -202,13 +245,13 @@ int run_tool(const Options& o) {
   }
   const int warmup = o.warmup >= 0 ? o.warmup : (o.check_dir.empty() ? 3 : 0);
   const int iters = o.iters >= 0 ? o.iters : (o.check_dir.empty() ? 10 : 0);
-  for (int i = 0; i < warmup; ++i) session.run(inputs);
+  for (int i = 0; i < warmup; ++i) run_once();
   if (o.profile) session.reset_profile();
   std::vector<double> lat;
   std::vector<Tensor> last;
   for (int i = 0; i < iters; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    last = session.run(inputs);
+    last = run_once();
     lat.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   // Repeated runs may take another path (a captured CUDA graph): check the
@@ -263,6 +306,11 @@ int run_tool(const Options& o) {
     if (dev_median >= 0)
       std::printf("device latency (CUDA graph replay, I/O resident on the GPU): median %.3f ms, p10 %.3f ms, p90 %.3f ms; throughput %.1f inferences/s\n",
                   dev_median, dev_p10, dev_p90, static_cast<double>(batch) * 1000.0 / dev_median);
+  if (kv_held)
+    std::printf("kv cache: held by the session (%zu past inputs, capacity %lld): each run appends its rows in place\n",
+                session.kv_cache_inputs().size(), static_cast<long long>(session.kv_cache_capacity()));
+  else if (!kv_why.empty())
+    std::printf("kv cache: copied (not held: %s)\n", kv_why.c_str());
   const SessionProfile& prof = session.profile();
   std::printf("memory: peak %.2f MiB of intermediates, %.2f MiB pooled, %.2f MiB constants",
               session.peak_bytes() / 1048576.0, session.reserved_bytes() / 1048576.0,
@@ -314,6 +362,7 @@ int run_tool(const Options& o) {
     j["device_latency_ms"] =
         dev_median >= 0 ? json{{"median", dev_median}, {"p10", dev_p10}, {"p90", dev_p90}} : json(nullptr);
     j["throughput_per_s"] = throughput;
+    j["kv_cache"] = kv_held ? "held" : "copied";
     j["memory_bytes"] = {{"peak_intermediate", session.peak_bytes()},
                          {"pooled", session.reserved_bytes()},
                          {"constants", session.constant_bytes()},
@@ -386,6 +435,11 @@ int main(int argc, char** argv) {
                  "KV-cache decoders: a decode loop of N steps, each step's presents fed back as the next step's past "
                  "(kept on the device), the mask grown; prints the per-step time of the loop")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--kv-cache", o.kv_cache,
+                 "KV-cache decoders: hold (the session keeps the cache, Session::hold_kv_cache: each run appends its "
+                 "new rows in place, no present is copied), copy (every present a new tensor: ONNX's semantics) or "
+                 "auto (hold where the model allows it); default auto with --generate, copy otherwise. Timing a held "
+                 "step rewinds the cache to --past before every run");
   app.add_option("--check", o.check_dir, "folder with input_N.pb / output_N.pb (ONNX backend-test layout)");
   app.add_option("--save-outputs", o.save_dir,
                  "write this run's inputs and outputs to the folder as input_N.pb / output_N.pb, the layout --check "
