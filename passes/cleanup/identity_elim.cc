@@ -1,6 +1,8 @@
 // Identity elimination: Identity, inference-mode Dropout (no training_mode,
-// or a constant false one; its mask output unread) and a Cast to the dtype
-// the value already has are rewired away.
+// or a constant false one; its mask output unread), a Cast to the dtype the
+// value already has and a Concat of one input (the TorchScript KV-cache exports
+// leave `Concat(past_key)` in front of the fused attention, which would hide the
+// past input from a held KV cache) are rewired away.
 // An Identity whose output is a graph output stays when its input is a graph
 // input, an initializer or another graph output: removing it would rename or
 // duplicate a model output that users bind by name.
@@ -24,6 +26,7 @@ bool dropout_is_inference(const Node& n, int64_t opset) {
 bool is_passthrough(const Node& n, int64_t opset) {
   if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.empty() || !n.input(0) || !n.outputs[0]) return false;
   if (n.op_type == "Identity") return n.inputs.size() == 1;
+  if (n.op_type == "Concat") return n.inputs.size() == 1;  // one piece: itself, whatever the axis
   if (n.op_type == "Dropout") return dropout_is_inference(n, opset);
   if (n.op_type == "Cast") {
     const Value* in = n.input(0);
@@ -37,7 +40,7 @@ class IdentityElimination : public Pass {
  public:
   std::string name() const override { return "identity_elim"; }
   std::string description() const override {
-    return "remove Identity, inference-mode Dropout and no-op Cast nodes";
+    return "remove Identity, inference-mode Dropout, no-op Cast and one-input Concat nodes";
   }
 
   int run(Rewriter& rw, PassContext&) override {

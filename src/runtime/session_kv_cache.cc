@@ -31,10 +31,17 @@ void Session::Impl::find_kv_pairs() {
   for (const Step& st : steps) {
     const Node& n = st.n();
     if (n.domain != "fuseopt" || n.op_type != "Attention") continue;
+    if (st.ins.size() <= 6 || st.ins[5] < 0 || st.ins[6] < 0) continue;  // no past
+    // Both pasts graph inputs, or neither (computed in the graph: not a cache the caller feeds).
+    const bool key_in = slots[st.ins[5]].is_input, value_in = slots[st.ins[6]].is_input;
+    if (!key_in && !value_in) continue;
+    FUSE_CHECK(key_in && value_in, "hold_kv_cache: " << n.label() << " reads its past "
+                                                     << (key_in ? "value '" : "key '")
+                                                     << slots[st.ins[key_in ? 6 : 5]].v->name
+                                                     << "' from a node of the graph, not from an input: the pair "
+                                                     << "cannot be held");
     for (size_t j : {size_t(5), size_t(6)}) {
-      if (st.ins.size() <= j || st.ins[j] < 0) continue;
       const int past = st.ins[j];
-      if (!slots[past].is_input) continue;  // computed in the graph: not a cache the caller feeds
       const std::string& name = slots[past].v->name;
       const size_t out = j - 4;  // present_key / present_value
       FUSE_CHECK(st.outs.size() > out && st.outs[out] >= 0,

@@ -1,4 +1,4 @@
-// identity_elim: Identity, inference Dropout and no-op Cast go; the cases where
+// identity_elim: Identity, inference Dropout, no-op Cast and one-input Concat go; the cases where
 // removing one would rename or duplicate a graph output stay.
 #include "support/fusion_check.h"
 
@@ -27,6 +27,20 @@ TEST_CASE("identity_elim: Identity chains, inference Dropout and no-op Cast are 
   CHECK(count_op(g, "Cast") == 0);
   CHECK(g.num_nodes() == 2);
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3}, 11)}});
+}
+
+TEST_CASE("identity_elim: a Concat of one input is removed; of two it stays") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2, 3});
+  Value* one = b.op("Concat", {x}, {Attribute::make_int("axis", 1)}, "concat_one");
+  Value* two = b.op("Concat", {one, x}, {Attribute::make_int("axis", 0)}, "concat_two");
+  b.output(b.op("Neg", {two}, {}, "neg"));
+  auto before = clone_graph(b.graph());
+  run_passes(b.graph(), {"identity_elim"});
+  Graph& g = b.graph();
+  CHECK(count_op(g, "Concat") == 1);
+  CHECK(g.outputs[0]->producer->inputs[0]->producer->inputs[0]->name == "x");
+  require_same_outputs(*before, g, {{"x", rand_tensor({2, 3}, 12)}});
 }
 
 TEST_CASE("identity_elim: Identity from a graph input or initializer to a graph output stays") {
