@@ -100,8 +100,8 @@ def main():
     failures = []
     expect = lib.expecter(failures)
 
-    expect("fuseopt.report/1" in schemas and "fuseopt.run/1" in schemas,
-           f"the doc has both schemas (found {sorted(schemas)})")
+    expect({"fuseopt.report/1", "fuseopt.run/1", "fuseopt.generate/1"} <= set(schemas),
+           f"the doc has the three schemas (found {sorted(schemas)})")
     if failures:
         return 1
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,6 +136,22 @@ def main():
                      "profile.by_node[].host", "profile.by_op_type[].nodes"]
             problems = validate(schemas["fuseopt.run/1"], data, inner)
             expect(not problems, "fuserun --json matches the documented schema"
+                   + ("" if not problems else ": " + "; ".join(problems[:8])))
+
+        # fuserun --generate --json: its own schema; the fused KV model holds its cache.
+        kv = os.path.join(args.src, "models/synthetic/kv_llama_gqa/model.onnx")
+        kv_fused, gen = os.path.join(tmp, "kv.onnx"), os.path.join(tmp, "gen.json")
+        r = lib.run_fuseopt(args.bin, kv, kv_fused, "-q")
+        expect(r.returncode == 0, f"fuseopt on kv_llama_gqa exits 0 ({r.stderr.strip()[:300]})")
+        r = subprocess.run([os.path.join(args.bin, "fuserun"), kv_fused, "--backend", "cpu", "--past", "3",
+                            "--generate", "3", "--json", gen, "-q"], capture_output=True, text=True, timeout=600)
+        expect(r.returncode == 0, f"fuserun --generate --json exits 0 ({r.stderr.strip()[:300]})")
+        if r.returncode == 0:
+            data = json.load(open(gen, encoding="utf-8"))
+            expect(data.get("schema") == "fuseopt.generate/1", "the generate file names its schema fuseopt.generate/1")
+            expect(data.get("generate", {}).get("kv_cache") == "held", "the generate file says the cache was held")
+            problems = validate(schemas["fuseopt.generate/1"], data, ["generate.step_ms[]"])
+            expect(not problems, "fuserun --generate --json matches the documented schema"
                    + ("" if not problems else ": " + "; ".join(problems[:8])))
 
     # The validator itself catches what it should.

@@ -38,7 +38,7 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // fuserun --json: nlohmann-json, keys in insertion order (docs/report_schema.md,
-// "fuseopt.run/1"); a NaN or infinite figure is written as null.
+// "fuseopt.run/1", and "fuseopt.generate/1" for --generate); a NaN or infinite figure is written as null.
 using json = nlohmann::ordered_json;
 json json_dims(const std::vector<int64_t>& d) { return json(d); }
 
@@ -108,7 +108,7 @@ int generate_tool(const Options& o, const Graph& g, Session& session, const std:
                 r.not_held.c_str());
   if (!o.json_file.empty()) {
     json j;
-    j["schema"] = "fuseopt.run/1";
+    j["schema"] = "fuseopt.generate/1";
     j["model"] = o.model;
     j["backend"] = backend_name(session.options().backend);
     j["device"] = session.backend().device_name();
