@@ -36,6 +36,7 @@
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_small_m.h"
 #include "kernels/cuda/gemm_small_m_common.cuh"
+#include "kernels/cuda/gemv_nk_mma.h"
 #include "kernels/cuda/pdl.cuh"
 
 namespace fuseopt::cuda_fused {
@@ -404,8 +405,12 @@ int small_m_mode() {
 // decode GEMMs): B stored [N, K] at M = 1 beat cuBLASLt on all four (QKV 4.4 vs 7.2 us, o-proj
 // 4.0 vs 6.2, down-proj 10.7 vs 12.8, gate+up 16.3 vs 18.5); at M = 8 it lost on three of four
 // (QKV 10.3 vs 7.5), and B [K, N] lost everywhere (the 64-column tiles' cluster reduction), so
-// the default takes [N, K] up to M = 2 and nothing else. The runtime stores constant weights
-// [N, K] for 16-bit CUDA sessions (session_setup.cc, weight layout) so decode steps get here.
+// the default takes [N, K] up to M = 2 and nothing else. Where the switch takes rows 3-8 with
+// [N, K] (FUSEOPT_GEMV=1), they run on the tensor-core GEMV (gemv_nk_mma.h), which beat this
+// kernel on all four shapes at M = 8 but cuBLASLt on one only (session 16: o-proj 4.9 vs 7.3 us;
+// QKV 6.5 vs 6.1, down-proj 12.8 vs 12.1, gate+up with its gate 24.0 vs 20.1), so the default
+// is unchanged. The runtime stores constant weights [N, K] for 16-bit CUDA sessions
+// (session_setup.cc, weight layout) so decode steps get here.
 bool small_m_default_applies(int64_t M, bool trans_b) { return trans_b && M <= 2; }
 
 }  // namespace
@@ -427,6 +432,20 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
   if (!aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
   // [N, K]: 16-byte chunks along K, of A's rows too.
   if (trans_b && (K % 8 != 0 || !aligned16(A))) return false;
+  if (trans_b && M >= kGemvMmaMinM) {
+    GemvMmaArgs g;
+    g.x = A;
+    g.w = B;
+    g.bias = bias;
+    g.y = Y;
+    g.M = int(M);
+    g.N = int(N);
+    g.K = int(K);
+    g.act = act;
+    g.alpha = alpha;
+    g.w_const = b_const;
+    if (launch_gemv_nk_mma(dt, GemvMmaForm::Plain, g, stream)) return counted(true);
+  }
   if (dt == DType::Float16)
     return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
   return counted(

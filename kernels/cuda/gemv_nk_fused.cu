@@ -24,6 +24,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/gemm_small_m_common.cuh"
 #include "kernels/cuda/gemv_nk_fused.h"
+#include "kernels/cuda/gemv_nk_mma.h"
 
 namespace fuseopt::cuda_fused {
 
@@ -425,6 +426,24 @@ bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
   const std::initializer_list<const void*> ptrs = {n.x, n.skip, n.gamma, n.beta, a.w, a.bias, a.y, n.sum};
   // RMSNorm without beta: streamed through the GEMV (no shared-memory row, any K).
   if (n.rms && !n.beta && shape_applies(kFuseRms, n.dtype, n.rows, a.N, n.D, ptrs)) {
+    if (M >= kGemvMmaMinM) {  // 3-8 rows: the tensor-core form
+      GemvMmaArgs g;
+      g.x = n.x;
+      g.w = a.w;
+      g.bias = a.bias;
+      g.y = a.y;
+      g.M = M;
+      g.N = N;
+      g.K = K;
+      g.act = a.act;
+      g.skip = n.skip;
+      g.skip_rows = static_cast<int>(n.skip_rows);
+      g.gamma = n.gamma;
+      g.sum = n.sum;
+      g.eps = n.eps;
+      g.w_const = a.w_const;
+      if (launch_gemv_nk_mma(n.dtype, GemvMmaForm::Rms, g, stream)) return counted(true);
+    }
     if (n.dtype == DType::Float16)
       return counted(launch_rms_t<__half>(n.x, a.w, a.bias, a.y, M, N, K, a.act, np, stream, a.w_const));
     return counted(launch_rms_t<__nv_bfloat16>(n.x, a.w, a.bias, a.y, M, N, K, a.act, np, stream, a.w_const));
@@ -441,6 +460,19 @@ bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const voi
                           int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const) {
   if (!shape_applies(kFuseGate, dt, M, 2 * N, K, {A, W, bias, Y})) return false;
   if (N % 8 != 0) return false;  // the up half starts on a 16-byte boundary of bias
+  if (M >= kGemvMmaMinM) {  // 3-8 rows: the tensor-core form
+    GemvMmaArgs g;
+    g.x = A;
+    g.w = W;
+    g.bias = bias;
+    g.y = Y;
+    g.M = int(M);
+    g.N = int(N);
+    g.K = int(K);
+    g.gate = act;
+    g.w_const = b_const;
+    if (launch_gemv_nk_mma(dt, GemvMmaForm::Gated, g, stream)) return counted(true);
+  }
   const NormParams np{};
   if (dt == DType::Float16)
     return counted(launch_t<__half, false, true>(A, W, bias, Y, int(M), int(N), int(K), GemvAct::None, act, np,

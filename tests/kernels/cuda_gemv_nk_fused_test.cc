@@ -11,108 +11,25 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "kernels/cuda/gemm_small_m.h"
 #include "kernels/cuda/gemv_nk_fused.h"
 #include "runtime/kernel.h"
 #include "support/cuda_kernel_check.h"
+#include "support/decode_gemv_cases.h"
 
 using namespace fuseopt;
 
 namespace {
 
 using cuda_check::OpCase;
+using decode_gemv::check_gated;
+using decode_gemv::check_layer_norm_linear;
+using decode_gemv::LnlCase;
 
-// [K, N] -> [N, K] (fp32 host tensors).
-Tensor transposed(const Tensor& w) {
-  const int64_t K = w.dims[0], N = w.dims[1];
-  std::vector<float> t(K * N);
-  const float* p = w.data<float>();
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) t[n * K + k] = p[k * N + n];
-  return Tensor::from_floats(t, {N, K});
-}
-
-// Runs the CUDA kernel, checking the fused GEMV launched `launches` times.
-std::vector<Tensor> run_counted(OpCase& c, DType dt, int launches) {
-  const long long before = cuda_fused::gemv_nk_fused_launch_count();
-  auto out = c.run_cuda(dt);
-  CHECK(cuda_fused::gemv_nk_fused_launch_count() == before + launches);
-  return out;
-}
-
-// Every output bit-identical (the kernels' sums run in the same order either way).
-bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t o = 0; o < a.size(); ++o)
-    if (a[o].dims != b[o].dims || a[o].bytes.size() != b[o].bytes.size() ||
-        std::memcmp(a[o].bytes.data(), b[o].bytes.data(), a[o].bytes.size()) != 0)
-      return false;
-  return true;
-}
-
-struct LnlCase {
-  int64_t rows, K, N;
-  bool rms, beta, bias, skip;
-  const char* act;
-};
-
-// One LayerNormLinear case: CUDA with W [N, K] (transB 1) against the CPU with W [K, N].
-void check_layer_norm_linear(const LnlCase& p, DType dt, int launches) {
-  Tensor x = cuda_check::random_tensor({p.rows, 1, p.K}, -2.f, 3.f);
-  Tensor gamma = cuda_check::random_tensor({p.K}, 0.5f, 1.5f);
-  Tensor beta = cuda_check::random_tensor({p.K}, -0.5f, 0.5f);
-  Tensor w = cuda_check::random_tensor({p.K, p.N}, -0.2f, 0.2f);
-  Tensor wt = transposed(w);
-  Tensor bias = cuda_check::random_tensor({p.N});
-  Tensor skip = cuda_check::random_tensor({p.rows, 1, p.K}, -1.f, 1.f);
-  const size_t outs = p.skip ? 2 : 1;
-  auto make = [&](bool nk) {
-    OpCase c("fuseopt", "LayerNormLinear", 6, outs);
-    c.attr(Attribute::make_string("activation", p.act));
-    c.attr(Attribute::make_float("epsilon", 1e-5f));
-    c.attr(Attribute::make_int("rms", p.rms ? 1 : 0));
-    c.attr(Attribute::make_int("transB", nk ? 1 : 0));
-    c.inputs = {&x, &gamma, p.beta ? &beta : nullptr, nk ? &wt : &w, p.bias ? &bias : nullptr,
-                p.skip ? &skip : nullptr};
-    return c;
-  };
-  OpCase gpu = make(true), cpu = make(false);
-  auto got = run_counted(gpu, dt, launches);
-  auto want = cpu.run_cpu(dt);
-  // W as the runtime's constant (its first loads before the launch wait): the same bits.
-  gpu.constant_inputs = {3};
-  auto early = run_counted(gpu, dt, launches);
-  INFO("LayerNormLinear rows " << p.rows << " K " << p.K << " N " << p.N << " rms " << p.rms << " beta " << p.beta
-                               << " bias " << p.bias << " skip " << p.skip << " " << p.act << " "
-                               << cuda_check::short_name(dt));
-  CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
-  if (p.skip) CHECK(cuda_check::rel_error(got[1], want[1]) < cuda_check::tolerance(dt));
-  CHECK(same_bits(early, got));
-}
-
-// One GatedMatMul case: CUDA with W [2N, K] (the runtime's marker) against the CPU with W [K, 2N].
-void check_gated(int64_t rows, int64_t K, int64_t N, bool with_bias, const char* act, DType dt, int launches) {
-  Tensor a = cuda_check::random_tensor({rows, 1, K}, -2.f, 2.f);
-  Tensor w = cuda_check::random_tensor({K, 2 * N}, -0.2f, 0.2f);
-  Tensor wt = transposed(w);
-  Tensor bias = cuda_check::random_tensor({2 * N});
-  OpCase gpu("fuseopt", "GatedMatMul", 3, 1), cpu("fuseopt", "GatedMatMul", 3, 1);
-  for (OpCase* c : {&gpu, &cpu}) c->attr(Attribute::make_string("activation", act));
-  gpu.attr(Attribute::make_int(kWeightNkAttr, 1));
-  gpu.inputs = {&a, &wt, with_bias ? &bias : nullptr};
-  cpu.inputs = {&a, &w, with_bias ? &bias : nullptr};
-  auto got = run_counted(gpu, dt, launches);
-  auto want = cpu.run_cpu(dt);
-  gpu.constant_inputs = {1};  // W as the runtime's constant: the same bits
-  auto early = run_counted(gpu, dt, launches);
-  INFO("GatedMatMul rows " << rows << " K " << K << " N " << N << " bias " << with_bias << " " << act << " "
-                           << cuda_check::short_name(dt));
-  CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
-  CHECK(same_bits(early, got));
-}
+// The fused GEMV's launch counter (which path ran).
+long long fused_launches() { return cuda_fused::gemv_nk_fused_launch_count(); }
 
 }  // namespace
 
@@ -129,7 +46,7 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV"
       {2, 96, 24, true, true, false, false, "tanh"},       // RMSNorm with beta (added, as the CPU kernel does)
   };
   for (DType dt : {DType::Float16, DType::BFloat16})
-    for (const LnlCase& p : cases) check_layer_norm_linear(p, dt, 1);
+    for (const LnlCase& p : cases) check_layer_norm_linear(p, dt, fused_launches, 1);
   cuda_fused::set_gemv_nk_fused(-1);
 }
 
@@ -146,13 +63,13 @@ TEST_CASE("cuda LayerNormLinear at decode rows: RMSNorm streamed through the [N,
       {1, 8, 1000, true, false, false, true, "tanh"},      // one chunk
   };
   for (DType dt : {DType::Float16, DType::BFloat16})
-    for (const LnlCase& p : rms) check_layer_norm_linear(p, dt, 1);
+    for (const LnlCase& p : rms) check_layer_norm_linear(p, dt, fused_launches, 1);
   // Not streamed: LayerNorm, and RMSNorm with beta (the prologue is opt-in: the old path).
-  check_layer_norm_linear({1, 256, 64, false, true, true, true, "none"}, DType::Float16, 0);
-  check_layer_norm_linear({1, 256, 64, true, true, false, true, "none"}, DType::Float16, 0);
+  check_layer_norm_linear({1, 256, 64, false, true, true, true, "none"}, DType::Float16, fused_launches, 0);
+  check_layer_norm_linear({1, 256, 64, true, true, false, true, "none"}, DType::Float16, fused_launches, 0);
   // Only the prologue asked for: it takes RMSNorm instead.
   cuda_fused::set_gemv_nk_fused(1);
-  check_layer_norm_linear(rms[0], DType::Float16, 1);
+  check_layer_norm_linear(rms[0], DType::Float16, fused_launches, 1);
   cuda_fused::set_gemv_nk_fused(-1);
 }
 
@@ -162,17 +79,17 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the old path where the fused GEM
   const LnlCase base{1, 256, 64, true, false, true, true, "none"};
   // The fusions off (the gate only), the GEMV off: norm kernel + GEMM, the same results.
   cuda_fused::set_gemv_nk_fused(2);
-  check_layer_norm_linear(base, DType::Float16, 0);
+  check_layer_norm_linear(base, DType::Float16, fused_launches, 0);
   cuda_fused::set_gemv_nk_fused(3);
   cuda_fused::set_gemm_small_m(0);
-  check_layer_norm_linear(base, DType::Float16, 0);
+  check_layer_norm_linear(base, DType::Float16, fused_launches, 0);
   cuda_fused::set_gemm_small_m(-1);
   // 3 rows (above the default's 2), K not a multiple of 8, rows past the staging's 48 KB (not
   // RMSNorm there: the streamed form has no row limit), fp32.
-  check_layer_norm_linear({3, 256, 64, true, false, true, true, "none"}, DType::Float16, 0);
-  check_layer_norm_linear({1, 260, 64, false, true, false, false, "none"}, DType::Float16, 0);
-  check_layer_norm_linear({2, 6400, 16, false, false, false, true, "none"}, DType::BFloat16, 0);
-  check_layer_norm_linear(base, DType::Float, 0);
+  check_layer_norm_linear({3, 256, 64, true, false, true, true, "none"}, DType::Float16, fused_launches, 0);
+  check_layer_norm_linear({1, 260, 64, false, true, false, false, "none"}, DType::Float16, fused_launches, 0);
+  check_layer_norm_linear({2, 6400, 16, false, false, false, true, "none"}, DType::BFloat16, fused_launches, 0);
+  check_layer_norm_linear(base, DType::Float, fused_launches, 0);
   cuda_fused::set_gemv_nk_fused(-1);
 }
 
@@ -181,15 +98,16 @@ TEST_CASE("cuda GatedMatMul at decode rows: the gate in the [2N, K] GEMV's epilo
   cuda_fused::set_gemm_small_m(-1);
   cuda_fused::set_gemv_nk_fused(-1);  // the default takes the gate fusion
   for (DType dt : {DType::Float16, DType::BFloat16}) {
-    check_gated(1, 2048, 8192, false, "silu", dt, 1);  // Llama-1B's gate + up
-    for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"}) check_gated(2, 200, 136, true, act, dt, 1);
-    check_gated(1, 2056, 40, true, "silu", dt, 1);
+    check_gated(1, 2048, 8192, false, "silu", dt, fused_launches, 1);  // Llama-1B's gate + up
+    for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"})
+      check_gated(2, 200, 136, true, act, dt, fused_launches, 1);
+    check_gated(1, 2056, 40, true, "silu", dt, fused_launches, 1);
   }
   cuda_fused::set_gemm_small_m(0);  // off: GEMM into P + the gate pass
-  check_gated(1, 256, 64, true, "silu", DType::Float16, 0);
+  check_gated(1, 256, 64, true, "silu", DType::Float16, fused_launches, 0);
   cuda_fused::set_gemm_small_m(-1);
-  check_gated(4, 256, 64, true, "silu", DType::Float16, 0);  // rows above the default's 2
-  check_gated(1, 256, 36, true, "silu", DType::Float16, 0);  // N not a multiple of 8
+  check_gated(4, 256, 64, true, "silu", DType::Float16, fused_launches, 0);  // rows above the default's 2
+  check_gated(1, 256, 36, true, "silu", DType::Float16, fused_launches, 0);  // N not a multiple of 8
 }
 
 TEST_CASE("cuda fused decode GEMVs are bit-identical over runs", "[cuda][gemm_small_m]") {
@@ -202,9 +120,9 @@ TEST_CASE("cuda fused decode GEMVs are bit-identical over runs", "[cuda][gemm_sm
   c.attr(Attribute::make_int("rms", 1));
   c.attr(Attribute::make_int("transB", 1));
   c.inputs = {&x, &gamma, nullptr, &wt, nullptr, &skip};
-  auto first = run_counted(c, DType::Float16, 1);
+  auto first = decode_gemv::run_counted(c, DType::Float16, fused_launches, 1);
   for (int rep = 0; rep < 3; ++rep) {
-    auto again = run_counted(c, DType::Float16, 1);
+    auto again = decode_gemv::run_counted(c, DType::Float16, fused_launches, 1);
     for (size_t o = 0; o < first.size(); ++o) {
       REQUIRE(again[o].dims == first[o].dims);
       CHECK(std::memcmp(again[o].data<float>(), first[o].data<float>(), first[o].numel() * sizeof(float)) == 0);
