@@ -22,6 +22,33 @@ __device__ __forceinline__ bool mask_keep(const void* mask, DType dt, int64_t id
   }
 }
 
+// The same test split in two, for kernels that issue the mask read with their K/V loads and
+// use it a pass later: mask_load_raw only loads (its bits, zero-extended; no comparison, so
+// no wait on the load where it is issued), mask_raw_keep compares where the bit is used.
+// mask_raw_keep(1, dt) is true for every dt (the value for "no mask").
+__device__ __forceinline__ uint64_t mask_load_raw(const void* mask, DType dt, int64_t idx) {
+  switch (dt) {
+    case DType::Int64: return static_cast<uint64_t>(static_cast<const int64_t*>(mask)[idx]);
+    case DType::Int32: return static_cast<uint32_t>(static_cast<const int32_t*>(mask)[idx]);
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8: return static_cast<const uint8_t*>(mask)[idx];
+    case DType::Float: return static_cast<const uint32_t*>(mask)[idx];
+    case DType::Float16:
+    case DType::BFloat16: return static_cast<const uint16_t*>(mask)[idx];
+    default: return 1;
+  }
+}
+// Non-zero as mask_keep reads it: a float is kept unless it is +0 or -0 (NaN is kept).
+__device__ __forceinline__ bool mask_raw_keep(uint64_t raw, DType dt) {
+  switch (dt) {
+    case DType::Float: return (raw & 0x7fffffffu) != 0;
+    case DType::Float16:
+    case DType::BFloat16: return (raw & 0x7fffu) != 0;
+    default: return raw != 0;
+  }
+}
+
 // s + an fp16 bias element. fp16's lowest finite value (-65504) or -inf absorbs the score, as
 // float32's lowest does in fp32 arithmetic: a model exported in fp32 adds finfo(float32).min to
 // mask (Hugging Face), the conversion to fp16 clamps that constant to -65504, and in fp32 the

@@ -95,4 +95,13 @@ bool launch_decode_append(const DecodeAppend& d, cudaStream_t stream);
 int decode_append_mode();
 long long decode_append_launch_count();  // for tests
 
+// The same step on tensor cores (fused_attention_decode_mma.cu): fp16/bf16, head dim 64 or 128,
+// up to 16 query heads a kv head, in place or not. launch_decode_append tries it first where
+// FUSEOPT_DECODE_MMA allows ("0" off, "1" on, unset: kDecodeMmaDefault); false: not launched
+// (the register kernel takes the step).
+constexpr bool kDecodeMmaDefault = true;
+bool decode_mma_enabled();
+bool launch_decode_mma(const DecodeAppend& d, cudaStream_t stream);
+long long decode_mma_launch_count();  // for tests
+
 }  // namespace fuseopt::cuda_fused

@@ -53,6 +53,9 @@ constexpr int64_t kGemvMmaMinM = 3;
 // environment (tests, benchmarks).
 bool gemv_mma_enabled();
 void set_gemv_mma(int mode);
+// Tests: at most `blocks` blocks a launch (0: the default, two an SM), so every block walks
+// several tiles (the persistent loop) at any N.
+void set_gemv_mma_max_blocks(int blocks);
 
 // dt Float16 or BFloat16; M in [kGemvMmaMinM, kGemvMaxM]; K and N multiples of 8; every
 // pointer 16-byte aligned (the caller checks). false: nothing launched.

@@ -9,7 +9,9 @@
 // split (8, 200, 1000, 2056) and long (8192); N off the 16-row tile (24, 40, 136, 1000). The
 // launch counter proves the tensor-core kernel ran (and did not with FUSEOPT_GEMV_MMA off, where
 // the CUDA-core kernels give results within the same tolerance, nor under the default routing); bit-identical over reruns and
-// with W read as a constant before the launch wait.
+// with W read as a constant before the launch wait. Each case runs twice: with the default
+// grid and with 5 blocks, so every block walks several tiles (the persistent loop, its
+// tile-to-tile reduction buffers and the next tile's early loads) at any N.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -61,12 +63,17 @@ TEST_CASE("cuda tensor-core GEMV: FusedMatMul at 3-8 rows", "[cuda][gemm_small_m
   struct Shape { int64_t K, N; };
   // Llama-1B's QKV and down-proj; one chunk (K 8); K past the chunk and the warps' split; N off the tile.
   const Shape shapes[] = {{2048, 3072}, {8192, 2048}, {8, 24}, {200, 136}, {1000, 1000}, {2056, 40}};
-  for (DType dt : {DType::Float16, DType::BFloat16})
-    for (int64_t rows : {3, 5, 8})
-      for (const Shape& s : shapes) check_fused_matmul(rows, s.K, s.N, "none", 1.f, true, dt, 1);
-  for (const char* act : {"relu", "gelu", "gelu_tanh", "tanh"})
-    check_fused_matmul(8, 200, 136, act, 0.5f, true, DType::Float16, 1);
-  check_fused_matmul(4, 256, 64, "none", 1.f, false, DType::BFloat16, 1);
+  for (int blocks : {0, 5}) {
+    cuda_fused::set_gemv_mma_max_blocks(blocks);
+    INFO("at most " << blocks << " blocks (0: two an SM)");
+    for (DType dt : {DType::Float16, DType::BFloat16})
+      for (int64_t rows : {3, 5, 8})
+        for (const Shape& s : shapes) check_fused_matmul(rows, s.K, s.N, "none", 1.f, true, dt, 1);
+    for (const char* act : {"relu", "gelu", "gelu_tanh", "tanh"})
+      check_fused_matmul(8, 200, 136, act, 0.5f, true, DType::Float16, 1);
+    check_fused_matmul(4, 256, 64, "none", 1.f, false, DType::BFloat16, 1);
+  }
+  cuda_fused::set_gemv_mma_max_blocks(0);
   // Off: the CUDA-core kernel takes the rows.
   cuda_fused::set_gemv_mma(0);
   check_fused_matmul(8, 1000, 1000, "gelu", 1.f, true, DType::Float16, 0);
@@ -90,8 +97,13 @@ TEST_CASE("cuda tensor-core GEMV: LayerNormLinear with RMSNorm streamed, at 3-8 
       {8, 8, 1000, true, false, false, true, "tanh"},      // one chunk
       {4, 200, 24, true, false, true, false, "relu"},
   };
-  for (DType dt : {DType::Float16, DType::BFloat16})
-    for (const LnlCase& p : cases) decode_gemv::check_layer_norm_linear(p, dt, mma_launches, 1);
+  for (int blocks : {0, 5}) {
+    cuda_fused::set_gemv_mma_max_blocks(blocks);
+    INFO("at most " << blocks << " blocks (0: two an SM)");
+    for (DType dt : {DType::Float16, DType::BFloat16})
+      for (const LnlCase& p : cases) decode_gemv::check_layer_norm_linear(p, dt, mma_launches, 1);
+  }
+  cuda_fused::set_gemv_mma_max_blocks(0);
   // LayerNorm (not RMSNorm) is not this kernel's: the norm kernel, then the GEMM through it.
   decode_gemv::check_layer_norm_linear({8, 256, 64, false, true, true, true, "none"}, DType::Float16, mma_launches, 1);
   cuda_fused::set_gemv_mma(0);
@@ -105,12 +117,17 @@ TEST_CASE("cuda tensor-core GEMV: GatedMatMul at 3-8 rows", "[cuda][gemm_small_m
   cuda_fused::set_gemm_small_m(1);
   cuda_fused::set_gemv_nk_fused(-1);
   cuda_fused::set_gemv_mma(-1);
-  for (DType dt : {DType::Float16, DType::BFloat16}) {
-    decode_gemv::check_gated(8, 2048, 8192, false, "silu", dt, mma_launches, 1);  // Llama-1B's gate + up
-    for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"})
-      decode_gemv::check_gated(5, 200, 136, true, act, dt, mma_launches, 1);
-    decode_gemv::check_gated(3, 2056, 40, true, "silu", dt, mma_launches, 1);
+  for (int blocks : {0, 5}) {
+    cuda_fused::set_gemv_mma_max_blocks(blocks);
+    INFO("at most " << blocks << " blocks (0: two an SM)");
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+      decode_gemv::check_gated(8, 2048, 8192, false, "silu", dt, mma_launches, 1);  // Llama-1B's gate + up
+      for (const char* act : {"silu", "gelu", "gelu_tanh", "relu"})
+        decode_gemv::check_gated(5, 200, 136, true, act, dt, mma_launches, 1);
+      decode_gemv::check_gated(3, 2056, 40, true, "silu", dt, mma_launches, 1);
+    }
   }
+  cuda_fused::set_gemv_mma_max_blocks(0);
   cuda_fused::set_gemv_mma(0);
   decode_gemv::check_gated(8, 256, 64, true, "silu", DType::Float16, mma_launches, 0);
   cuda_fused::set_gemv_mma(-1);

@@ -6,6 +6,8 @@
 // bit-identically. The CPU twin is tests/unit/session_kv_cache_test.cc.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "runtime/session.h"
 #include "support/cuda_generic_check.h"
 #include "support/kv_cache_loop.h"
@@ -24,8 +26,12 @@ SessionOptions cuda(Precision p) {
 
 TEST_CASE("cuda held KV cache: the decode loop matches the copying loop", "[cuda][session][kv_cache]") {
   if (!cuda_generic::gpu_ready()) return;
+  // FUSEOPT_DECODE_MMA: the register decode kernel and the tensor-core one (fp16 rows; fp32
+  // stays on the register kernel), each writing its one row in place.
+  for (const char* mma : {"0", "1"})
   for (Precision p : {Precision::FP32, Precision::FP16}) {
-    INFO("precision " << precision_name(p));
+    setenv("FUSEOPT_DECODE_MMA", mma, 1);
+    INFO("precision " << precision_name(p) << ", FUSEOPT_DECODE_MMA=" << mma);
     KvLoopShape s;
     auto g = kv_attention_graph(s);
     CHECK(check_held_loop_matches_copy(*g, cuda(p), s, 6, 1, 1, 1e-6) == s.past + 6);
@@ -35,6 +41,7 @@ TEST_CASE("cuda held KV cache: the decode loop matches the copying loop", "[cuda
     auto gb = kv_attention_graph(big);
     CHECK(check_held_loop_matches_copy(*gb, cuda(p), big, 3, 1, 1, 1e-6) == 703);
   }
+  unsetenv("FUSEOPT_DECODE_MMA");
 }
 
 TEST_CASE("cuda held KV cache: views out of run_device, captured rewound steps", "[cuda][session][kv_cache]") {
