@@ -2,7 +2,10 @@
 // (present = past ++ the new row) and split-KV attention for S_q = 1, the splits of a
 // (batch, head group) merged through a thread-block cluster (host side:
 // fused_attention_kernel.cc; the older two-launch path is fused_attention_kv_cache.cu +
-// fused_attention_decode.cu).
+// fused_attention_decode.cu). Since session 17 launch_decode_append first offers the step to
+// the tensor-core kernel (fused_attention_decode_mma.cu: fp16/bf16, head dim 64/128, up to 16
+// query heads a kv head; 3x faster at 8 x 2048); this one takes what that declines, or all of it
+// with FUSEOPT_DECODE_MMA=0.
 //
 // Why (session 10's ncu budget of the Llama-1B-shaped fp16 step, per layer): at 8 x 2048 the
 // append took 33.5 us (67 MB moved) and the two-pass attention 34.4 + 4.8 us to read the 33.5 MB

@@ -10,7 +10,8 @@
 // group 8 / MQA, head dims 64, 128, 256, fp32 / fp16 / bf16, key-padding masks (int64, bool)
 // with a fully masked row (-inf: NaN, or 0 with masked_rows_zero; finfo.min: uniform), the mask
 // compared where it is loaded or a pass later (FUSEOPT_DECODE_MASK_DEFER), and the present not
-// requested (one output).
+// requested (one output). Every case runs with FUSEOPT_DECODE_MMA=0: the tensor-core kernel,
+// which takes fp16/bf16 steps first by default, has its own file (cuda_attention_decode_mma_test.cc).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
