@@ -17,6 +17,11 @@ bool launch_x_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaSt
     (void)cudaGetLastError();
     return false;
   }
+  // Past 8 blocks a cluster (Hopper takes 16) the kernel must opt into the non-portable size.
+  if (grid.x > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
   attr[n].id = cudaLaunchAttributeClusterDimension;

@@ -80,6 +80,8 @@ struct DecodeAppend {
   void* present_v = nullptr;
   // Rows per (b, h) in the past's / present's memory (0: Sp / Sp + 1, dense). in_place: the present
   // IS the past's block (a session-held KV cache, Session::hold_kv_cache): only row Sp is written.
+  // It also promises that no kernel of this run writes rows 0..Sp-1 (earlier steps did), so the
+  // tensor-core kernel requests them before its programmatic-launch wait (FUSEOPT_DECODE_PREFETCH).
   int64_t past_rows = 0, present_rows = 0;
   bool in_place = false;
   const void* mask = nullptr;  // [B, Sp + 1] key padding, or nullptr
@@ -96,7 +98,8 @@ int decode_append_mode();
 long long decode_append_launch_count();  // for tests
 
 // The same step on tensor cores (fused_attention_decode_mma.cu): fp16/bf16, head dim 64 or 128,
-// up to 16 query heads a kv head, in place or not. launch_decode_append tries it first where
+// up to 16 query heads a kv head, in place or not; up to 16 splits a (batch, kv head) in one
+// non-portable cluster where the device takes it (FUSEOPT_DECODE_CLUSTER=8: the portable 8). launch_decode_append tries it first where
 // FUSEOPT_DECODE_MMA allows ("0" off, "1" on, unset: kDecodeMmaDefault); false: not launched
 // (the register kernel takes the step).
 constexpr bool kDecodeMmaDefault = true;

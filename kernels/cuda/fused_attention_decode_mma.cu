@@ -11,14 +11,18 @@
 // Here the G query heads that share a kv head are the MMA's rows (m16: up to 16 heads, the
 // rest zero), 16 keys its columns, so a 16-key tile is D / 8 MMAs for Q·Kᵀ and D / 8 for P·V.
 //
+// Grid: (splits, kv heads, batch); the splits of a (batch, kv head) are one cluster, up to 16
+// (non-portable: batch 1 of a GQA model has few kv heads, and 8 splits left half the SMs idle).
 // Block: 4 warps over keys [j0, j0 + chunk) of one (batch, kv head); warp w takes the 16-key
 // tiles w, w + 4, ... and streams them through its own ring of STAGES shared-memory stages
-// (cp.async, 16 bytes a copy, STAGES - 1 tiles in flight; a warp's ring is its own, so no block
-// barrier inside the loop). K tiles feed ldmatrix as the B operand of Q·Kᵀ, V tiles
+// (cp.async, 16 bytes a copy, the next STAGES - 1 tiles requested while one is computed; a
+// warp's ring is its own, so no block barrier inside the loop). K tiles feed ldmatrix as the B operand of Q·Kᵀ, V tiles
 // ldmatrix.trans as the B operand of P·V; P goes from the score accumulators to the A operand
 // in registers (FlashAttention-2's layout identity), rounded to T as the prefill kernels do.
 // Online softmax per head in fp32. The key-padding mask of the split is read once into shared
-// memory (loads issued eight at a time before any compare). The present: the new row (key Sp)
+// memory (loads issued eight at a time before any compare). With a held cache the first tiles
+// of past rows are requested before the programmatic-launch wait (DecodeAppend::in_place).
+// The present: the new row (key Sp)
 // and, where the present is a new tensor, every past row, stored from the stage it was copied
 // to. Warps, then the cluster's splits, are merged in a fixed order (deterministic).
 //
@@ -50,7 +54,8 @@ constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kTile = 16;         // keys a warp tile: the MMA's n (two n8 halves) and P·V's k
 constexpr int kMaxG = 16;         // query heads a kv head: the MMA's m
 constexpr int kMaxChunk = 4096;   // keys a split: its keep bytes in shared memory
-constexpr int kMaxCluster = 8;    // portable cluster size: splits a (batch, kv head)
+constexpr int kPortableCluster = 8;   // splits a (batch, kv head) on any cluster-capable GPU
+constexpr int kMaxCluster = 16;       // with the non-portable size (Hopper allows 16)
 
 struct MmaDecodeArgs {
   const void* q;  // [B, 1, H·D] rows at q_batch_stride
@@ -68,6 +73,7 @@ struct MmaDecodeArgs {
   int H, Hkv, G, Sp, St, chunk;
   int64_t past_rows, present_rows;
   bool in_place;
+  bool early_past;  // in place: the past tiles requested before the programmatic-launch wait
   float scale, fill;
   bool rows_zero;
 };
@@ -109,7 +115,6 @@ template <class T, int D, int STAGES>
 __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
   using L = Layout<D, STAGES>;
   constexpr int KS = L::kStride, kPieces = D / 8;  // 16-byte pieces a row
-  cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any global access
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ring = reinterpret_cast<T*>(smem_raw);
   uint8_t* keep_s = smem_raw + L::kRingBytes;
@@ -134,7 +139,8 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
   T* wring = ring + warp * L::kWarpElems;
 
   // This warp's tile t: keys k0 = (warp + t · kWarps) · kTile of the split, into stage t % STAGES.
-  auto issue = [&](int t) {
+  // past_only: not the new row (key Sp), which the previous kernel may still be writing.
+  auto issue = [&](int t, bool past_only) {
     T* ks = wring + (t % STAGES) * 2 * L::kTileElems;
     T* vs = ks + L::kTileElems;
     const int k0 = (warp + t * kWarps) * kTile;
@@ -144,15 +150,44 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
       const bool in = jj < n;
       // Keys before Sp are the past's; the new row is key Sp (a valid address where !in: not read).
       const bool past = in && j < a.Sp;
+      if (past_only && in && !past) continue;
       cp16(ks + r * KS + pc * 8, (past ? pk + int64_t(j) * D : nk) + pc * 8, in);
       cp16(vs + r * KS + pc * 8, (past ? pv + int64_t(j) * D : nv) + pc * 8, in);
     }
   };
-  // The first STAGES - 1 tiles in flight (empty groups keep the group count uniform).
+  // The first STAGES - 1 tiles in flight (empty groups keep the group count uniform). A held
+  // cache's past rows are this layer's cache from earlier steps, which no kernel of this step
+  // writes, so those tiles are requested before the programmatic-launch wait and stream while the
+  // previous kernel (the QKV projection) ends; the new row, its output, only after the wait.
+  if (a.early_past) {
 #pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) {
-    if (t < my_tiles) issue(t);
+    for (int t = 0; t < STAGES - 1; ++t) {
+      if (t < my_tiles) issue(t, true);
+      cp_commit();
+    }
+  }
+  cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any other global access
+  if (!a.early_past) {
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+      if (t < my_tiles) issue(t, false);
+      cp_commit();
+    }
+  } else if (const int jn = a.Sp - j0; jn >= 0 && jn < n && (jn / kTile) % kWarps == warp &&
+                                         jn / kTile / kWarps < STAGES - 1) {
+    // The new row fell in one of this warp's early tiles: copy it now, the same lane for each
+    // piece as issue(), and let it land before the loop (the group is older than the loop's).
+    const int t = jn / kTile / kWarps, r = jn % kTile;
+    T* ks = wring + (t % STAGES) * 2 * L::kTileElems;
+    T* vs = ks + L::kTileElems;
+    for (int i = r * kPieces; i < (r + 1) * kPieces; ++i)
+      if (i % 32 == lane) {
+        const int pc = i % kPieces;
+        cp16(ks + r * KS + pc * 8, nk + pc * 8, true);
+        cp16(vs + r * KS + pc * 8, nv + pc * 8, true);
+      }
     cp_commit();
+    cp_wait<0>();
   }
 
   // While they stream: the group's query rows (rows past G zero) and the split's keep bytes.
@@ -191,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
     for (int c = 0; c < 4; ++c) o[nb][c] = 0.f;
 
   for (int t = 0; t < my_tiles; ++t) {
-    if (t + STAGES - 1 < my_tiles) issue(t + STAGES - 1);
+    if (t + STAGES - 1 < my_tiles) issue(t + STAGES - 1, false);
     cp_commit();
     cp_wait<STAGES - 1>();  // this lane's copies of tile t have landed
     __syncwarp();           // and every lane's
@@ -356,6 +391,41 @@ std::atomic<long long> g_launches{0};
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// Splits a (batch, kv head): ~2 blocks an SM over the pairs, at most `cap` (the cluster), each
+// split whole 16-key tiles of at most kMaxChunk keys. false: the cache is too long for `cap`.
+bool plan_splits(int64_t St, int64_t pairs, int cap, int* splits_out, int* chunk_out) {
+  const int64_t sms = sm_count();
+  int64_t splits = std::clamp<int64_t>((2 * sms + pairs - 1) / pairs, 1, cap);
+  splits = std::min<int64_t>(splits, (St + kTile - 1) / kTile);
+  const int64_t chunk = ((St + splits - 1) / splits + kTile - 1) / kTile * kTile;
+  splits = (St + chunk - 1) / chunk;
+  if (chunk > kMaxChunk) return false;
+  *splits_out = int(splits);
+  *chunk_out = int(chunk);
+  return true;
+}
+
+// FUSEOPT_DECODE_CLUSTER: the most splits a (batch, kv head), "8" (portable) or unset / "16"
+// (Hopper's non-portable size: at batch 1 a GQA model has few kv heads, and 8 splits each left
+// half the H200's SMs idle at 2048 cached tokens, NOTES-perf.md v22).
+int max_cluster() {
+  static const int v = [] {
+    const char* e = std::getenv("FUSEOPT_DECODE_CLUSTER");
+    return e && std::string(e) == "8" ? kPortableCluster : kMaxCluster;
+  }();
+  return v;
+}
+
+// FUSEOPT_DECODE_PREFETCH: "0" requests a held cache's past tiles only after the
+// programmatic-launch wait; unset / "1" before it (the kernel comment says why that is safe).
+bool early_past_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("FUSEOPT_DECODE_PREFETCH");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
 }  // namespace
 
 bool decode_mma_enabled() {
@@ -381,14 +451,6 @@ bool launch_decode_mma(const DecodeAppend& d, cudaStream_t stream) {
   if (d.in_place && (d.present_k != d.past_k || d.present_v != d.past_v || d.present_rows != d.past_rows ||
                      d.past_rows < St))
     return false;
-  // Splits: ~2 blocks an SM over the (batch, kv head) pairs, at most a cluster, each split whole
-  // 16-key tiles.
-  const int64_t pairs = d.B * d.Hkv, sms = sm_count();
-  int64_t splits = std::clamp<int64_t>((2 * sms + pairs - 1) / pairs, 1, kMaxCluster);
-  splits = std::min<int64_t>(splits, (St + kTile - 1) / kTile);
-  const int64_t chunk = ((St + splits - 1) / splits + kTile - 1) / kTile * kTile;
-  splits = (St + chunk - 1) / chunk;
-  if (chunk > kMaxChunk) return false;
   MmaDecodeArgs a{};
   a.q = d.q;
   a.q_batch_stride = d.q_batch_stride;
@@ -408,20 +470,38 @@ bool launch_decode_mma(const DecodeAppend& d, cudaStream_t stream) {
   a.G = int(G);
   a.Sp = int(d.Sp);
   a.St = int(St);
-  a.chunk = int(chunk);
   a.past_rows = d.past_rows > 0 ? d.past_rows : d.Sp;
   a.present_rows = d.present_rows > 0 ? d.present_rows : St;
   a.in_place = d.in_place;
+  a.early_past = d.in_place && early_past_enabled();
   a.scale = d.scale;
   a.fill = d.fill;
   a.rows_zero = d.rows_zero;
-  const int s = int(splits), B = int(d.B);
+  const int B = int(d.B);
+  // The portable 8 splits, unless a block would then walk more tiles than its warps request
+  // before the loop (4 · (STAGES - 1)): those wait a memory round trip each, so the non-portable
+  // 16 where allowed (H200, batch 1 at 2048 cached tokens: 7.15 -> 6.95 us; at 128, where 8
+  // splits already fit that window, 16 cost 0.2 us of cluster merge). Should the device refuse
+  // 16, the portable 8.
+  int first_cap = kPortableCluster;
+  if (max_cluster() > kPortableCluster) {
+    int splits = 0, chunk = 0;
+    const int early_tiles = kWarps * ((d.Dh == 64 ? kStages<64> : kStages<128>) - 1);
+    if (!plan_splits(St, d.B * d.Hkv, kPortableCluster, &splits, &chunk) || chunk / kTile > early_tiles)
+      first_cap = max_cluster();
+  }
   bool launched = false;
-  if (d.dt == DType::Float16)
-    launched = d.Dh == 64 ? launch_d<__half, 64>(a, s, B, stream) : launch_d<__half, 128>(a, s, B, stream);
-  else
-    launched = d.Dh == 64 ? launch_d<__nv_bfloat16, 64>(a, s, B, stream)
-                          : launch_d<__nv_bfloat16, 128>(a, s, B, stream);
+  for (int cap : {first_cap, kPortableCluster}) {
+    int splits = 0, chunk = 0;
+    if (!plan_splits(St, d.B * d.Hkv, cap, &splits, &chunk)) return false;
+    a.chunk = chunk;
+    if (d.dt == DType::Float16)
+      launched = d.Dh == 64 ? launch_d<__half, 64>(a, splits, B, stream) : launch_d<__half, 128>(a, splits, B, stream);
+    else
+      launched = d.Dh == 64 ? launch_d<__nv_bfloat16, 64>(a, splits, B, stream)
+                            : launch_d<__nv_bfloat16, 128>(a, splits, B, stream);
+    if (launched || splits <= kPortableCluster) break;
+  }
   if (launched) g_launches.fetch_add(1, std::memory_order_relaxed);
   return launched;
 }

@@ -401,31 +401,39 @@ int small_m_mode() {
   return env;
 }
 
-// The default's shapes, from the session-8 H200 micro-benchmark (bench [gemm_small_m], Llama-1B
-// decode GEMMs): B stored [N, K] at M = 1 beat cuBLASLt on all four (QKV 4.4 vs 7.2 us, o-proj
-// 4.0 vs 6.2, down-proj 10.7 vs 12.8, gate+up 16.3 vs 18.5); at M = 8 it lost on three of four
-// (QKV 10.3 vs 7.5), and B [K, N] lost everywhere (the 64-column tiles' cluster reduction), so
-// the default takes [N, K] up to M = 2 and nothing else. Where the switch takes rows 3-8 with
-// [N, K] (FUSEOPT_GEMV=1), they run on the tensor-core GEMV (gemv_nk_mma.h), which beat this
-// kernel on all four shapes at M = 8 but cuBLASLt on one only (session 16: o-proj 4.9 vs 7.3 us;
-// QKV 6.5 vs 6.1, down-proj 12.8 vs 12.1, gate+up with its gate 24.0 vs 20.1), so the default
-// is unchanged. The runtime stores constant weights [N, K] for 16-bit CUDA sessions
-// (session_setup.cc, weight layout) so decode steps get here.
-bool small_m_default_applies(int64_t M, bool trans_b) { return trans_b && M <= 2; }
+// The default's shapes. Rows 1-2 (session 8, H200 micro-benchmark bench [gemm_small_m],
+// Llama-1B decode GEMMs): B stored [N, K] beat cuBLASLt on all four (QKV 4.4 vs 7.2 us, o-proj
+// 4.0 vs 6.2, down-proj 10.7 vs 12.8, gate+up 16.3 vs 18.5); B [K, N] lost everywhere (the
+// 64-column tiles' cluster reduction). Rows 3-8: the CUDA-core kernel lost to cuBLASLt (QKV 10.3
+// vs 7.5 us), so they go to the tensor-core GEMV (gemv_nk_mma.h) or nowhere. It beat cuBLASLt on
+// the smaller weights once persistent (session 17, M = 8: o-proj [2048, 2048] 4.8 vs 7.3 us, QKV
+// [3072, 2048] 6.5 vs 7.6; cuBLASLt's fixed cost dominates a weight that small) and tied or lost
+// on the larger ones (down-proj [2048, 8192] 12.95 both, the gated [2 x 8192, 2048] 21.4 vs 19.7
+// with the gate pass), so the default takes rows 3-8 for weights up to kMmaDefaultMaxWeight
+// elements and not the gated form. The runtime stores constant weights [N, K] for 16-bit CUDA
+// sessions (session_setup.cc, weight layout) so decode steps get here.
+constexpr int64_t kMmaDefaultMaxWeight = int64_t(1) << 23;  // 8 Mi elements: 16 MiB in 16-bit
+
+bool small_m_default_applies(int64_t M, bool trans_b, int64_t weight_elems) {
+  if (!trans_b) return false;
+  if (M <= 2) return true;
+  return weight_elems > 0 && weight_elems <= kMmaDefaultMaxWeight && gemv_mma_enabled();
+}
 
 }  // namespace
 
 bool gemm_small_m_enabled() { return small_m_mode() != 0; }
-bool gemm_small_m_applies(int64_t M, bool trans_b) {
+bool gemm_small_m_applies(int64_t M, bool trans_b, int64_t weight_elems) {
   const int mode = small_m_mode();
-  return mode == 1 || (mode == 2 && small_m_default_applies(M, trans_b));
+  return mode == 1 || (mode == 2 && small_m_default_applies(M, trans_b, weight_elems));
 }
+bool gemm_small_m_cuda_core_ok(int64_t M) { return small_m_mode() == 1 || M < kGemvMmaMinM; }
 void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0), std::memory_order_relaxed); }
 long long gemm_small_m_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
                          int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha, bool b_const) {
-  if (!gemm_small_m_applies(M, trans_b)) return false;
+  if (!gemm_small_m_applies(M, trans_b, N * K)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 40)) return false;
@@ -446,6 +454,7 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
     g.w_const = b_const;
     if (launch_gemv_nk_mma(dt, GemvMmaForm::Plain, g, stream)) return counted(true);
   }
+  if (!gemm_small_m_cuda_core_ok(M)) return false;  // rows 3-8 by default: cuBLASLt, not the CUDA-core kernel
   if (dt == DType::Float16)
     return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
   return counted(

@@ -41,13 +41,18 @@ bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const voi
                           int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const = false);
 
 // FUSEOPT_GEMV: "0" off, "1" every shape the kernels handle, unset: where they
-// measured faster than cuBLASLt (B [N, K] at M <= 2; gemm_small_m.cu says why).
+// measured faster than cuBLASLt (B [N, K] at M <= 2, and at M 3-8 on the tensor-core GEMV for
+// weights up to 8 Mi elements, not the gated form; gemm_small_m.cu says why).
 // set_gemm_small_m(1) / (0) force every shape / none, (-1) goes back to the
 // environment's choice (tests, benchmarks).
 bool gemm_small_m_enabled();
 // Whether the switch (and, unset, the default's shapes) lets the kernels take M rows with B
 // stored [N, K] (trans_b) or [K, N]; the fused [N, K] variants (gemv_nk_fused.h) ask it too.
-bool gemm_small_m_applies(int64_t M, bool trans_b);
+// weight_elems: B's N · K, or -1 for a form the default never takes at rows 3-8 (the gated one).
+bool gemm_small_m_applies(int64_t M, bool trans_b, int64_t weight_elems);
+// Whether rows that the tensor-core GEMV declined may still run on the CUDA-core kernels: at
+// 3-8 rows only when asked for (FUSEOPT_GEMV=1); by default they go to cuBLASLt, which is faster.
+bool gemm_small_m_cuda_core_ok(int64_t M);
 void set_gemm_small_m(int mode);
 
 // Launches of either entry point so far in this process (tests: which path ran).

@@ -400,7 +400,8 @@ int fused_mask() {
 }
 
 bool shape_applies(int fusion, DType dt, int64_t M, int64_t N, int64_t K, std::initializer_list<const void*> ptrs) {
-  if ((fused_mask() & fusion) == 0 || !gemm_small_m_applies(M, true)) return false;
+  // The default takes rows 3-8 on the tensor-core GEMV for small weights, never the gated form.
+  if ((fused_mask() & fusion) == 0 || !gemm_small_m_applies(M, true, fusion == kFuseGate ? -1 : N * K)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 8 || K % 8 != 0 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 29) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 39)) return false;
@@ -444,11 +445,12 @@ bool launch_norm_gemv_nk(const NormGemvArgs& a, cudaStream_t stream) {
       g.w_const = a.w_const;
       if (launch_gemv_nk_mma(n.dtype, GemvMmaForm::Rms, g, stream)) return counted(true);
     }
+    if (!gemm_small_m_cuda_core_ok(M)) return false;  // rows 3-8 by default: norm kernel + GEMM
     if (n.dtype == DType::Float16)
       return counted(launch_rms_t<__half>(n.x, a.w, a.bias, a.y, M, N, K, a.act, np, stream, a.w_const));
     return counted(launch_rms_t<__nv_bfloat16>(n.x, a.w, a.bias, a.y, M, N, K, a.act, np, stream, a.w_const));
   }
-  if (!shape_applies(kFuseNorm, n.dtype, n.rows, a.N, n.D, ptrs)) return false;
+  if (!shape_applies(kFuseNorm, n.dtype, n.rows, a.N, n.D, ptrs) || !gemm_small_m_cuda_core_ok(M)) return false;
   if (n.dtype == DType::Float16)
     return counted(launch_t<__half, true, false>(n.x, a.w, a.bias, a.y, M, N, K, a.act, GateActivation::Silu, np,
                                                  stream, a.w_const));
@@ -473,6 +475,7 @@ bool launch_gated_gemv_nk(DType dt, GateActivation act, const void* A, const voi
     g.w_const = b_const;
     if (launch_gemv_nk_mma(dt, GemvMmaForm::Gated, g, stream)) return counted(true);
   }
+  if (!gemm_small_m_cuda_core_ok(M)) return false;
   const NormParams np{};
   if (dt == DType::Float16)
     return counted(launch_t<__half, false, true>(A, W, bias, Y, int(M), int(N), int(K), GemvAct::None, act, np,

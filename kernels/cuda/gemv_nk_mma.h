@@ -9,8 +9,10 @@
 // RMSNorm streamed through the product (no beta; optional residual skip and its Sum).
 // Called by those kernels' entry points, which check the switch, type, sizes and
 // alignment first (gemm_small_m.h). Measured on the H200 at M = 8 (bench_kernels
-// "[gemm_small_m]"): 1.3-2.2x faster than the CUDA-core kernels, 2.6-3.1 TB/s — short of
-// cuBLASLt on three of four shapes, so not on the default route. Includable from .cc files (no nvcc needed).
+// "[gemm_small_m]"): 1.3-2.2x faster than the CUDA-core kernels; once persistent, faster than
+// cuBLASLt on weights up to QKV's size and tied or slower above, so the default route takes rows
+// 3-8 for weights of at most 8 Mi elements, not the gated form (gemm_small_m.cu). Includable
+// from .cc files (no nvcc needed).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -46,11 +48,10 @@ struct GemvMmaArgs {
 // weight row and measured at bandwidth there).
 constexpr int64_t kGemvMmaMinM = 3;
 
-// FUSEOPT_GEMV_MMA: "0" keeps rows 3-8 on the CUDA-core kernels; unset or "1" runs them here.
-// It applies where the small-M switch takes those rows (FUSEOPT_GEMV=1, gemm_small_m.h): by
-// default they go to cuBLASLt, which measured faster on three of Llama-1B's four decode GEMMs
-// at M = 8 (session 16, NOTES-perf.md v21). set_gemv_mma(0 / 1) forces, (-1) back to the
-// environment (tests, benchmarks).
+// FUSEOPT_GEMV_MMA: "0" off (rows 3-8 then go to cuBLASLt by default, to the CUDA-core kernels
+// under FUSEOPT_GEMV=1); unset or "1" runs them here where the small-M switch takes them
+// (gemm_small_m.h: by default weights of at most 8 Mi elements, not the gated form; session 18,
+// NOTES-perf.md v23). set_gemv_mma(0 / 1) forces, (-1) back to the environment (tests, benchmarks).
 bool gemv_mma_enabled();
 void set_gemv_mma(int mode);
 // Tests: at most `blocks` blocks a launch (0: the default, two an SM), so every block walks

@@ -3,12 +3,13 @@
 // activation, alpha, with and without bias), LayerNormLinear with RMSNorm streamed through
 // the product (skip and its Sum output, bias, activation) and GatedMatMul (every gate), against
 // the CPU kernels on fresh random inputs with the outputs NaN-poisoned by the harness, with the
-// small-M kernels switched on for every row count (FUSEOPT_GEMV=1: by default rows 3-8 go to
-// cuBLASLt, which measured faster on three of Llama-1B's four decode GEMMs). Rows 3,
+// small-M kernels switched on for every row count (FUSEOPT_GEMV=1), and the default routing
+// (rows 3-8 here for weights up to 8 Mi elements, never the gated form). Rows 3,
 // 5 and 8 (the B operand's 8 columns, partly empty); K off the 32-wide chunk and the 8 warps'
 // split (8, 200, 1000, 2056) and long (8192); N off the 16-row tile (24, 40, 136, 1000). The
 // launch counter proves the tensor-core kernel ran (and did not with FUSEOPT_GEMV_MMA off, where
-// the CUDA-core kernels give results within the same tolerance, nor under the default routing); bit-identical over reruns and
+// the CUDA-core kernels give results within the same tolerance, nor where the default routing
+// leaves the rows to cuBLASLt); bit-identical over reruns and
 // with W read as a constant before the launch wait. Each case runs twice: with the default
 // grid and with 5 blocks, so every block walks several tiles (the persistent loop, its
 // tile-to-tile reduction buffers and the next tile's early loads) at any N.
@@ -78,9 +79,15 @@ TEST_CASE("cuda tensor-core GEMV: FusedMatMul at 3-8 rows", "[cuda][gemm_small_m
   cuda_fused::set_gemv_mma(0);
   check_fused_matmul(8, 1000, 1000, "gelu", 1.f, true, DType::Float16, 0);
   cuda_fused::set_gemv_mma(-1);
-  // The default routing (FUSEOPT_GEMV unset) leaves rows 3-8 to cuBLASLt.
+  // The default routing (FUSEOPT_GEMV unset): rows 3-8 here up to 8 Mi weight elements
+  // (o-proj / QKV-sized), cuBLASLt above (one column past it), and cuBLASLt with this kernel off.
   cuda_fused::set_gemm_small_m(-1);
+  check_fused_matmul(5, 200, 136, "none", 1.f, true, DType::Float16, 1);
+  check_fused_matmul(8, 2048, 4096, "none", 1.f, true, DType::BFloat16, 1);  // exactly 8 Mi
+  check_fused_matmul(8, 2048, 4104, "none", 1.f, true, DType::Float16, 0);
+  cuda_fused::set_gemv_mma(0);
   check_fused_matmul(5, 200, 136, "none", 1.f, true, DType::Float16, 0);
+  cuda_fused::set_gemv_mma(-1);
 }
 
 TEST_CASE("cuda tensor-core GEMV: LayerNormLinear with RMSNorm streamed, at 3-8 rows",
@@ -109,7 +116,11 @@ TEST_CASE("cuda tensor-core GEMV: LayerNormLinear with RMSNorm streamed, at 3-8 
   cuda_fused::set_gemv_mma(0);
   decode_gemv::check_layer_norm_linear(cases[0], DType::Float16, mma_launches, 0);
   cuda_fused::set_gemv_mma(-1);
+  // The default routing takes the streamed RMSNorm at rows 3-8 too (Llama's QKV), and LayerNorm
+  // through the norm kernel and then this kernel's plain form.
   cuda_fused::set_gemm_small_m(-1);
+  decode_gemv::check_layer_norm_linear(cases[0], DType::Float16, mma_launches, 1);
+  decode_gemv::check_layer_norm_linear({8, 256, 64, false, true, true, true, "none"}, DType::Float16, mma_launches, 1);
 }
 
 TEST_CASE("cuda tensor-core GEMV: GatedMatMul at 3-8 rows", "[cuda][gemm_small_m][gemv_mma]") {
@@ -131,5 +142,10 @@ TEST_CASE("cuda tensor-core GEMV: GatedMatMul at 3-8 rows", "[cuda][gemm_small_m
   cuda_fused::set_gemv_mma(0);
   decode_gemv::check_gated(8, 256, 64, true, "silu", DType::Float16, mma_launches, 0);
   cuda_fused::set_gemv_mma(-1);
+  // The default routing never takes the gated form: a small [2N, K] weight goes through this
+  // kernel's plain form into P and then the gate pass; Llama-1B's gate + up (32 Mi elements) to
+  // cuBLASLt + the gate pass (faster there).
   cuda_fused::set_gemm_small_m(-1);
+  decode_gemv::check_gated(8, 256, 64, true, "silu", DType::Float16, mma_launches, 1);
+  decode_gemv::check_gated(8, 2048, 8192, false, "silu", DType::Float16, mma_launches, 0);
 }

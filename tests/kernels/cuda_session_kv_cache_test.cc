@@ -1,7 +1,8 @@
 // The KV cache a Session holds (Session::hold_kv_cache) on the CUDA backend: the held loop
 // matches the ONNX-semantics loop (fp32 and fp16 storage; one new row a step takes the
 // one-launch decode kernel writing only that row, several rows the append + attention path
-// at the cache's row stride); run_device hands the presents out as views of the cache that
+// at the cache's row stride; the tensor-core kernel's early requests of the held past, batch 1's
+// 16-split clusters); run_device hands the presents out as views of the cache that
 // download() makes dense; rewinding and rerunning one step captures it and replays it
 // bit-identically. The CPU twin is tests/unit/session_kv_cache_test.cc.
 #include <catch2/catch.hpp>
@@ -40,6 +41,15 @@ TEST_CASE("cuda held KV cache: the decode loop matches the copying loop", "[cuda
     KvLoopShape big{2, 32, 8, 64, 700};
     auto gb = kv_attention_graph(big);
     CHECK(check_held_loop_matches_copy(*gb, cuda(p), big, 3, 1, 1, 1e-6) == 703);
+    // Batch 1 over a long cache (16 splits a kv head in one cluster) and a short one whose new
+    // row lies in a tile the tensor-core kernel requests before its launch wait (the held
+    // past's early tiles; the new row after the wait).
+    KvLoopShape one{1, 32, 8, 64, 2040};
+    auto g1 = kv_attention_graph(one);
+    CHECK(check_held_loop_matches_copy(*g1, cuda(p), one, 3, 1, 1, 1e-6) == 2043);
+    KvLoopShape shortc{1, 8, 8, 128, 5};
+    auto gs = kv_attention_graph(shortc);
+    CHECK(check_held_loop_matches_copy(*gs, cuda(p), shortc, 3, 1, 1, 1e-6) == 8);
   }
   unsetenv("FUSEOPT_DECODE_MMA");
 }
