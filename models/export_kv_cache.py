@@ -27,7 +27,9 @@ weights exported from `model.float()`), rounded to fp16, and the script says so.
 
 Architectures: gpt2 (MHA), llama (GQA 4/2), mistral (GQA, sliding window larger than
 any test length), qwen2 (GQA, QKV biases), falcon-style multi-query via gpt_bigcode
-(MQA). Afterwards: `python3 tests/py/test_attention_kv_cache.py --bin build/bin --src .`
+(MQA); with --more: phi3, gemma, gemma2 (soft-capping), qwen3 (q/k norm), granite (attention
+multiplier), olmo2, stablelm and phi (partial rotary), gptneox, falcon (new decoder
+architecture), opt, gptj (build_more says what each adds). Afterwards: `python3 tests/py/test_attention_kv_cache.py --bin build/bin --src .`
 checks that every block fuses with past/present (model names contain "_kv").
 """
 import argparse
@@ -61,10 +63,46 @@ def build(arch, tf):
         return tf.MistralModel(tf.MistralConfig(sliding_window=4096, **kw)), KV_HEADS, HIDDEN // HEADS
     if arch == "qwen2":
         return tf.Qwen2Model(tf.Qwen2Config(**kw)), KV_HEADS, HIDDEN // HEADS
+    return build_more(arch, tf, kw, common)
+
+
+def build_more(arch, tf, kw, common):
+    """--more: decoder families whose cache form nobody fused before (session 18)."""
+    hd = HIDDEN // HEADS
+    if arch == "phi3":  # packed qkv_proj
+        return tf.Phi3Model(tf.Phi3Config(pad_token_id=0, **kw)), KV_HEADS, hd
+    if arch == "gemma":  # head_dim given, embeddings scaled, GeGLU
+        return tf.GemmaModel(tf.GemmaConfig(head_dim=hd, **kw)), KV_HEADS, hd
+    if arch == "gemma2":  # attention logit soft-capping, alternate sliding-window layers
+        return tf.Gemma2Model(tf.Gemma2Config(head_dim=hd, sliding_window=4096, **kw)), KV_HEADS, hd
+    if arch == "qwen3":  # per-head q/k RMSNorm before rotary
+        return tf.Qwen3Model(tf.Qwen3Config(head_dim=hd, **kw)), KV_HEADS, hd
+    if arch == "granite":  # attention_multiplier instead of 1/sqrt(head_dim)
+        return tf.GraniteModel(tf.GraniteConfig(attention_multiplier=0.05, **kw)), KV_HEADS, hd
+    if arch == "olmo2":  # q/k RMSNorm over the whole projection
+        return tf.Olmo2Model(tf.Olmo2Config(**kw)), KV_HEADS, hd
+    if arch == "stablelm":  # partial rotary, LayerNorm
+        return tf.StableLmModel(tf.StableLmConfig(partial_rotary_factor=0.25, **kw)), KV_HEADS, hd
+    if arch == "phi":  # partial rotary, parallel block, dense q/k/v with biases
+        return tf.PhiModel(tf.PhiConfig(partial_rotary_factor=0.5, **kw)), KV_HEADS, hd
+    mha = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=64,
+               **common)
+    if arch == "gptneox":  # packed, interleaved QKV; partial rotary
+        return tf.GPTNeoXModel(tf.GPTNeoXConfig(intermediate_size=FFN, rotary_pct=0.25, **mha)), HEADS, hd
+    if arch == "falcon":  # new decoder architecture: grouped kv heads, parallel attention
+        return tf.FalconModel(tf.FalconConfig(new_decoder_architecture=True, num_kv_heads=KV_HEADS, **mha)), KV_HEADS, hd
+    if arch == "opt":  # learned positions (from the mask's cumsum), biases, scale on q
+        return tf.OPTModel(tf.OPTConfig(ffn_dim=FFN, word_embed_proj_dim=HIDDEN, **mha)), HEADS, hd
+    if arch == "gptj":  # interleaved rotary on the first rotary_dim dims
+        cfg = tf.GPTJConfig(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, n_positions=64, rotary_dim=hd // 2,
+                            **common)
+        return tf.GPTJModel(cfg), HEADS, hd
     raise ValueError(f"unknown architecture {arch}")
 
 
 ARCHS = ["gpt2", "llama", "mistral", "qwen2", "bigcode"]
+MORE_ARCHS = ["phi3", "gemma", "gemma2", "qwen3", "granite", "olmo2", "stablelm", "phi", "gptneox", "falcon", "opt",
+              "gptj"]
 VARIANTS = [(17, "ts"), (18, "dynamo")]
 ATTN = "eager"
 DTYPE = None  # torch dtype of the model (main() sets it; torch is imported there)
@@ -159,7 +197,7 @@ def export_one(arch, opset, exporter, static, out_root, torch, tf):
             prog = torch.onnx.export(step, tuple(trace), dynamic_shapes=ds, input_names=in_names,
                                      output_names=out_names, opset_version=opset, dynamo=True, external_data=False)
             prog.save(path)
-    if exporter == "dynamo" and DTYPE != torch.float32:  # per-node stack traces: most of a tiny model's bytes
+    if exporter == "dynamo":  # per-node stack traces: most of a tiny model's bytes
         m = onnx.load(path)
         for n in m.graph.node:
             del n.metadata_props[:]
@@ -222,7 +260,9 @@ def _fp32_twin(step, trace, in_names, out_names, opset, exporter, static, d, tor
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="models/exported")
-    ap.add_argument("--only", default="", help="comma-separated architectures (default: all)")
+    ap.add_argument("--only", default="", help="comma-separated architectures (default: all of ARCHS)")
+    ap.add_argument("--more", action="store_true",
+                    help="the session-18 families instead: " + ", ".join(MORE_ARCHS))
     ap.add_argument("--variants", default="", help="comma-separated like 17ts,18dynamo (default: both)")
     ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
     ap.add_argument("--static", action="store_true", help="also export static-shape variants")
@@ -239,7 +279,7 @@ def main():
     import torch
     DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
     import transformers as tf
-    archs = a.only.split(",") if a.only else ARCHS
+    archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else ARCHS)
     variants = VARIANTS
     if a.variants:
         want = set(a.variants.split(","))

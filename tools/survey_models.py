@@ -50,7 +50,8 @@ def main():
         data = os.path.join(d, "test_data_set_0")
         try:
             s = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
-            ins = [numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(data + "/input_*.pb"))]
+            files = sorted(glob.glob(data + "/input_*.pb"), key=lambda f: int(f.rsplit("_", 1)[1][:-3]))  # N's order
+            ins = [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
             ref = numpy_helper.to_array(onnx.load_tensor(data + "/output_0.pb")).astype(np.float64)
             o = s.run(None, {i.name: x for i, x in zip(s.get_inputs(), ins)})[0].astype(np.float64)
             err = "%.1e" % float(np.linalg.norm(o - ref) / max(np.linalg.norm(ref), 1e-30))

@@ -5,6 +5,7 @@ exit code 77 means skipped (a Python package is missing)."""
 import argparse
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,13 @@ def model_dirs(src, name_filter=""):
             if os.path.isdir(os.path.join(d, "test_data_set_0")) and name_filter in os.path.basename(d):
                 found.append(d)
     return found
+
+
+def data_files(data_dir, prefix):
+    """The <prefix>_N.pb files of a test_data_set folder in N's order (input_10 after input_9,
+    not after input_1: a seq2seq decoder step has a dozen inputs)."""
+    paths = glob.glob(os.path.join(data_dir, f"{prefix}_*.pb"))
+    return sorted(paths, key=lambda p: int(re.search(r"_(\d+)\.pb$", p).group(1)))
 
 
 def load_test_data(model_dir):

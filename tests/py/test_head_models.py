@@ -181,8 +181,8 @@ def check_one(args, model_dir, tmp):
     outs = [o.name for o in model.graph.output]
     for data in sorted(glob.glob(os.path.join(model_dir, "test_data_set_*"))):
         tag = f"{name}/{os.path.basename(data)}"
-        inputs = [read(p, onnx) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
-        refs = [read(p, onnx) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
+        inputs = [read(p, onnx) for p in lib.data_files(data, "input")]
+        refs = [read(p, onnx) for p in lib.data_files(data, "output")]
         if len(refs) != len(outs):
             fails.append(f"{tag}: {len(refs)} reference outputs for {len(outs)} graph outputs")
         try:

@@ -68,8 +68,8 @@ def data_sets(model_dir):
     """[(folder, inputs, outputs)] for every test_data_set_N."""
     out = []
     for d in sorted(glob.glob(os.path.join(model_dir, "test_data_set_*"))):
-        ins = [tensor(p) for p in sorted(glob.glob(os.path.join(d, "input_*.pb")))]
-        outs = [tensor(p) for p in sorted(glob.glob(os.path.join(d, "output_*.pb")))]
+        ins = [tensor(p) for p in lib.data_files(d, "input")]
+        outs = [tensor(p) for p in lib.data_files(d, "output")]
         out.append((d, ins, outs))
     return out
 
