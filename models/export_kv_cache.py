@@ -257,6 +257,15 @@ def _fp32_twin(step, trace, in_names, out_names, opset, exporter, static, d, tor
     return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
+def parse_variants(text, default):
+    """"17ts,18dynamo" -> [(17, "ts"), (18, "dynamo")]; empty: default. Any opset: "23dynamo"
+    exports scaled_dot_product_attention as ONNX's Attention op."""
+    if not text:
+        return default
+    return [(int(m.group(1)), m.group(2))
+            for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(set(text.split(",")))) if m]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="models/exported")
@@ -280,11 +289,7 @@ def main():
     DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
     import transformers as tf
     archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else ARCHS)
-    variants = VARIANTS
-    if a.variants:
-        want = set(a.variants.split(","))
-        # Any opset: "23dynamo" exports scaled_dot_product_attention as ONNX's Attention op.
-        variants = [(int(m.group(1)), m.group(2)) for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(want)) if m]
+    variants = parse_variants(a.variants, VARIANTS)
     jobs = [(arch, op, ex, st) for arch in archs for op, ex in variants for st in ([False, True] if a.static else [False])]
     failures = 0
     for arch, opset, exporter, static in jobs:

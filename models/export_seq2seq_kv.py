@@ -29,11 +29,12 @@ vocabulary 200.
 """
 import argparse
 import os
-import re
 import sys
 import traceback
 
 import numpy as np
+
+from export_kv_cache import parse_variants, save_pb  # models/ is the script's folder: on sys.path
 
 HIDDEN, LAYERS, HEADS, FFN, VOCAB = 32, 2, 4, 64, 200
 BATCH, ENC = 2, 7
@@ -88,12 +89,6 @@ def step_inputs(torch, masks, past, seq, seed):
         x += [torch.randn(BATCH, HEADS, past, head_dim, generator=g) for _ in range(2)]
         x += [torch.randn(BATCH, HEADS, ENC, head_dim, generator=g) for _ in range(2)]
     return x
-
-
-def save_pb(array, path, name):
-    from onnx import numpy_helper
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
 def export_one(arch, opset, exporter, out_root, torch, tf):
@@ -187,10 +182,7 @@ def main():
     import torch
     import transformers as tf
     archs = a.only.split(",") if a.only else ARCHS
-    variants = VARIANTS
-    if a.variants:
-        variants = [(int(m.group(1)), m.group(2))
-                    for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(set(a.variants.split(",")))) if m]
+    variants = parse_variants(a.variants, VARIANTS)
     failures, jobs = 0, [(arch, op, ex) for arch in archs for op, ex in variants]
     for arch, opset, exporter in jobs:
         torch.manual_seed(0)
