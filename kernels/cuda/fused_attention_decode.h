@@ -86,6 +86,9 @@ struct DecodeAppend {
   bool in_place = false;
   const void* mask = nullptr;  // [B, Sp + 1] key padding, or nullptr
   DType mask_dtype = DType::Bool;
+  // No kernel of this run writes the mask (a graph input copied in, KernelContext::
+  // input_is_run_stable): the tensor-core kernel reads it before its programmatic-launch wait.
+  bool mask_stable = false;
   void* y = nullptr;  // [B, 1, H·Dv]
   int64_t B = 0, H = 0, Hkv = 0, Sp = 0, Dh = 0, Dv = 0;
   float scale = 1.f, fill = 0.f;

@@ -21,7 +21,9 @@
 // in registers (FlashAttention-2's layout identity), rounded to T as the prefill kernels do.
 // Online softmax per head in fp32. The key-padding mask of the split is read once into shared
 // memory (loads issued eight at a time before any compare). With a held cache the first tiles
-// of past rows are requested before the programmatic-launch wait (DecodeAppend::in_place).
+// of past rows are requested before the programmatic-launch wait (DecodeAppend::in_place), and so
+// is a mask no kernel of the run writes (DecodeAppend::mask_stable); after the wait the query rows,
+// the mask otherwise and the new row are requested together (one round trip, not three).
 // The present: the new row (key Sp)
 // and, where the present is a new tensor, every past row, stored from the stage it was copied
 // to. Warps, then the cluster's splits, are merged in a fixed order (deterministic).
@@ -74,6 +76,7 @@ struct MmaDecodeArgs {
   int64_t past_rows, present_rows;
   bool in_place;
   bool early_past;  // in place: the past tiles requested before the programmatic-launch wait
+  bool early_mask;  // the mask is written by no kernel of the run: read before the wait too
   float scale, fill;
   bool rows_zero;
 };
@@ -155,6 +158,22 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
       cp16(vs + r * KS + pc * 8, (past ? pv + int64_t(j) * D : nv) + pc * 8, in);
     }
   };
+  // The split's keep bytes into shared memory (loads issued eight at a time before any compare).
+  auto load_keep = [&] {
+    for (int base = 0; base < n; base += kThreads * 8) {
+      uint64_t raw[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = base + u * kThreads + tid;
+        raw[u] = i < n && a.mask ? mask_load_raw(a.mask, a.mask_dtype, int64_t(b) * a.St + j0 + i) : 1;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = base + u * kThreads + tid;
+        if (i < n) keep_s[i] = mask_raw_keep(raw[u], a.mask_dtype) ? 1 : 0;
+      }
+    }
+  };
   // The first STAGES - 1 tiles in flight (empty groups keep the group count uniform). A held
   // cache's past rows are this layer's cache from earlier steps, which no kernel of this step
   // writes, so those tiles are requested before the programmatic-launch wait and stream while the
@@ -166,6 +185,9 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
       cp_commit();
     }
   }
+  // A mask no kernel of the run writes (a graph input): its round trip overlaps the previous
+  // kernel too, instead of following the wait (v24).
+  if (a.early_mask) load_keep();
   cuda_pdl::pdl_begin();  // PDL (kernels/cuda/pdl.cuh): before any other global access
   if (!a.early_past) {
 #pragma unroll
@@ -173,10 +195,13 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
       if (t < my_tiles) issue(t, false);
       cp_commit();
     }
-  } else if (const int jn = a.Sp - j0; jn >= 0 && jn < n && (jn / kTile) % kWarps == warp &&
-                                         jn / kTile / kWarps < STAGES - 1) {
+  }
+  bool new_row_early = false;
+  if (const int jn = a.Sp - j0; a.early_past && jn >= 0 && jn < n && (jn / kTile) % kWarps == warp &&
+                                jn / kTile / kWarps < STAGES - 1) {
     // The new row fell in one of this warp's early tiles: copy it now, the same lane for each
-    // piece as issue(), and let it land before the loop (the group is older than the loop's).
+    // piece as issue(), and let it land before the loop (waited for below, after the q and
+    // mask loads are in flight: one round trip for the three, not three).
     const int t = jn / kTile / kWarps, r = jn % kTile;
     T* ks = wring + (t % STAGES) * 2 * L::kTileElems;
     T* vs = ks + L::kTileElems;
@@ -187,31 +212,28 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(MmaDecodeArgs a) {
         cp16(vs + r * KS + pc * 8, nv + pc * 8, true);
       }
     cp_commit();
-    cp_wait<0>();
+    new_row_early = true;
   }
 
-  // While they stream: the group's query rows (rows past G zero) and the split's keep bytes.
-  for (int i = tid; i < kMaxG * kPieces; i += kThreads) {
-    const int r = i / kPieces, pc = i % kPieces;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r < G)
-      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) + b * a.q_batch_stride +
-                                          int64_t(hk * G + r) * D + pc * 8);
-    *reinterpret_cast<uint4*>(q_s + r * KS + pc * 8) = v;
-  }
-  for (int base = 0; base < n; base += kThreads * 8) {
-    uint64_t raw[8];  // eight loads in flight before the first compare
+  // While the tiles stream: the group's query rows (rows past G zero), loaded into registers
+  // first so the mask's loads (when not read before the wait) are in flight with them.
+  constexpr int kQLoads = (kMaxG * kPieces + kThreads - 1) / kThreads;
+  uint4 qv[kQLoads];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int i = base + u * kThreads + tid;
-      raw[u] = i < n && a.mask ? mask_load_raw(a.mask, a.mask_dtype, int64_t(b) * a.St + j0 + i) : 1;
-    }
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int i = base + u * kThreads + tid;
-      if (i < n) keep_s[i] = mask_raw_keep(raw[u], a.mask_dtype) ? 1 : 0;
-    }
+  for (int u = 0; u < kQLoads; ++u) {
+    const int i = tid + u * kThreads, r = i / kPieces, pc = i % kPieces;
+    qv[u] = make_uint4(0u, 0u, 0u, 0u);
+    if (i < kMaxG * kPieces && r < G)
+      qv[u] = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) + b * a.q_batch_stride +
+                                              int64_t(hk * G + r) * D + pc * 8);
   }
+  if (!a.early_mask) load_keep();
+#pragma unroll
+  for (int u = 0; u < kQLoads; ++u) {
+    const int i = tid + u * kThreads, r = i / kPieces, pc = i % kPieces;
+    if (i < kMaxG * kPieces) *reinterpret_cast<uint4*>(q_s + r * KS + pc * 8) = qv[u];
+  }
+  if (new_row_early) cp_wait<0>();
   __syncthreads();
 
   uint32_t qf[D / 16][4];  // A fragments of Q, one per k16 step
@@ -426,6 +448,16 @@ bool early_past_enabled() {
   return v;
 }
 
+// FUSEOPT_DECODE_EARLY_MASK: "0" reads a stable mask after the programmatic-launch wait, as
+// any other; unset / "1" before it (DecodeAppend::mask_stable).
+bool early_mask_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("FUSEOPT_DECODE_EARLY_MASK");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
 }  // namespace
 
 bool decode_mma_enabled() {
@@ -474,6 +506,7 @@ bool launch_decode_mma(const DecodeAppend& d, cudaStream_t stream) {
   a.present_rows = d.present_rows > 0 ? d.present_rows : St;
   a.in_place = d.in_place;
   a.early_past = d.in_place && early_past_enabled();
+  a.early_mask = d.mask && d.mask_stable && early_mask_enabled();
   a.scale = d.scale;
   a.fill = d.fill;
   a.rows_zero = d.rows_zero;

@@ -129,6 +129,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     }
     d.mask = mask ? mask->data : nullptr;
     d.mask_dtype = mask ? mask->dtype : DType::Bool;
+    d.mask_stable = mask && ctx.input_is_run_stable(3);
     d.y = out_of(0, {B, S, H * Dv})->data;
     d.B = B;
     d.H = H;

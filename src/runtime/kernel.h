@@ -81,6 +81,11 @@ class KernelContext {
   // no kernel of a run writes: a kernel may read it before its programmatic-launch wait, while
   // the previous kernel still runs (the decode GEMVs' weights, gemm_small_m.h). False when unknown.
   virtual bool input_is_constant(size_t i) const { (void)i; return false; }
+  // True when no kernel of a run writes input i: a constant (above), or a graph input the run
+  // copied in (not one a conversion kernel wrote: that kernel may still run when the next one
+  // starts). A kernel may read it before its programmatic-launch wait (the decode attention's
+  // key-padding mask). False when unknown.
+  virtual bool input_is_run_stable(size_t i) const { return input_is_constant(i); }
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

@@ -64,6 +64,8 @@ struct Slot {
   DType static_dtype = DType::Undefined;  // declared, else inferred from the producer's inputs
   DType model_dtype() const { return declared != DType::Undefined ? declared : static_dtype; }
   bool is_const = false, is_input = false, is_output = false;
+  // A graph input bound this run without a conversion kernel (KernelContext::input_is_run_stable).
+  bool input_copied = false;
   bool host_produced = false;  // constant or output of a CPU-placed step
   int last_use = -1;           // step index of the last consumer
   bool used_on_device = false;

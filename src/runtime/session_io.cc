@@ -131,6 +131,8 @@ void Session::Impl::bind_inputs(Plan& p, const Views& inputs, bool in_place) {
   for (int id : input_slots) {
     Slot& sl = slots[id];
     const RtTensor& in = inputs.at(sl.v->name);
+    // Held pasts are written in place by this run's attention; a converted input by a kernel.
+    sl.input_copied = !held_past(id) && compute_dtype(in.dtype) == in.dtype;
     if (held_past(id)) {
       // A view of the held KV cache (kv_prepare): the session's own block, at a fixed address
       // while the cache does not move, so a captured graph may read it in place too.

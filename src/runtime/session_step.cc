@@ -77,6 +77,11 @@ class StepContext final : public KernelContext {
   bool input_is_constant(size_t i) const override {
     return i < st_.ins.size() && st_.ins[i] >= 0 && im_.slots[st_.ins[i]].is_const;
   }
+  bool input_is_run_stable(size_t i) const override {
+    if (i >= st_.ins.size() || st_.ins[i] < 0) return false;
+    const Slot& sl = im_.slots[st_.ins[i]];
+    return sl.is_const || (sl.is_input && sl.input_copied);
+  }
 
   void check_all_outputs() const {
     for (size_t i = 0; i < st_.outs.size(); ++i)

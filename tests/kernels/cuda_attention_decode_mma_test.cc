@@ -66,6 +66,10 @@ TEST_CASE("cuda Attention decode on tensor cores: bf16, fills, masked rows, no p
     run_mma({3, 1000, 12, 4, 64, 1, -10000.f, false}, dt);
     run_mma({8, 2047, 32, 8, 64, 1, kNoAttr, false}, dt);     // Llama-1B's step at 8 x 2048
     run_mma({2, 129, 32, 8, 64, 1, kNoAttr, false, false}, dt);  // only Y: no present written
+    // The mask a graph input: read before the programmatic-launch wait (DecodeAppend::mask_stable).
+    run_mma({4, 300, 32, 8, 64, 1, kNoAttr, true, true, true}, dt);
+    run_mma({3, 2047, 32, 8, 128, 2, kFinfoMin, false, true, true}, dt);
+    run_mma({1, 4000, 16, 2, 64, 1, kNoAttr, false, true, true}, dt);
   }
   // Not this kernel's: float32, head dim 256, more than 16 query heads a kv head. The register
   // kernel takes them (run_step checks that one launch kernel ran and the result).

@@ -50,6 +50,14 @@ TEST_CASE("cuda held KV cache: the decode loop matches the copying loop", "[cuda
     KvLoopShape shortc{1, 8, 8, 128, 5};
     auto gs = kv_attention_graph(shortc);
     CHECK(check_held_loop_matches_copy(*gs, cuda(p), shortc, 3, 1, 1, 1e-6) == 8);
+    // A key-padding mask that is a graph input: the tensor-core kernel reads it before its
+    // launch wait (KernelContext::input_is_run_stable); left padding in batches 1 and 2.
+    for (KvLoopShape m : {KvLoopShape{3, 32, 8, 64, 700, true}, KvLoopShape{1, 32, 8, 64, 2040, true},
+                          KvLoopShape{2, 8, 8, 128, 5, true}}) {
+      INFO("masked: B " << m.B << ", past " << m.past);
+      auto gm = kv_attention_graph(m);
+      CHECK(check_held_loop_matches_copy(*gm, cuda(p), m, 3, 1, 1, 1e-6) == m.past + 3);
+    }
   }
   unsetenv("FUSEOPT_DECODE_MMA");
 }

@@ -130,6 +130,15 @@ class DeviceContext final : public KernelContext {
     constant_[i] = true;
   }
   bool input_is_constant(size_t i) const override { return i < constant_.size() && constant_[i]; }
+  // Input i stands for a graph input the run copied in: read before the wait too
+  // (KernelContext::input_is_run_stable).
+  void mark_run_stable(size_t i) {
+    if (stable_.size() <= i) stable_.resize(i + 1, false);
+    stable_[i] = true;
+  }
+  bool input_is_run_stable(size_t i) const override {
+    return input_is_constant(i) || (i < stable_.size() && stable_[i]);
+  }
   size_t num_outputs() const override { return node_.outputs.size(); }
   RtTensor* output(size_t i, DType dtype, const std::vector<int64_t>& shape) override {
     if (outs_.size() < node_.outputs.size()) outs_.resize(node_.outputs.size());
@@ -179,6 +188,7 @@ class DeviceContext final : public KernelContext {
 
  private:
   std::vector<bool> constant_;
+  std::vector<bool> stable_;
   void* device_alloc(size_t bytes) {
     void* p = nullptr;
     ck(cudaMalloc(&p, bytes ? bytes : 16), "cudaMalloc");
@@ -200,6 +210,7 @@ struct OpCase {
   Node node;
   std::vector<const Tensor*> inputs;
   std::vector<size_t> constant_inputs;  // inputs that stand for initializers (DeviceContext::mark_constant)
+  std::vector<size_t> stable_inputs;    // graph inputs copied in (DeviceContext::mark_run_stable)
 
   OpCase(const std::string& domain, const std::string& op, size_t num_inputs, size_t num_outputs) {
     node.domain = domain;
@@ -227,6 +238,7 @@ struct OpCase {
     DeviceContext ctx(node, p);
     for (size_t i = 0; i < node.inputs.size(); ++i) ctx.add_input(i < inputs.size() ? inputs[i] : nullptr, dt);
     for (size_t i : constant_inputs) ctx.mark_constant(i);
+    for (size_t i : stable_inputs) ctx.mark_run_stable(i);
     k->fn(ctx);
     std::vector<Tensor> outs;
     for (size_t i = 0; i < node.outputs.size(); ++i) outs.push_back(ctx.download(i));

@@ -30,12 +30,14 @@ struct Step {
   float fill = kNoAttr;   // mask_filter_value (NaN = omitted: -inf)
   bool rows_zero = false;
   bool present = true;    // the op declares present_key / present_value
+  bool stable_mask = false;  // the mask stands for a graph input (read before the launch wait)
 };
 
 inline std::string describe(const Step& c) {
   std::ostringstream os;
   os << "B" << c.B << " S_past" << c.Sp << " H" << c.H << " Hkv" << c.Hkv << " D" << c.D << " mask" << c.mask
-     << " fill " << c.fill << (c.rows_zero ? " masked_rows_zero" : "") << (c.present ? "" : " no present");
+     << " fill " << c.fill << (c.rows_zero ? " masked_rows_zero" : "") << (c.present ? "" : " no present")
+     << (c.stable_mask ? " stable mask" : "");
   return os.str();
 }
 
@@ -67,6 +69,7 @@ inline void run_step(const Step& c, DType dt, bool expect_kernel = true) {
   Tensor mask;
   if (c.mask) mask = cuda_check::random_padding_mask(c.B, c.Sp + 1, c.mask == 1 ? DType::Int64 : DType::Bool);
   op.inputs = {&q, &k, &v, c.mask ? &mask : nullptr, nullptr, &pk, &pv};
+  if (c.stable_mask) op.stable_inputs.push_back(3);
   auto want = op.run_cpu(dt);
   AppendMode on("1");
   const long long before = cuda_fused::decode_append_launch_count();

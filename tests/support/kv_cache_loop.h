@@ -6,6 +6,7 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -19,10 +20,11 @@ namespace fuseopt::test {
 
 struct KvLoopShape {
   int64_t B = 2, H = 4, Hkv = 2, D = 16, past = 3;
+  bool mask = false;  // an int64 key-padding mask over the total length, a graph input
 };
 
 // q [B, S, H·D], k/v [B, S, Hkv·D], past_key/past_value [B, Hkv, P, D] -> fuseopt.Attention
-// (causal) -> y, present_key, present_value; plus Shape(past_key) as an output (a reader of
+// (causal, with s.mask an attention_mask [B, total] input) -> y, present_key, present_value; plus Shape(past_key) as an output (a reader of
 // the shape only, which holding allows). `extra_reader`: Identity(past_key) as an output too
 // (a data reader: holding must be refused).
 inline std::unique_ptr<Graph> kv_attention_graph(const KvLoopShape& s, bool extra_reader = false,
@@ -33,7 +35,8 @@ inline std::unique_ptr<Graph> kv_attention_graph(const KvLoopShape& s, bool extr
   Value* v = b.input("v", DType::Float, {s.B, -1, s.Hkv * s.D}, {"", "seq"});
   Value* pk = b.input("past_key_values.0.key", DType::Float, {s.B, s.Hkv, -1, s.D}, {"", "", "past"});
   Value* pv = b.input("past_key_values.0.value", DType::Float, {s.B, s.Hkv, -1, s.D}, {"", "", "past"});
-  Node* att = b.node("Attention", {q, k, v, nullptr, nullptr, pk, pv}, 3,
+  Value* mask = s.mask ? b.input("attention_mask", DType::Int64, {s.B, -1}, {"", "total"}) : nullptr;
+  Node* att = b.node("Attention", {q, k, v, mask, nullptr, pk, pv}, 3,
                      {Attribute::make_int("num_heads", s.H), Attribute::make_int("kv_num_heads", s.Hkv),
                       Attribute::make_int("causal", 1)},
                      "fuseopt", "attn");
@@ -59,6 +62,14 @@ inline std::map<std::string, Tensor> kv_step_inputs(const KvLoopShape& s, int64_
   return {{"q", kv_random({s.B, S, s.H * s.D}, rng)},
           {"k", kv_random({s.B, S, s.Hkv * s.D}, rng)},
           {"v", kv_random({s.B, S, s.Hkv * s.D}, rng)}};
+}
+
+// Left padding: batch b's first min(b, total - 1) positions masked (never a whole row).
+inline Tensor kv_padding_mask(int64_t B, int64_t total) {
+  Tensor t(DType::Int64, {B, total});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < total; ++j) t.data<int64_t>()[b * total + j] = j < std::min(b, total - 1) ? 0 : 1;
+  return t;
 }
 
 inline double kv_max_rel(const Tensor& a, const Tensor& b) {
@@ -88,6 +99,7 @@ inline int64_t check_held_loop_matches_copy(const Graph& g, SessionOptions so, c
   for (int step = 0; step < steps; ++step) {
     const int64_t n = step == 0 ? first_S : S;
     std::map<std::string, Tensor> in = kv_step_inputs(s, n, rng);
+    if (s.mask) in["attention_mask"] = kv_padding_mask(s.B, len + n);
     std::map<std::string, Tensor> copy_in = in;
     for (auto& [name, t] : pasts) copy_in[name] = t;
     if (step == 0) in = copy_in;  // the first held run loads the cache from the given pasts

@@ -32,6 +32,11 @@ TEST_CASE("held KV cache: the decode loop matches the copying loop bit for bit",
     auto gm = kv_attention_graph(m);
     CHECK(check_held_loop_matches_copy(*gm, cpu(), m, 3, 4, 1, 0) == 6);
   }
+  SECTION("a key-padding mask over the total length (left padding in batch 1)") {
+    KvLoopShape m{2, 4, 2, 16, 3, true};
+    auto gm = kv_attention_graph(m);
+    CHECK(check_held_loop_matches_copy(*gm, cpu(), m, 4, 3, 1, 0) == 9);
+  }
 }
 
 TEST_CASE("held KV cache: rewinding reruns a step exactly; capacity and emptiness are enforced",

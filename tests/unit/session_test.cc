@@ -241,7 +241,32 @@ FUSEOPT_KERNEL(cpu_test_const_probe, "fuseopt.test", "ConstProbe", Backend::CPU,
   float* p = y->ptr<float>();
   for (size_t i = 0; i <= n; ++i) p[i] = ctx.input_is_constant(i) ? 1.f : 0.f;  // index n: past the inputs
 }
+// The same for KernelContext::input_is_run_stable (the decode attention reads its mask early).
+FUSEOPT_KERNEL(cpu_test_stable_probe, "fuseopt.test", "StableProbe", Backend::CPU, {}) {
+  const size_t n = ctx.num_inputs();
+  RtTensor* y = ctx.output(0, DType::Float, {static_cast<int64_t>(n) + 1});
+  float* p = y->ptr<float>();
+  for (size_t i = 0; i <= n; ++i) p[i] = ctx.input_is_run_stable(i) ? 1.f : 0.f;
+}
 }  // namespace
+
+TEST_CASE("input_is_run_stable: constants and copied graph inputs, not computed values", "[session]") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {2});
+  Value* w = b.constant("w", Tensor::from_floats({1.f, 2.f}, {2}));
+  Value* r = b.op("Relu", {x}, {}, "r");
+  Value* probe = b.op("StableProbe", {x, w, r}, {}, "probe", "fuseopt.test");
+  b.output(probe);
+  b.output(r);
+  Session s(b.graph());
+  const std::vector<Tensor> out = s.run({{"x", Tensor::from_floats({-1.f, 1.f}, {2})}});
+  REQUIRE(out[0].numel() == 4);
+  const float* p = out[0].data<float>();
+  CHECK(p[0] == 1.f);  // graph input, copied in as given
+  CHECK(p[1] == 1.f);  // initializer
+  CHECK(p[2] == 0.f);  // computed by a step
+  CHECK(p[3] == 0.f);  // no such input
+}
 
 TEST_CASE("input_is_constant: initializers and folded constants only", "[session]") {
   GraphBuilder b;
