@@ -217,6 +217,7 @@ TEST_CASE("cuda attention decode benchmark (Llama-3.2-1B shapes)", "[.bench][dec
         if (masked) {
           d.mask = mask;
           d.mask_dtype = DType::Int64;
+          d.mask_stable = true;  // written once before the graphs, as a session's graph input
         }
         if (!cuda_fused::launch_decode_append(d, s)) std::printf("BENCH held decode declined\n");
       };

@@ -43,6 +43,14 @@ int probe(int device) {
 
 }  // namespace
 
+bool trigger_first_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEOPT_PDL_TRIGGER_FIRST");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 bool enabled() {
   const int o = g_override.load(std::memory_order_relaxed);
   if (o == 0 || (o < 0 && !env_on())) return false;

@@ -48,6 +48,19 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_trigger();
 }
 
+// Both, trigger first (trigger_first_enabled(); else as pdl_begin): the next kernel may then
+// start while this one still waits for its predecessor. Within the contract above: the next
+// kernel's pre-wait accesses touch only memory no kernel of the run writes, and its wait still
+// covers this grid's completion, which follows this grid's wait, hence the predecessor's
+// completion (the chain stays transitive after the wait). For kernels with few blocks, since a
+// dependent's blocks then share the SMs with the predecessor: RotaryEmbedding between the QKV
+// GEMV and the decode attention, whose past tiles and mask then stream during the GEMV (v24).
+__device__ __forceinline__ void pdl_begin_trigger_first(bool first) {
+  if (first) pdl_trigger();
+  pdl_wait();
+  if (!first) pdl_trigger();
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic
 // stream serialisation attribute when enabled() and capture_allows(stream).
 // Errors are left for cudaGetLastError (FUSED_LAUNCH_CHECK / check_launch),

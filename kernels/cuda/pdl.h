@@ -31,6 +31,11 @@ bool capture_allows(cudaStream_t stream);
 // captured later); not meant to be flipped while another thread launches.
 void set_override(int mode);
 
+// FUSEOPT_PDL_TRIGGER_FIRST: "0" off, unset / "1" on. Short kernels that sit between a GEMV
+// and the decode attention (RotaryEmbedding) trigger their dependents before their own wait
+// (pdl.cuh: pdl_begin_trigger_first), so the attention's pre-wait prefetch overlaps the GEMV.
+bool trigger_first_enabled();
+
 // Called by the launcher when a PDL launch failed and a plain one of the same
 // kernel succeeded: PDL is switched off for that device for the process (with
 // one warning), so an unexpected driver refusal degrades to normal launches.

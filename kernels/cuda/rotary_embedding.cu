@@ -22,8 +22,10 @@ template <class T, class C>
 __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
                                    const int64_t* __restrict__ pos, T* __restrict__ y, int64_t rows, int S, int H,
                                    int D, int R, int rotated_heads, int64_t max_pos, bool four_d, bool interleaved,
-                                   bool cache_bcast, IndexErrorSink errors) {
-  cuda_pdl::pdl_begin();  // programmatic dependent launch (pdl.cuh): x is the QKV GEMV's output
+                                   bool cache_bcast, IndexErrorSink errors, bool trigger_first) {
+  // Programmatic dependent launch (pdl.cuh): x is the QKV GEMV's output. A few blocks: the
+  // attention after it may start first (pdl_begin_trigger_first).
+  cuda_pdl::pdl_begin_trigger_first(trigger_first);
   const int half = R / 2;
   const int lane = threadIdx.x;
   for (int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.y; r < rows; r += (int64_t)gridDim.x * kRowsPerBlock) {
@@ -86,7 +88,7 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
           x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), rows,
           static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.D), static_cast<int>(p.R),
           static_cast<int>(p.rotated_heads), p.max_pos,
-          p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors);
+          p.four_d, p.interleaved, !pos && p.cache_batch == 1, errors, cuda_pdl::trigger_first_enabled());
     });
   });
   check_launch(ctx);
