@@ -17,12 +17,11 @@ export is reported (FAILED ...) and the rest go on.
 import argparse
 import os
 import sys
-import traceback
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_real import save_pb  # noqa: E402  (one writer of the .pb layout)
+from export_real import run_exports, save_pb  # noqa: E402  (one writer of the .pb layout)
 
 E, H, FF = 32, 4, 64          # embedding, heads, feed-forward width
 BATCH, SEQ, PAD = 2, 16, 5    # row 1's last PAD positions are padding
@@ -239,17 +238,7 @@ def main():
     for form in STATIC_HF:
         if only is None or form in only:
             jobs.append((form, 18, "dynamo", True))
-    failures = 0
-    for form, opset, exporter, static in jobs:
-        torch.manual_seed(0)
-        try:
-            name, n, err = export_one(form, opset, exporter, a.out, torch, static)
-            print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
-        except Exception as e:  # keep going: one exporter failing must not stop the rest
-            failures += 1
-            print(f"FAILED {form} op{opset} {exporter}{' static' if static else ''}: {type(e).__name__}: "
-                  f"{str(e).splitlines()[0][:300] if str(e) else ''}", flush=True)
-            traceback.print_exc(limit=3, file=sys.stderr)
+    failures = run_exports(jobs, lambda f, op, ex, st: export_one(f, op, ex, a.out, torch, st), torch)
     return 1 if failures == len(jobs) else 0
 
 

@@ -34,12 +34,11 @@ commit. Inputs: batch 2, seq 16, row 1's last 5 tokens padded (attention_mask 0)
 import argparse
 import os
 import sys
-import traceback
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_real import save_pb  # noqa: E402  (one writer of the .pb layout)
+from export_real import run_exports, save_pb  # noqa: E402  (one writer of the .pb layout)
 
 BATCH, SEQ, PAD = 2, 16, 5
 KV_DATA = [(5, 1), (4, 3)]  # (past, new tokens) per test data set of the *_kv exports
@@ -385,17 +384,7 @@ def main():
         sys.exit(f"export_heads: unknown head(s) {unknown}; known: {','.join(HEADS)}")
     want = set(a.variants.split(",")) if a.variants else None
     jobs = [(h, op, ex) for h in heads for op, ex in VARIANTS if want is None or f"{op}{ex}" in want]
-    failures = 0
-    for head, opset, exporter in jobs:
-        torch.manual_seed(0)
-        try:
-            name, n, err, n_out = export_one(head, opset, exporter, a.out, torch, tf)
-            print(f"exported {name}: {n} nodes, {n_out} outputs, ORT vs PyTorch max abs {err:.2e}", flush=True)
-        except Exception as e:  # keep going: one exporter failing must not stop the rest
-            failures += 1
-            why = str(e).splitlines()[0][:300] if str(e) else ""
-            print(f"FAILED {head} op{opset} {exporter}: {type(e).__name__}: {why}", flush=True)
-            traceback.print_exc(limit=3, file=sys.stderr)
+    failures = run_exports(jobs, lambda h, op, ex: export_one(h, op, ex, a.out, torch, tf), torch)
     return 1 if failures else 0
 
 

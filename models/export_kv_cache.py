@@ -34,11 +34,11 @@ checks that every block fuses with past/present (model names contain "_kv").
 """
 import argparse
 import os
-import re
 import sys
-import traceback
 
 import numpy as np
+
+from export_real import parse_variants, run_exports, save_pb  # models/ is the script's folder: on sys.path
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 64, 2, 4, 2, 128, 500
 DATA = [(5, 1), (4, 3)]  # (past, new tokens) per test data set
@@ -136,12 +136,6 @@ def step_inputs(torch, past, seq, kv_heads, head_dim, seed):
     for _ in range(LAYERS):
         flat += [torch.randn(BATCH, kv_heads, past, head_dim, generator=g).to(DTYPE) for _ in range(2)]
     return [ids, mask] + flat
-
-
-def save_pb(array, path, name):
-    from onnx import numpy_helper
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
 def export_one(arch, opset, exporter, static, out_root, torch, tf):
@@ -257,15 +251,6 @@ def _fp32_twin(step, trace, in_names, out_names, opset, exporter, static, d, tor
     return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
-def parse_variants(text, default):
-    """"17ts,18dynamo" -> [(17, "ts"), (18, "dynamo")]; empty: default. Any opset: "23dynamo"
-    exports scaled_dot_product_attention as ONNX's Attention op."""
-    if not text:
-        return default
-    return [(int(m.group(1)), m.group(2))
-            for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(set(text.split(",")))) if m]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="models/exported")
@@ -291,17 +276,7 @@ def main():
     archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else ARCHS)
     variants = parse_variants(a.variants, VARIANTS)
     jobs = [(arch, op, ex, st) for arch in archs for op, ex in variants for st in ([False, True] if a.static else [False])]
-    failures = 0
-    for arch, opset, exporter, static in jobs:
-        torch.manual_seed(0)
-        try:
-            name, n, err = export_one(arch, opset, exporter, static, a.out, torch, tf)
-            print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
-        except Exception as e:  # keep going: one exporter failing must not stop the rest
-            failures += 1
-            print(f"FAILED {arch} op{opset} {exporter}{' static' if static else ''}: {type(e).__name__}: "
-                  f"{str(e).splitlines()[0][:300]}", flush=True)
-            traceback.print_exc(limit=3, file=sys.stderr)
+    failures = run_exports(jobs, lambda arch, op, ex, st: export_one(arch, op, ex, st, a.out, torch, tf), torch)
     return 1 if failures == len(jobs) else 0
 
 

@@ -241,9 +241,39 @@ VARIANTS = [(14, "ts"), (17, "ts"), (18, "dynamo")]
 
 def save_pb(tensor_np, path, name):
     from onnx import numpy_helper
-    t = numpy_helper.from_array(tensor_np, name)
+    t = numpy_helper.from_array(np.asarray(tensor_np), name)
     with open(path, "wb") as f:
         f.write(t.SerializeToString())
+
+
+def parse_variants(text, default):
+    """"17ts,18dynamo" -> [(17, "ts"), (18, "dynamo")]; empty: default. Any opset: "23dynamo"
+    exports scaled_dot_product_attention as ONNX's Attention op."""
+    if not text:
+        return default
+    return [(int(m.group(1)), m.group(2))
+            for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(set(text.split(",")))) if m]
+
+
+def run_exports(jobs, export, torch):
+    """export(*job) for every job (name, opset, exporter[, static]), each seeded alike; prints one
+    line per export (its (name, nodes, max error[, outputs]) result) and keeps going past a failure,
+    printed with its first message line (traceback on stderr). Returns the number that failed.
+    Shared by the export scripts in models/."""
+    failures = 0
+    for job in jobs:
+        torch.manual_seed(0)
+        try:
+            name, n, err, *extra = export(*job)
+            outs = f", {extra[0]} outputs" if extra else ""
+            print(f"exported {name}: {n} nodes{outs}, ORT vs PyTorch max abs {err:.2e}", flush=True)
+        except Exception as e:  # keep going: one exporter failing must not stop the rest
+            failures += 1
+            static = " static" if len(job) > 3 and job[3] else ""
+            why = str(e).splitlines()[0][:300] if str(e) else ""
+            print(f"FAILED {job[0]} op{job[1]} {job[2]}{static}: {type(e).__name__}: {why}", flush=True)
+            traceback.print_exc(limit=3, file=sys.stderr)
+    return failures
 
 
 def export_one(arch, opset, exporter, out_root, torch, tf):
@@ -326,26 +356,10 @@ def main():
     ATTN, DTYPE = a.attn, a.dtype
     import torch
     import transformers as tf
-    torch.manual_seed(0)
     archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else EXTRA_ARCHS if a.extra else ARCHS)
-    variants = VARIANTS
-    if a.variants:
-        want = set(a.variants.split(","))
-        # Any opset: "23dynamo" exports scaled_dot_product_attention as ONNX's Attention op.
-        variants = [(int(m.group(1)), m.group(2)) for m in (re.fullmatch(r"(\d+)(ts|dynamo)", w) for w in sorted(want)) if m]
-    failures = 0
-    for arch in archs:
-        for opset, exporter in variants:
-            torch.manual_seed(0)
-            try:
-                name, n, err = export_one(arch, opset, exporter, a.out, torch, tf)
-                print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
-            except Exception as e:  # keep going: one exporter failing must not stop the rest
-                failures += 1
-                print(f"FAILED {arch} op{opset} {exporter}: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
-                      flush=True)
-                traceback.print_exc(limit=2, file=sys.stderr)
-    return 1 if failures == len(archs) * len(variants) else 0
+    jobs = [(arch, op, ex) for arch in archs for op, ex in parse_variants(a.variants, VARIANTS)]
+    failures = run_exports(jobs, lambda arch, op, ex: export_one(arch, op, ex, a.out, torch, tf), torch)
+    return 1 if failures == len(jobs) else 0
 
 
 if __name__ == "__main__":

@@ -30,11 +30,10 @@ vocabulary 200.
 import argparse
 import os
 import sys
-import traceback
 
 import numpy as np
 
-from export_kv_cache import parse_variants, save_pb  # models/ is the script's folder: on sys.path
+from export_real import parse_variants, run_exports, save_pb  # models/ is the script's folder: on sys.path
 
 HIDDEN, LAYERS, HEADS, FFN, VOCAB = 32, 2, 4, 64, 200
 BATCH, ENC = 2, 7
@@ -183,16 +182,8 @@ def main():
     import transformers as tf
     archs = a.only.split(",") if a.only else ARCHS
     variants = parse_variants(a.variants, VARIANTS)
-    failures, jobs = 0, [(arch, op, ex) for arch in archs for op, ex in variants]
-    for arch, opset, exporter in jobs:
-        torch.manual_seed(0)
-        try:
-            name, n, err = export_one(arch, opset, exporter, a.out, torch, tf)
-            print(f"exported {name}: {n} nodes, ORT vs PyTorch max abs {err:.2e}", flush=True)
-        except Exception as e:  # keep going: one exporter failing must not stop the rest
-            failures += 1
-            print(f"FAILED {arch} op{opset} {exporter}: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
-            traceback.print_exc(limit=3, file=sys.stderr)
+    jobs = [(arch, op, ex) for arch in archs for op, ex in variants]
+    failures = run_exports(jobs, lambda arch, op, ex: export_one(arch, op, ex, a.out, torch, tf), torch)
     return 1 if failures == len(jobs) else 0
 
 

@@ -230,45 +230,23 @@ TEST_CASE("weight layout: LayerNormLinear's W stored [N, K], its gamma left alon
   for (int64_t i = 0; i < want[0].numel(); ++i) CHECK(got[0].data<float>()[i] == Approx(want[0].data<float>()[i]).epsilon(1e-6));
 }
 
-// KernelContext::input_is_constant: the CUDA GEMVs read a weight before their programmatic-launch
-// wait only where the session says no kernel of the run writes it (kernels/cuda/gemm_small_m_common.cuh,
-// WeightPrefetch) - a wrong "true" would be a race. A probe kernel (test-only op) reports what its
-// inputs are: a graph input, an initializer, a Constant node's output, a value computed by a step.
+// KernelContext::input_is_constant / input_is_run_stable: the CUDA GEMVs read a weight, the decode
+// attention a mask, before their programmatic-launch wait only where the session says no kernel of
+// the run writes it (a wrong "true" would be a race). A probe kernel (test-only op) reports both for
+// each of its inputs: a graph input, an initializer, a Constant node's output, a value computed by a step.
 namespace {
 FUSEOPT_KERNEL(cpu_test_const_probe, "fuseopt.test", "ConstProbe", Backend::CPU, {}) {
-  const size_t n = ctx.num_inputs();
-  RtTensor* y = ctx.output(0, DType::Float, {static_cast<int64_t>(n) + 1});
+  const int64_t n = static_cast<int64_t>(ctx.num_inputs());
+  RtTensor* y = ctx.output(0, DType::Float, {2, n + 1});
   float* p = y->ptr<float>();
-  for (size_t i = 0; i <= n; ++i) p[i] = ctx.input_is_constant(i) ? 1.f : 0.f;  // index n: past the inputs
-}
-// The same for KernelContext::input_is_run_stable (the decode attention reads its mask early).
-FUSEOPT_KERNEL(cpu_test_stable_probe, "fuseopt.test", "StableProbe", Backend::CPU, {}) {
-  const size_t n = ctx.num_inputs();
-  RtTensor* y = ctx.output(0, DType::Float, {static_cast<int64_t>(n) + 1});
-  float* p = y->ptr<float>();
-  for (size_t i = 0; i <= n; ++i) p[i] = ctx.input_is_run_stable(i) ? 1.f : 0.f;
+  for (int64_t i = 0; i <= n; ++i) {  // index n: past the inputs
+    p[i] = ctx.input_is_constant(size_t(i)) ? 1.f : 0.f;
+    p[n + 1 + i] = ctx.input_is_run_stable(size_t(i)) ? 1.f : 0.f;
+  }
 }
 }  // namespace
 
-TEST_CASE("input_is_run_stable: constants and copied graph inputs, not computed values", "[session]") {
-  GraphBuilder b;
-  Value* x = b.input("x", DType::Float, {2});
-  Value* w = b.constant("w", Tensor::from_floats({1.f, 2.f}, {2}));
-  Value* r = b.op("Relu", {x}, {}, "r");
-  Value* probe = b.op("StableProbe", {x, w, r}, {}, "probe", "fuseopt.test");
-  b.output(probe);
-  b.output(r);
-  Session s(b.graph());
-  const std::vector<Tensor> out = s.run({{"x", Tensor::from_floats({-1.f, 1.f}, {2})}});
-  REQUIRE(out[0].numel() == 4);
-  const float* p = out[0].data<float>();
-  CHECK(p[0] == 1.f);  // graph input, copied in as given
-  CHECK(p[1] == 1.f);  // initializer
-  CHECK(p[2] == 0.f);  // computed by a step
-  CHECK(p[3] == 0.f);  // no such input
-}
-
-TEST_CASE("input_is_constant: initializers and folded constants only", "[session]") {
+TEST_CASE("input_is_constant and input_is_run_stable: what no kernel of a run writes", "[session]") {
   GraphBuilder b;
   Value* x = b.input("x", DType::Float, {2});
   Value* w = b.constant("w", Tensor::from_floats({1.f, 2.f}, {2}));
@@ -279,11 +257,15 @@ TEST_CASE("input_is_constant: initializers and folded constants only", "[session
   b.output(r);
   Session s(b.graph());
   const std::vector<Tensor> out = s.run({{"x", Tensor::from_floats({-1.f, 1.f}, {2})}});
-  REQUIRE(out[0].numel() == 5);
-  const float* p = out[0].data<float>();
-  CHECK(p[0] == 0.f);  // graph input
-  CHECK(p[1] == 1.f);  // initializer
-  CHECK(p[2] == 1.f);  // Constant node, folded at setup
-  CHECK(p[3] == 0.f);  // computed by a step
-  CHECK(p[4] == 0.f);  // no such input
+  REQUIRE(out[0].numel() == 10);
+  const float* constant = out[0].data<float>();
+  const float* stable = constant + 5;
+  // graph input (copied in as given), initializer, Constant node (folded at setup), computed, none
+  const float want_constant[5] = {0.f, 1.f, 1.f, 0.f, 0.f};
+  const float want_stable[5] = {1.f, 1.f, 1.f, 0.f, 0.f};
+  for (int i = 0; i < 5; ++i) {
+    INFO("input " << i);
+    CHECK(constant[i] == want_constant[i]);
+    CHECK(stable[i] == want_stable[i]);
+  }
 }
