@@ -65,6 +65,90 @@ __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict_
   }
 }
 
+// The common case on 16-byte vectors: a thread per V = 16 / sizeof(T) elements of a row (one
+// vector, or for the half-split form the vectors at e and e + R/2 together), 32-bit index math.
+// The warp-per-row kernel above spends ~40 us a layer on a 2048-token Llama prefill (48 head rows
+// a token: three 64-bit divisions per row and 2-byte accesses), 7x its bytes (NOTES-perf.md v25).
+// Taken when D and the rotated span split into whole vectors (rotary_vec_fits); the arithmetic per
+// element is the same expression as above, so both give the same bits.
+template <class T>
+struct alignas(16) Vec16 {
+  T v[16 / sizeof(T)];
+};
+
+template <class T, class C, bool INTERLEAVED>
+__global__ void rotary_vec_kernel(const T* __restrict__ x, const C* __restrict__ cos_c, const C* __restrict__ sin_c,
+                                  const int64_t* __restrict__ pos, T* __restrict__ y, int units, int upr, int S,
+                                  int H, int R, int rotated_heads, int64_t max_pos, bool four_d, bool cache_bcast,
+                                  IndexErrorSink errors, bool trigger_first) {
+  cuda_pdl::pdl_begin_trigger_first(trigger_first);
+  constexpr int V = 16 / sizeof(T);
+  const int half = R / 2;
+  for (int gid = blockIdx.x * blockDim.x + threadIdx.x; gid < units; gid += gridDim.x * blockDim.x) {
+    const int r = gid / upr, e = (gid - r * upr) * V;  // row, first element of the unit in it
+    int s, b;
+    bool rotates = true;
+    if (four_d) {
+      s = r % S;
+      b = r / (H * S);
+    } else {
+      const int token = r / H;
+      rotates = r - token * H < rotated_heads;
+      s = token % S;
+      b = token / S;
+    }
+    const int64_t off = int64_t(r) * (upr * V) + e;
+    const Vec16<T> a = *reinterpret_cast<const Vec16<T>*>(x + off);
+    if (!rotates || e >= R) {  // a pass-through head, or the row's tail past the rotated span
+      *reinterpret_cast<Vec16<T>*>(y + off) = a;
+      continue;
+    }
+    if (!INTERLEAVED && e >= half) continue;  // the x2 half: written with its x1 vector
+    int64_t row = int64_t(cache_bcast ? 0 : b) * S + s;
+    bool bad = false;
+    if (pos) {
+      row = pos[int64_t(b) * S + s];
+      bad = row < 0 || row >= max_pos;  // reported once a row; its rotated elements are written as 0
+      if (bad && e == 0) report_bad_index(errors, row, max_pos);
+    }
+    const C* cr = cos_c + row * half;
+    const C* sr = sin_c + row * half;
+    Vec16<T> o1, o2;
+    if constexpr (INTERLEAVED) {
+#pragma unroll
+      for (int i = 0; i < V / 2; ++i) {
+        const float x1 = float(load_c(a.v[2 * i])), x2 = float(load_c(a.v[2 * i + 1]));
+        const float c = bad ? 0.f : float(load_c(cr[e / 2 + i])), sn = bad ? 0.f : float(load_c(sr[e / 2 + i]));
+        o1.v[2 * i] = store_c<T>(static_cast<compute_t<T>>(bad ? 0.f : c * x1 - sn * x2));
+        o1.v[2 * i + 1] = store_c<T>(static_cast<compute_t<T>>(bad ? 0.f : sn * x1 + c * x2));
+      }
+      *reinterpret_cast<Vec16<T>*>(y + off) = o1;
+    } else {
+      const Vec16<T> a2 = *reinterpret_cast<const Vec16<T>*>(x + off + half);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float x1 = float(load_c(a.v[i])), x2 = float(load_c(a2.v[i]));
+        const float c = bad ? 0.f : float(load_c(cr[e + i])), sn = bad ? 0.f : float(load_c(sr[e + i]));
+        o1.v[i] = store_c<T>(static_cast<compute_t<T>>(bad ? 0.f : c * x1 - sn * x2));
+        o2.v[i] = store_c<T>(static_cast<compute_t<T>>(bad ? 0.f : sn * x1 + c * x2));
+      }
+      *reinterpret_cast<Vec16<T>*>(y + off) = o1;
+      *reinterpret_cast<Vec16<T>*>(y + off + half) = o2;
+    }
+  }
+}
+
+// Whether rotary_vec_kernel takes these arguments: rows of whole 16-byte vectors, the rotated span
+// (interleaved: R; half-split: each half) too, both tensors 16-byte aligned, 32-bit unit indices.
+template <class T>
+bool rotary_vec_fits(const dm::RotaryParams& p, const void* x, const void* y, int64_t total) {
+  constexpr int V = 16 / sizeof(T);
+  const bool span = p.interleaved ? p.R % V == 0 : (p.R / 2) % V == 0;
+  const auto a16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
+  return p.D % V == 0 && span && a16(x) && a16(y) && total / V < (int64_t(1) << 31) - 65536 &&
+         p.H * p.S < (int64_t(1) << 31) && p.B * p.S < (int64_t(1) << 31);
+}
+
 FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor& cos_c = req_input(ctx, 1);
@@ -83,6 +167,17 @@ FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType
       const int64_t rows = total / p.D;
       // With PDL: in a decode step this launch sits between the QKV GEMV and the attention, both
       // PDL-launched; a plain launch would serialise both edges.
+      if (rotary_vec_fits<T>(p, x.data, y->data, total)) {
+        const int upr = static_cast<int>(p.D / (16 / sizeof(T)));
+        const int units = static_cast<int>(rows * upr);
+        auto kernel = p.interleaved ? rotary_vec_kernel<T, C, true> : rotary_vec_kernel<T, C, false>;
+        cuda_pdl::pdl_launch(kernel, grid_for(units), dim3(kThreads), 0, stream_of(ctx), x.ptr<T>(), cos_c.ptr<C>(),
+                             sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), units, upr,
+                             static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.R),
+                             static_cast<int>(p.rotated_heads), p.max_pos, p.four_d, !pos && p.cache_batch == 1,
+                             errors, cuda_pdl::trigger_first_enabled());
+        return;
+      }
       cuda_pdl::pdl_launch(
           rotary_rows_kernel<T, C>, grid_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream_of(ctx),
           x.ptr<T>(), cos_c.ptr<C>(), sin_c.ptr<C>(), pos ? pos->ptr<int64_t>() : nullptr, y->ptr<T>(), rows,

@@ -203,5 +203,17 @@ TEST_CASE("cuda index kernels report the first out-of-range index to their backe
   se.run_cuda(DType::Float);
   CHECK_THROWS_WITH(be.raise_device_errors(),
                     Catch::Equals("ScatterElements 'ScatterElements_under_test': index -5 out of range [-4, 3]"));
+  // RotaryEmbedding's position ids past the caches, through both of its kernels (head size 64 in
+  // 16-byte vectors; 10, rotary dim 6: the warp-per-row kernel).
+  for (int64_t d : {64, 10}) {
+    INFO("head size " << d);
+    be.reset_device_errors();
+    Case rot("RotaryEmbedding", 4);
+    if (d == 10) rot.attr(Attribute::make_int("rotary_embedding_dim", 6));
+    const int64_t half = d == 10 ? 3 : d / 2;
+    rot.in(0, randn({1, 2, 3, d})).in(1, randn({4, half})).in(2, randn({4, half})).in(3, ints({0, 7, 1}, {1, 3}));
+    rot.run_cuda(DType::Float16);
+    CHECK_THROWS_WITH(be.raise_device_errors(), Catch::Contains("index 7 out of range"));
+  }
   be.reset_device_errors();
 }

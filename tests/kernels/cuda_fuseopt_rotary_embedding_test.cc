@@ -2,7 +2,8 @@
 // fuseopt domain) against the CPU reference on fresh random inputs (outputs
 // NaN-poisoned by the harness): caches [1, S, R/2] broadcast over the batch
 // and per-batch [B, S, R/2]; 4-D and 3-D inputs, interleaved, partial rotary;
-// packed QKV with rotated_heads (V heads pass through); fp32 and fp16/bf16 storage. Skipped (with a warning) without a GPU.
+// packed QKV with rotated_heads (V heads pass through); the warp-per-row kernel and the
+// 16-byte-vector one (rows and rotated spans of whole vectors); fp32 and fp16/bf16 storage. Skipped (with a warning) without a GPU.
 #include <catch2/catch.hpp>
 
 #include "support/cuda_generic_check.h"
@@ -33,5 +34,17 @@ TEST_CASE("cuda fuseopt.RotaryEmbedding", "[cuda][rotary]") {
       packed.attr(Attribute::make_int("rotated_heads", 6)).attr(Attribute::make_int("rotary_embedding_dim", 10));
       packed.in(0, randn({3, 5, 8 * 16})).in(1, randn({1, 5, 5})).in(2, randn({1, 5, 5}));
       packed.check(dt);
+      // The same forms in whole 16-byte vectors (rotary_vec_kernel): Llama's packed 12 + 4 + 4
+      // heads of 64, and a partial span (16 of 32) whose pass-through tail is a vector of its own.
+      Case packed_vec("RotaryEmbedding", 3, 1, "fuseopt");
+      packed_vec.attr(Attribute::make_int("interleaved", interleaved)).attr(Attribute::make_int("num_heads", 20));
+      packed_vec.attr(Attribute::make_int("rotated_heads", 16));
+      packed_vec.in(0, randn({2, 13, 20 * 64})).in(1, randn({1, 13, 32})).in(2, randn({1, 13, 32}));
+      packed_vec.check(dt);
+      Case partial_vec("RotaryEmbedding", 3, 1, "fuseopt");
+      partial_vec.attr(Attribute::make_int("interleaved", interleaved)).attr(Attribute::make_int("num_heads", 6));
+      partial_vec.attr(Attribute::make_int("rotated_heads", 4)).attr(Attribute::make_int("rotary_embedding_dim", 16));
+      partial_vec.in(0, randn({3, 7, 6 * 32})).in(1, randn({3, 7, 8})).in(2, randn({3, 7, 8}));
+      partial_vec.check(dt);
     }
 }
