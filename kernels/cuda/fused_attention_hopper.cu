@@ -155,6 +155,13 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
     if (g_max_blocks > 0 && g_max_blocks < fit) fit = g_max_blocks;
     if (fit > 0 && fit < grid) grid = fit;
   }
+  // One block per causal item: longest first over all heads (FUSEOPT_ATTENTION_CAUSAL_ORDER=head
+  // keeps the per-head order, for A/B runs).
+  static const bool per_head_order = [] {
+    const char* e = std::getenv("FUSEOPT_ATTENTION_CAUSAL_ORDER");
+    return e && std::strcmp(e, "head") == 0;
+  }();
+  p.heaviest_first = a.causal && grid == p.n_items && !per_head_order ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
   cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>, dim3(grid), dim3(L::kThreads),
                        L::kAlloc, stream, tq, tk, tv, p);
