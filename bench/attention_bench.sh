@@ -7,11 +7,11 @@
 #   bench/attention_bench.sh profile B,H,S,D KERNEL   # there: ncu stall reasons, tensor-pipe use and
 #                                         # per-SASS-line samples ($OUT/ncu_*.{log,csv}) of one Hopper launch
 #
-# GPU call (device tool): run(command='bash bench/attention_bench.sh run', carry=['build-attn/libfo_attention_bench.so.xz'])
-# `build` compiles kernels/cuda/fused_attention{,_mma,_hopper}.cu with the
-# project's flags (sm_90 + sm_90a for the Hopper file) and bench/attention_bench.cu
-# into one shared library with a C entry point (see attention_bench.cu); `run`
-# loads it with ctypes (bench/attention_bench.py --help for the options).
+# GPU call (device tool): run(command='bash bench/attention_bench.sh run',
+#                             carry=['.gpu', 'build-attn/libfo_attention_bench.so.xz'])
+# `build` compiles bench/attention_bench.cu (a C entry point, see there) into a shared
+# library linked to build/lib/libfuseopt.so, whose kernels it times; `run` unpacks the
+# pack's libraries and loads it with ctypes (bench/attention_bench.py --help for the options).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUTDIR="$ROOT/build-attn"
@@ -19,35 +19,38 @@ OBJ="$OUTDIR/obj"  # objects stay here; only the compressed .so travels
 
 build() {
   mkdir -p "$OBJ"
-  local flags=(-std=c++20 -O3 --expt-relaxed-constexpr -lineinfo -Xcompiler -fPIC -I "$ROOT/src" -I "$ROOT")
+  local flags=(-std=c++20 -O3 --expt-relaxed-constexpr -Xcompiler -fPIC -I "$ROOT/src" -I "$ROOT")
   local sm90=(--generate-code=arch=compute_90,code=[compute_90,sm_90])
-  local f objs=()
-  for f in fused_attention fused_attention_mma; do
-    flock /tmp/fuseopt-build.lock nvcc "${flags[@]}" "${sm90[@]}" -c "$ROOT/kernels/cuda/$f.cu" -o "$OBJ/$f.o"
-    objs+=("$OBJ/$f.o")
-  done
-  flock /tmp/fuseopt-build.lock nvcc "${flags[@]}" "${sm90[@]}" -gencode=arch=compute_90a,code=sm_90a -Xptxas -v \
-    -c "$ROOT/kernels/cuda/fused_attention_hopper.cu" -o "$OBJ/fused_attention_hopper.o" 2>&1 |
-    grep -E "registers|spill|C75" | sort | uniq -c || true
+  [ -f "$ROOT/build/lib/libfuseopt.so" ] || { echo "attention_bench: build fuseopt first (tools/build.sh)" >&2; exit 2; }
+  # The kernels are libfuseopt's own (the ones the runtime ships, with their PDL, TMA and
+  # allocation helpers): the bench links to it, found on the GPU machine in the unpacked pack
+  # (.gpu/lib, `tools/gpu.sh pack`). Compiling the kernel files into the bench instead left it
+  # out of step with the library whenever a kernel gained a helper (session 20).
   flock /tmp/fuseopt-build.lock nvcc "${flags[@]}" "${sm90[@]}" -c "$ROOT/bench/attention_bench.cu" -o "$OBJ/attention_bench.o"
-  g++ -std=c++20 -O2 -fPIC -I "$ROOT/src" -I "$ROOT" -c "$ROOT/src/ir/tensor.cc" -o "$OBJ/tensor.o"  # dtype_name
-  objs+=("$OBJ/fused_attention_hopper.o" "$OBJ/attention_bench.o" "$OBJ/tensor.o")
-  nvcc -shared "${sm90[@]}" -Xlinker --no-undefined "${objs[@]}" -o "$OUTDIR/libfo_attention_bench.so"
-  # The carried tree is capped at 64 MiB with models/: ship the library xz-compressed (~1 MB).
+  nvcc -shared "${sm90[@]}" -Xlinker --no-undefined "$OBJ/attention_bench.o" -L "$ROOT/build/lib" -lfuseopt \
+    -Xlinker -rpath -Xlinker '$ORIGIN/../.gpu/lib' -o "$OUTDIR/libfo_attention_bench.so"
+  # The carried tree is capped at 64 MiB with models/: ship the library xz-compressed.
   strip --strip-debug "$OUTDIR/libfo_attention_bench.so"
   xz -9 -T2 -f -k "$OUTDIR/libfo_attention_bench.so"
-  echo "built $OUTDIR/libfo_attention_bench.so (+ .xz: carry build-attn/libfo_attention_bench.so.xz)"
+  echo "built $OUTDIR/libfo_attention_bench.so (+ .xz: carry build-attn/libfo_attention_bench.so.xz and .gpu)"
+}
+
+# The pack's libraries (libfuseopt and what it needs) unpacked where the bench's RUNPATH looks.
+unpack() {
+  [ -f "$OUTDIR/libfo_attention_bench.so.xz" ] && xz -dkf "$OUTDIR/libfo_attention_bench.so.xz"  # the carried one, never a stale copy
+  if [ ! -d "$ROOT/.gpu/lib" ] && [ -f "$ROOT/.gpu/pack.tar.xz" ]; then tar -C "$ROOT/.gpu" -xf "$ROOT/.gpu/pack.tar.xz"; fi
+  export LD_LIBRARY_PATH="$ROOT/.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
 case "${1:-}" in
   build) build ;;
   run)
     shift
-    [ -f "$OUTDIR/libfo_attention_bench.so.xz" ] && xz -dkf "$OUTDIR/libfo_attention_bench.so.xz"  # the carried one, never a stale copy
+    unpack
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/attention_bench.py" --lib "$OUTDIR/libfo_attention_bench.so" "$@" ;;
   profile)
     shift
-    [ -f "$OUTDIR/libfo_attention_bench.so.xz" ] && xz -dkf "$OUTDIR/libfo_attention_bench.so.xz"
+    unpack
     shape="$1" kern="${2:-hopper}" out="${OUT:-/tmp}/ncu_${2:-hopper}_${1//,/x}"
     py=(python3 "$ROOT/bench/attention_bench.py" --lib "$OUTDIR/libfo_attention_bench.so" --profile "$shape" --profile-kernel "$kern")
     ncu --clock-control none -k regex:hopper_attention --launch-skip 1 --launch-count 1 \

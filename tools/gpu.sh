@@ -74,8 +74,9 @@ pack() {
 # refused in session 11, 69 MiB by blocks). The device tool refuses more than 64 MiB.
 carry_size() {
   local tracked untracked pack total
-  tracked="$(cd "$ROOT" && git ls-files -z | xargs -0 -r du -ck 2>/dev/null | tail -1 | cut -f1)"
-  untracked="$(cd "$ROOT" && git ls-files -z --others --exclude-standard | xargs -0 -r du -ck 2>/dev/null | tail -1 | cut -f1)"
+  # One du over the whole list (xargs would split it and `tail -1` keep only the last part's total).
+  tracked="$(cd "$ROOT" && git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)"
+  untracked="$(cd "$ROOT" && git ls-files -z --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)"
   pack="$(du -k "$GPU_DIR/pack.tar.xz" | cut -f1)"
   total=$(( ${tracked:-0} + ${untracked:-0} + pack ))
   echo "== a device call carries about $((total >> 10)) MiB (tracked $((${tracked:-0} >> 10)), untracked $((${untracked:-0} >> 10)), pack $((pack >> 10)))"
