@@ -145,7 +145,8 @@ bool rotary_vec_fits(const dm::RotaryParams& p, const void* x, const void* y, in
   constexpr int V = 16 / sizeof(T);
   const bool span = p.interleaved ? p.R % V == 0 : (p.R / 2) % V == 0;
   const auto a16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
-  return p.D % V == 0 && span && a16(x) && a16(y) && total / V < (int64_t(1) << 31) - 65536 &&
+  // Units below 2^30: the grid-stride index (+ at most SMs x 16 x 256 threads) stays below 2^31.
+  return p.D % V == 0 && span && a16(x) && a16(y) && total / V < (int64_t(1) << 30) &&
          p.H * p.S < (int64_t(1) << 31) && p.B * p.S < (int64_t(1) << 31);
 }
 
