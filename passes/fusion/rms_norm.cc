@@ -1,6 +1,7 @@
 // RMSNorm as T5 / Llama export it:
 //   xc = Cast(x, float)?   ms = ReduceMean(Pow(xc, 2) | xc*xc)
 //   n  = xc * Reciprocal(Sqrt(ms + eps))  |  xc / Sqrt(ms + eps)  |  xc * (1 / Sqrt(ms + eps))
+//   (no `+ eps` at all is epsilon 0: torch 2.15's dynamo export of Helium's 1e-8 drops the Add)
 //   y  = Cast(n, x.dtype)? * gamma
 // => fuseopt.RMSNorm(x, gamma, epsilon). The casts are accepted only when they
 // are what the fused op does anyway: widen x to float32 (or a no-op) and
@@ -24,13 +25,13 @@ class RMSNormFusion : public FusionPass {
  public:
   std::string name() const override { return "RMSNorm"; }
   std::string description() const override {
-    return "Pow/ReduceMean/Add/Sqrt/Reciprocal|Div/Mul/Mul (T5, Llama) -> fuseopt.RMSNorm";
+    return "Pow/ReduceMean/Add?/Sqrt/Reciprocal|Div/Mul/Mul (T5, Llama) -> fuseopt.RMSNorm";
   }
   Pattern pattern() const override {
     Pattern xc = Op("Cast", cap::x).optional().as(cap::cast_in);
     Pattern sq = AnyOf({Op("Pow", xc, Const(cap::two).equals(2.0)).as(cap::sq), Op("Mul", xc, xc).as(cap::sq)});
     Pattern ms = Op("ReduceMean", sq).allow_extra_inputs().as(cap::ms);
-    Pattern sd = Op("Sqrt", Op("Add", ms, Any(cap::eps)).commutative().as(cap::add_eps)).as(cap::sqrt);
+    Pattern sd = Op("Sqrt", Op("Add", ms, Any(cap::eps)).commutative().optional().as(cap::add_eps)).as(cap::sqrt);
     Pattern normed = AnyOf({
         Op("Mul", xc, Op("Reciprocal", sd).as(cap::recip)).commutative().as(cap::normed),
         Op("Div", xc, sd).as(cap::normed),
@@ -49,7 +50,8 @@ class RMSNormFusion : public FusionPass {
     const Value* x = m.value(cap::x);
     if (Status s = fusion::reduce_mean_last_axis(m.node(cap::ms), x); !s) return s;
     float eps = 0;
-    if (Status s = fusion::scalar_epsilon(m.value(cap::eps), m.node(cap::add_eps), &eps); !s) return s;
+    if (m.node(cap::add_eps))
+      if (Status s = fusion::scalar_epsilon(m.value(cap::eps), m.node(cap::add_eps), &eps); !s) return s;
     const DType xt = fusion::value_dtype(x);
     if (const Node* c = m.node(cap::cast_in)) {
       const DType to = static_cast<DType>(c->attr_int("to", 0));
@@ -82,7 +84,7 @@ class RMSNormFusion : public FusionPass {
     return fusion::same_float_dtype({x}, m.root);
   }
   void rewrite(const Match& m, Rewriter& rw) const override {
-    float eps = static_cast<float>(*scalar_value(m.value(cap::eps)));
+    const float eps = m.node(cap::add_eps) ? static_cast<float>(*scalar_value(m.value(cap::eps))) : 0.f;
     Value* gamma = m.value(cap::gamma);
     if (gamma->const_data->dims.size() != 1) gamma = rw.add_constant(gamma->name, fusion::as_vector(*gamma->const_data));
     Node* f = rw.create_node("fuseopt", "RMSNorm", {m.value(cap::x), gamma}, {Attribute::make_float("epsilon", eps)}, 1,

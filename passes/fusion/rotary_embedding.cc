@@ -249,8 +249,10 @@ Status plan_interleaved(Value* c, const std::string& layout, const Shape& x4, in
   if (!cs || cs->size() > 4) return reject("unknown rank");
   std::string labels = layout.substr(4 - cs->size());
   std::vector<std::pair<const Node*, int>> outer;
+  // Elementwise ops after the repeat (Cohere: cos(repeat_interleave(freqs, 2)) * scaling) commute
+  // with it — peel takes only unary ops and ones with a scalar constant — so they are replayed on
+  // the half cache after those found below the repeat.
   Value* v = peel(c, labels, outer);
-  if (!outer.empty()) return reject("elementwise ops after the repeat");
   const Node* rs = v ? v->producer : nullptr;
   if (!rs || !rs->is("Reshape")) return reject("no Reshape merging the pairs");
   auto out = shape_of(v), in = shape_of(rs->input(0));
@@ -301,6 +303,7 @@ Status plan_interleaved(Value* c, const std::string& layout, const Shape& x4, in
     if (!drop[i]) base_labels += ul[i];
   p.labels = base_labels;
   Value* b = peel(uq->input(0), p.labels, p.replay);
+  p.replay.insert(p.replay.end(), outer.begin(), outer.end());
   auto bs = shape_of(b);
   if (!bs) return reject("the cache's shape is unknown");
   p.base = b;

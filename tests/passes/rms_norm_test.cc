@@ -17,6 +17,7 @@ struct RMSSpec {
   DType inner_cast = DType::Float;
   int64_t axis = -1;
   bool gamma_input = false;
+  bool eps = true;  // false: Sqrt(ms) with no `+ eps` (Helium's dynamo export)
 };
 
 // A scalar constant in the chain's dtype (the Cast's, so the graph stays valid ONNX).
@@ -33,7 +34,7 @@ void build_rms(GraphBuilder& b, const RMSSpec& s) {
   Value* xc = s.casts ? b.op("Cast", {x}, {Attribute::make_int("to", static_cast<int64_t>(s.inner_cast))}) : x;
   Value* ms = b.op("ReduceMean", {b.op("Pow", {xc, chain_scalar(b, s, "two", 2.0f)})},
                    {Attribute::make_ints("axes", {s.axis}), Attribute::make_int("keepdims", 1)});
-  Value* sd = b.op("Sqrt", {b.op("Add", {ms, chain_scalar(b, s, "eps", 1e-6f)})});
+  Value* sd = b.op("Sqrt", {s.eps ? b.op("Add", {ms, chain_scalar(b, s, "eps", 1e-6f)}) : ms});
   Value* n;
   switch (s.form) {
     case Form::Reciprocal: n = b.op("Mul", {xc, b.op("Reciprocal", {sd})}); break;
@@ -71,6 +72,24 @@ TEST_CASE("RMSNorm: Div and 1/x forms with no-op float casts fuse", "[passes][RM
     FusionReport r = run_one_pass(b.graph(), "RMSNorm");
     CHECK(matched(r, "RMSNorm") == 1);
     CHECK(b.graph().num_nodes() == 1);
+    require_same_outputs(*before, b.graph(), feeds());
+  }
+}
+
+TEST_CASE("RMSNorm: without an epsilon fuses with epsilon 0", "[passes][RMSNorm]") {
+  for (Form f : {Form::Reciprocal, Form::Div}) {
+    RMSSpec s;
+    s.form = f;
+    s.eps = false;
+    GraphBuilder b(17);
+    build_rms(b, s);
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "RMSNorm");
+    CHECK(matched(r, "RMSNorm") == 1);
+    REQUIRE(b.graph().num_nodes() == 1);
+    const Node& n = *b.graph().nodes().front();
+    CHECK(n.op_type == "RMSNorm");
+    CHECK(n.attr_float("epsilon", -1.0f) == 0.0f);
     require_same_outputs(*before, b.graph(), feeds());
   }
 }

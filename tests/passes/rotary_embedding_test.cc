@@ -35,6 +35,10 @@ struct Spec {
   bool cos_not_doubled = false;  // cos = Cos(g) with g [1, S, R] an input
   bool cos_per_head = false;     // freqs [1, H, S, R/2]: cos varies over heads
   bool cos_other_dtype = false;  // cos in float16 under a float32 x
+  // Interleaved, Cohere's spelling: cos(repeat_interleave(freqs, 2)) * scaling, the elementwise ops
+  // after the repeat; with a [R] vector instead of the scalar they no longer commute with it.
+  bool cos_after_repeat = false;
+  bool scaling_vector = false;
 };
 
 Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
@@ -99,6 +103,12 @@ std::pair<Value*, Value*> tables(GraphBuilder& b, const Spec& s) {
                              : b.op("Concat", {u, u}, {Attribute::make_int("axis", -1)});
     return b.op("Reshape", {p, ints(b, b.graph().unique_name("rs"), {1, 1, -1, s.r})});
   };
+  if (s.cos_after_repeat) {
+    Value* rf = repeat(f);
+    Value* scaling = s.scaling_vector ? b.constant(b.graph().unique_name("scaling"), rand_tensor({s.r}, 3, 0.5f, 1.5f))
+                                      : b.scalar(b.graph().unique_name("scaling"), 0.75f);
+    return {b.op("Mul", {b.op("Cos", {rf}), scaling}), b.op("Mul", {b.op("Sin", {rf}), scaling})};
+  }
   return {repeat(b.op("Cos", {f})), repeat(b.op("Sin", {f}))};
 }
 
@@ -262,6 +272,24 @@ TEST_CASE("RotaryEmbedding: interleaved RoFormer [B, H, S, D] fuses (Concat and 
   fuse_and_check(s);
   s.tile_repeat = true;
   fuse_and_check(s);
+}
+
+TEST_CASE("RotaryEmbedding: interleaved with cos/sin and a scale after the repeat (Cohere) fuses",
+          "[passes][RotaryEmbedding]") {
+  Spec s;
+  s.interleaved = true;
+  s.cos_after_repeat = true;
+  fuse_and_check(s);
+  s.bshd = true;
+  fuse_and_check(s);
+}
+
+TEST_CASE("RotaryEmbedding: rule 2, a per-column scale after the repeat", "[passes][RotaryEmbedding]") {
+  Spec s;
+  s.interleaved = true;
+  s.cos_after_repeat = true;
+  s.scaling_vector = true;  // varies along R: repeat_interleave(cos(f)) * v is not a repeat of anything
+  CHECK_THAT(reasons(reject(s), "RotaryEmbedding"), Contains("rule 2") && Contains("repeat_interleave"));
 }
 
 TEST_CASE("RotaryEmbedding: rule 1, an interior value read elsewhere", "[passes][RotaryEmbedding]") {
