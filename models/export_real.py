@@ -205,6 +205,35 @@ def build(name, torch, tf):
                                intermediate_size=64, max_position_embeddings=64, relative_attention=True,
                                pos_att_type=["p2c", "c2p"], **common)
         return Wrap(tf.DebertaModel(cfg)), txt, "text"
+    # ---- added in session 20 (torch 2.15 / transformers 5.25 here; 17ts + 18dynamo): decoders whose
+    # attention differs in a detail — q/k norms, sliding windows, partial or interleaved rotary,
+    # NoPE layers ----
+    t4 = dict(t, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    newer = {
+        "gemma3": lambda: tf.Gemma3TextModel(tf.Gemma3TextConfig(sliding_window=8, **t4)),
+        "cohere": lambda: tf.CohereModel(tf.CohereConfig(**t4)),
+        "cohere2": lambda: tf.Cohere2Model(tf.Cohere2Config(sliding_window=8, **t4)),
+        "starcoder2": lambda: tf.Starcoder2Model(tf.Starcoder2Config(sliding_window=8, **t4)),
+        "nemotron": lambda: tf.NemotronModel(tf.NemotronConfig(partial_rotary_factor=0.5, **t4)),
+        "glm": lambda: tf.GlmModel(tf.GlmConfig(partial_rotary_factor=0.5, pad_token_id=0, **t4)),
+        "glm4": lambda: tf.Glm4Model(tf.Glm4Config(partial_rotary_factor=0.5, pad_token_id=0, **t4)),
+        "persimmon": lambda: tf.PersimmonModel(tf.PersimmonConfig(partial_rotary_factor=0.5, qk_layernorm=True,
+                                                                  **{k: x for k, x in t.items()})),
+        "smollm3": lambda: tf.SmolLM3Model(tf.SmolLM3Config(no_rope_layer_interval=2, pad_token_id=0, **t4)),
+        "olmo": lambda: tf.OlmoModel(tf.OlmoConfig(**t4)),
+        "olmo3": lambda: tf.Olmo3Model(tf.Olmo3Config(sliding_window=8, **t4)),
+        "helium": lambda: tf.HeliumModel(tf.HeliumConfig(**t4)),
+        "arcee": lambda: tf.ArceeModel(tf.ArceeConfig(**t4)),
+        "ernie45": lambda: tf.Ernie4_5Model(tf.Ernie4_5Config(**t4)),
+        "exaone4": lambda: tf.Exaone4Model(tf.Exaone4Config(sliding_window=8, **t4)),
+        "seedoss": lambda: tf.SeedOssModel(tf.SeedOssConfig(**t4)),
+        "esm": lambda: tf.EsmModel(tf.EsmConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2,
+                                               num_attention_heads=2, intermediate_size=64,
+                                               max_position_embeddings=64, position_embedding_type="rotary",
+                                               pad_token_id=1, mask_token_id=2, **common), add_pooling_layer=False),
+    }
+    if name in newer:
+        return Wrap(newer[name]()), txt, "text"
     v = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
              patch_size=8, **common)
     if name == "deit":
@@ -235,6 +264,12 @@ MORE_ARCHS = ["bart", "mistral", "qwen2", "phi3", "gemma", "opt", "gptneox", "bl
 # Added in session 2 for unseen-architecture checks: `--extra` (variants 17ts and 18dynamo).
 EXTRA_ARCHS = ["phi", "gptj", "falcon", "bigcode", "qwen3", "stablelm", "gemma2", "mixtral", "modernbert", "roformer",
                "mobilebert", "deberta", "deit", "beit", "dinov2", "clipvision", "wav2vec2", "convnext"]
+# Added in session 20 (decoders with q/k norms, sliding windows, partial rotary, NoPE layers,
+# ESM's rotary encoder): `--newer` (variants 17ts and 18dynamo). Qwen2-MoE and GPT-OSS (experts,
+# attention sinks) were tried and neither exporter of torch 2.15 converts their expert routing
+# (aten::histc at opset 17; transformers.grouped_mm_fallback in dynamo).
+NEWER_ARCHS = ["gemma3", "cohere", "cohere2", "starcoder2", "nemotron", "glm", "glm4", "persimmon", "smollm3", "olmo",
+               "olmo3", "helium", "arcee", "ernie45", "exaone4", "seedoss", "esm"]
 # (opset, exporter) variants per model; TorchScript at 14 and 17, dynamo at 18.
 VARIANTS = [(14, "ts"), (17, "ts"), (18, "dynamo")]
 
@@ -346,17 +381,19 @@ def main():
     ap.add_argument("--attn", default="eager", help="attn_implementation: eager (default) or sdpa")
     ap.add_argument("--more", action="store_true", help="export MORE_ARCHS (tiny configs) instead")
     ap.add_argument("--extra", action="store_true", help="export EXTRA_ARCHS (tiny configs) instead")
+    ap.add_argument("--newer", action="store_true", help="export NEWER_ARCHS (tiny configs) instead")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"], help="fp16: model.half() before the export")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(ARCHS + MORE_ARCHS + EXTRA_ARCHS))
+        print("\n".join(ARCHS + MORE_ARCHS + EXTRA_ARCHS + NEWER_ARCHS))
         return 0
     global ATTN, DTYPE
     ATTN, DTYPE = a.attn, a.dtype
     import torch
     import transformers as tf
-    archs = a.only.split(",") if a.only else (MORE_ARCHS if a.more else EXTRA_ARCHS if a.extra else ARCHS)
+    archs = a.only.split(",") if a.only else (
+        MORE_ARCHS if a.more else EXTRA_ARCHS if a.extra else NEWER_ARCHS if a.newer else ARCHS)
     jobs = [(arch, op, ex) for arch in archs for op, ex in parse_variants(a.variants, VARIANTS)]
     failures = run_exports(jobs, lambda arch, op, ex: export_one(arch, op, ex, a.out, torch, tf), torch)
     return 1 if failures == len(jobs) else 0

@@ -45,6 +45,12 @@ KNOWN_UNFUSED_ATTENTION = {
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
 # 5 GEMMs per layer before, is now fuseopt.GatedMatMul.)
 KNOWN_GEMM_EXCESS = {}
+# MLP activations outside FusedMatMul's catalogue, left as primitives after the GEMM (printed as
+# KNOWN; the test fails once they fuse, so the entry must go then): squared ReLU (Relu -> Pow 2).
+KNOWN_UNFUSED_ACTIVATION = {
+    "nemotron_": "squared-ReLU MLP (relu2): Relu -> Pow(2) after the up projection",
+    "persimmon_": "squared-ReLU MLP (relu2): Relu -> Pow(2) after the dense_h_to_4h projection",
+}
 
 
 def is_layer_gemm(n, inits):
@@ -90,8 +96,13 @@ def structural(name, orig, model):
         if ops[op] and not (unfusable and op == "Softmax"):
             fails.append(f"{name}: {ops[op]} {op} left")
     pows = lib.pows_outside_l2_norm(model.graph)  # CLIP's sum(x**2)**0.5 normalisation stays, cheap
-    if pows:
+    known_act = next((why for k, why in KNOWN_UNFUSED_ACTIVATION.items() if k in name), None)
+    if pows and known_act:
+        print(f"KNOWN {name}: {len(pows)} Pow left: {known_act}")
+    elif pows:
         fails.append(f"{name}: {len(pows)} Pow left ({pows[0]})")
+    elif known_act:
+        fails.append(f"{name}: known limit no longer holds (no Pow left): remove it from KNOWN_UNFUSED_ACTIVATION")
     for op, node_name in lib.leftover_activations(model.graph):
         fails.append(f"{name}: {op} '{node_name}' left inside a layer (GELU not folded into its GEMM)")
     # Norms left as LayerNormalization / fuseopt.LayerNorm are fused norms (no primitives): a final
