@@ -70,7 +70,7 @@ __global__ void rotary_rows_kernel(const T* __restrict__ x, const C* __restrict_
 // The warp-per-row kernel above spends ~40 us a layer on a 2048-token Llama prefill (48 head rows
 // a token: three 64-bit divisions per row and 2-byte accesses), 7x its bytes (NOTES-perf.md v25).
 // Taken when D and the rotated span split into whole vectors (rotary_vec_fits); the arithmetic per
-// element is the same expression as above, so both give the same bits.
+// element is the same expression as the warp-per-row kernel's.
 template <class T>
 struct alignas(16) Vec16 {
   T v[16 / sizeof(T)];
@@ -145,9 +145,9 @@ bool rotary_vec_fits(const dm::RotaryParams& p, const void* x, const void* y, in
   constexpr int V = 16 / sizeof(T);
   const bool span = p.interleaved ? p.R % V == 0 : (p.R / 2) % V == 0;
   const auto a16 = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
-  // Units below 2^30: the grid-stride index (+ at most SMs x 16 x 256 threads) stays below 2^31.
-  return p.D % V == 0 && span && a16(x) && a16(y) && total / V < (int64_t(1) << 30) &&
-         p.H * p.S < (int64_t(1) << 31) && p.B * p.S < (int64_t(1) << 31);
+  // Units below 2^30: the grid-stride index (+ at most SMs x 16 x 256 threads) stays below 2^31,
+  // and so do the kernel's H·S and B·S (each at most the row count, total / D <= total / V).
+  return p.D % V == 0 && span && a16(x) && a16(y) && total / V < (int64_t(1) << 30);
 }
 
 FUSEOPT_KERNEL(CudaRotaryEmbedding, "", "RotaryEmbedding", Backend::CUDA, {DType::Float, DType::Float16, DType::BFloat16}) {
