@@ -53,7 +53,8 @@ def load(path):
 class Case:
     """Q [B,S,H*D], K/V [B,Skv,Hkv*D] (or packed QKV [B,S,(H+2Hkv)*D]), bool mask [B,Skv]."""
 
-    def __init__(self, B, H, Hkv, S, Skv, D, dtype, causal, mask, packed=False, fill=-math.inf, full_row=False):
+    def __init__(self, B, H, Hkv, S, Skv, D, dtype, causal, mask, packed=False, fill=-math.inf, full_row=False,
+                 mask_full=False):
         self.B, self.H, self.Hkv, self.S, self.Skv, self.D = B, H, Hkv, S, Skv, D
         self.dtype, self.causal, self.packed, self.fill = dtype, causal, packed, fill
         dev = "cuda"
@@ -72,7 +73,7 @@ class Case:
             self.strides = (S * H * D, H * D, Skv * Hkv * D, Hkv * D, Skv * Hkv * D, Hkv * D)
         self.mask = None
         if mask:
-            lens = torch.randint(max(1, Skv // 2), Skv + 1, (B,))
+            lens = torch.full((B,), Skv) if mask_full else torch.randint(max(1, Skv // 2), Skv + 1, (B,))
             if full_row:
                 lens[0] = 0
             self.mask = (torch.arange(Skv)[None, :] < lens[:, None]).to(dev)
@@ -199,13 +200,13 @@ def graph_time(fn, iters=20, reps=7):
     return statistics.median(ts)
 
 
-def bench(lib, shapes, kernels):
+def bench(lib, shapes, kernels, mask_full=False, packed=False):
     rows = []
     for (B, H, S, D) in shapes:
         for dtype in (torch.float16, torch.bfloat16):
             for causal in (False, True):
                 for mask in (False, True):
-                    c = Case(B, H, H, S, S, D, dtype, causal, mask)
+                    c = Case(B, H, H, S, S, D, dtype, causal, mask, packed=packed, mask_full=mask_full)
                     flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
                     res = {}
                     for name in kernels:
@@ -236,6 +237,9 @@ def main():
     ap.add_argument("--kernels", default="ours,hopper,nopp,h64,nopers,h64_nopers,narrow")
     ap.add_argument("--profile-kernel", default="hopper")
     ap.add_argument("--only", default="", help="B,H,S,D: bench this shape only")
+    ap.add_argument("--mask-full", action="store_true",
+                    help="masks keep every key (a padding mask that pads nothing: a batch of full rows)")
+    ap.add_argument("--packed", action="store_true", help="Q, K, V as views of one [B, S, 3·H·D] buffer")
     ap.add_argument("--profile", default="", help="B,H,S,D[,causal]: 5 plain launches of the Hopper kernel (for ncu)")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -251,7 +255,7 @@ def main():
     shapes = [tuple(int(x) for x in args.only.split(","))] if args.only else SHAPES
     fails = 0 if args.no_check else check(lib, args.verbose)
     if not args.no_bench:
-        rows = bench(lib, shapes, [k for k in args.kernels.split(",") if k])
+        rows = bench(lib, shapes, [k for k in args.kernels.split(",") if k], args.mask_full, args.packed)
         print("\n== attention micro-benchmark (us, median of 7 graph replays x 20; TFLOP/s; ratio = sdpa/ours)")
         names = [k for k in args.kernels.split(",") if k and k != "ours"]
         print("| B×H×S×D | dtype | causal | mask | kernel | ours µs | TFLOP/s | "

@@ -80,13 +80,12 @@ int sm_count() {
 }
 
 // Head dim 64: rows per block by shape (measured, NOTES-perf.md: 64-row
-// blocks, two per SM, win at S_kv 128 and 512, except 512 with a padding
-// mask and no causal, 31.6 vs 34.5 us; 192-row blocks lose everywhere).
-int default_rows_d64(const AttentionArgs& a) {
-  if (a.Skv <= 256) return 64;
-  if (a.Skv <= 1024) return a.mask && !a.causal ? 128 : 64;
-  return 128;
-}
+// blocks, two per SM, win at S_kv 128 and 512; 192-row blocks lose everywhere).
+// Session 3 had kept 128-row blocks for a padding mask without causal at S_kv 512
+// (31.6 vs 34.5 us); since the producer reads the mask a tile ahead, 64-row blocks
+// are as fast there (30.0 vs 30.7 us) and faster with a mask that pads nothing
+// (BERT's all-ones mask: v26).
+int default_rows_d64(const AttentionArgs& a) { return a.Skv <= 1024 ? 64 : 128; }
 
 // View of Q, K or V as a 4-d tensor [B][seq][heads][D] (innermost last), one
 // box = 64 head-dim columns x `rows` positions of one head. The strides need not

@@ -141,6 +141,22 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     int tc = 0;
+    // The key-padding mask's values of tile t are requested a tile ahead (mask_load_raw: no wait
+    // where issued) and compared only after the next stage is free and K's copy is on its way;
+    // an item's first tile is requested during the previous item's last (have_next). Read just
+    // before K's copy, each tile's mask round trip held back the producer, and with it every K/V
+    // copy: +14 us (+18 %) on a causal 32 x 2048 x 64 attention (NOTES-perf.md v25); the item's
+    // first tile kept that round trip at every item start (v26).
+    constexpr int kPerLane = kBN / 32;
+    uint64_t raw[kPerLane];
+    auto fetch = [&](int64_t mask_row, int k0) {
+#pragma unroll
+      for (int c = 0; c < kPerLane; ++c) {
+        const int j = k0 + lane + 32 * c;
+        raw[c] = p.mask && j < p.Skv ? mask_load_raw(p.mask, p.mask_dtype, mask_row + j) : 1;
+      }
+    };
+    bool have_next = false;
     for (int w = blockIdx.x, n = 0; w < p.n_items; w += gridDim.x, ++n) {
       const Item it = item(w);
       if (lane == 0) {
@@ -151,21 +167,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         for (int pn = 0; pn < kPanels; ++pn)
           tma_load(sQ + qb * L::kQBytes + pn * kBM * 128, &tm_q, q_full(qb), pn * 64, it.h, it.q0, it.b);
       }
-      // The key-padding mask's values of tile t are requested a tile ahead (mask_load_raw: no wait
-      // where issued) and compared only after the next stage is free and K's copy is on its way.
-      // Read just before K's copy, each tile's mask round trip held back the producer, and with it
-      // every K/V copy: +14 us (+18 %) on a causal 32 x 2048 x 64 attention (NOTES-perf.md v25).
-      constexpr int kPerLane = kBN / 32;
-      uint64_t raw[kPerLane];
       const int64_t mask_row = int64_t(it.b) * p.Skv;
-      auto fetch = [&](int k0) {
-#pragma unroll
-        for (int c = 0; c < kPerLane; ++c) {
-          const int j = k0 + lane + 32 * c;
-          raw[c] = p.mask && j < p.Skv ? mask_load_raw(p.mask, p.mask_dtype, mask_row + j) : 1;
-        }
-      };
-      if (it.n_tiles > 0) fetch(0);
+      if (!have_next) fetch(mask_row, 0);
+      have_next = false;
       for (int t = 0; t < it.n_tiles; ++t, ++tc) {
         const int s = tc % STAGES;
         const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
@@ -186,7 +190,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
           flags[s * kBN + lane + 32 * c] = static_cast<uint8_t>(f);
           any |= f;
         }
-        if (t + 1 < it.n_tiles) fetch(k0 + kBN);
+        if (t + 1 < it.n_tiles) {
+          fetch(mask_row, k0 + kBN);
+        } else if (w + int(gridDim.x) < p.n_items) {
+          fetch(int64_t(item(w + gridDim.x).b) * p.Skv, 0);
+          have_next = true;
+        }
         any = __any_sync(0xffffffffu, any);
         if (lane == 0) stage_any[s] = any;
         mbar_arrive(k_full(s));  // each lane: its flags (lane 0: stage_any too) are written
@@ -215,32 +224,34 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   float sacc[kBN / 2];       // S of one tile, then P (fp32) in place
   float o[kPanels * 32];     // O: column 64*pn + 8j + 2*t4 + (c & 1) at o[pn*32 + 4j + c]
   uint32_t pf[kBN / 16][4];  // P as A fragments, one per 16 keys
-  uint32_t q_base = sQ + cw * 64 * 128;  // this warpgroup's 64 rows of the item's Q buffer
+  // Descriptors built once and stepped by constants (desc_add): Q's per item (its buffer and this
+  // warpgroup's 64 rows), K's and V's at ring slot 0.
+  uint64_t desc_q = 0;
+  const uint64_t desc_k0 = make_desc(sK, 16), desc_v0 = make_desc(sV, kBN * 128);
 
   auto issue_s = [&](int s) {
     wgmma_fence();
+    const uint64_t dk = desc_add(desc_k0, uint32_t(s) * L::kStageBytes);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = make_desc(q_base + (kk / 4) * kBM * 128 + (kk % 4) * 32, 16);
-      const uint64_t db = make_desc(sK + s * L::kStageBytes + (kk / 4) * kBN * 128 + (kk % 4) * 32, 16);
+      const uint64_t da = desc_add(desc_q, (kk / 4) * kBM * 128 + (kk % 4) * 32);
+      const uint64_t db = desc_add(dk, (kk / 4) * kBN * 128 + (kk % 4) * 32);
       hopper::Wgmma<T, kBN>::ss(sacc, da, db, kk > 0);
     }
     wgmma_commit();
   };
   auto issue_pv = [&](int s) {
     wgmma_fence();
+    const uint64_t dv = desc_add(desc_v0, uint32_t(s) * L::kStageBytes);
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       if constexpr (WIDE_PV) {
         // One m64n128 over both 64-column panels of V (leading byte offset = panel stride).
-        const uint64_t db = make_desc(sV + s * L::kStageBytes + kk * 16 * 128, kBN * 128);
-        hopper::Wgmma<T, 64 * kPanels>::rs(o, pf[kk], db, 1);
+        hopper::Wgmma<T, 64 * kPanels>::rs(o, pf[kk], desc_add(dv, kk * 16 * 128), 1);
       } else {
 #pragma unroll
-        for (int pn = 0; pn < kPanels; ++pn) {
-          const uint64_t db = make_desc(sV + s * L::kStageBytes + pn * kBN * 128 + kk * 16 * 128, kBN * 128);
-          hopper::Wgmma<T, 64>::rs(o + pn * 32, pf[kk], db, 1);
-        }
+        for (int pn = 0; pn < kPanels; ++pn)
+          hopper::Wgmma<T, 64>::rs(o + pn * 32, pf[kk], desc_add(dv, pn * kBN * 128 + kk * 16 * 128), 1);
       }
     }
     wgmma_commit();
@@ -270,12 +281,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     auto softmax = [&](int tt, int s, float (&corr)[2]) {
       const int k0 = tt * kBN;
       const bool diag = p.causal && k0 + kBN - 1 > warp_row0 + causal_off;
-      float mx[2] = {-INFINITY, -INFINITY};
+      // Row maxima and sums run as 4 independent chains a row (n8 block j into chain j % 4),
+      // combined at the end: one chain of 32 dependent FMNMX / FADD a row was the consumer's
+      // longest stall ("wait", NOTES-perf.md v26). The sum's order changes by it, not its terms.
+      float mx4[2][4], sum4[2][4];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) mx4[r][c] = -INFINITY, sum4[r][c] = 0.f;
+      auto reduce4 = [](const float (&v)[4], bool is_max) {
+        return is_max ? fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])) : (v[0] + v[1]) + (v[2] + v[3]);
+      };
+      float mx[2];
       if (!diag && !stage_any[s]) {
         // Every score of the tile is a plain score: max of the raw dot products,
         // then p = 2^(s·scale·log2e - m·log2e) as one FFMA.
 #pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], sacc[i]);
+        for (int i = 0; i < kBN / 2; ++i) mx4[(i >> 1) & 1][(i >> 2) & 3] = fmaxf(mx4[(i >> 1) & 1][(i >> 2) & 3], sacc[i]);
+        mx[0] = reduce4(mx4[0], true);
+        mx[1] = reduce4(mx4[1], true);
         float nb[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -286,15 +310,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
           m[r] = m_new;
           nb[r] = -m_new * kLog2e;
         }
-        float sum[2] = {0.f, 0.f};
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) {
           const float e = ex2(fmaf(sacc[i], p.scale_log2, nb[(i >> 1) & 1]));
           sacc[i] = e;
-          sum[(i >> 1) & 1] += e;
+          sum4[(i >> 1) & 1][(i >> 2) & 3] += e;
         }
-        l[0] = l[0] * corr[0] + sum[0];
-        l[1] = l[1] * corr[1] + sum[1];
+        l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
+        l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
       } else {
         // Scores in natural units with the replacements of the contract.
 #pragma unroll
@@ -309,9 +332,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
             v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
             if (p.causal && col > row + causal_off) v = -INFINITY;
             sacc[j * 4 + c] = v;
-            mx[c >> 1] = fmaxf(mx[c >> 1], v);
+            mx4[c >> 1][j & 3] = fmaxf(mx4[c >> 1][j & 3], v);
           }
         }
+        mx[0] = reduce4(mx4[0], true);
+        mx[1] = reduce4(mx4[1], true);
         float base_r[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -323,15 +348,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
           corr[r] = ex2((m[r] - base_r[r]) * kLog2e);
           m[r] = m_new;
         }
-        float sum[2] = {0.f, 0.f};
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) {
           const float e = ex2((sacc[i] - base_r[(i >> 1) & 1]) * kLog2e);
           sacc[i] = e;
-          sum[(i >> 1) & 1] += e;
+          sum4[(i >> 1) & 1][(i >> 2) & 3] += e;
         }
-        l[0] = l[0] * corr[0] + sum[0];
-        l[1] = l[1] * corr[1] + sum[1];
+        l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
+        l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
       }
     };
 
@@ -351,18 +375,28 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     if (pp && cw == NC - 1) named_arrive(1);
 
     const int qb = n % QB;
-    q_base = sQ + qb * L::kQBytes + cw * 64 * 128;
+    desc_q = make_desc(sQ + qb * L::kQBytes + cw * 64 * 128, 16);
     mbar_wait(q_full(qb), (n / QB) & 1);
+    // The ring position of the item's tile t: slot and phase (unsigned: no signed-division code).
+    auto slot = [&](int t) { return int((unsigned(tc) + unsigned(t)) % STAGES); };
+    auto phase = [&](int t) { return ((unsigned(tc) + unsigned(t)) / STAGES) & 1u; };
+    // corr: the factor O must be scaled by before the next P·V is added (from the last softmax).
+    // Applied after that iteration's S is issued, so the multiplications run beside its MMAs
+    // rather than between P·V's completion and the next issue (FlashAttention-3's order).
+    float corr[2] = {1.f, 1.f};
+    auto rescale_o = [&]() {
+#pragma unroll
+      for (int i = 0; i < kPanels * 32; ++i) o[i] *= corr[(i >> 1) & 1];
+    };
     if (n_tiles > 0) {
-      const int s = tc % STAGES;
-      mbar_wait(k_full(s), (tc / STAGES) & 1);
+      const int s = slot(0);
+      mbar_wait(k_full(s), phase(0));
       turn_begin();
       issue_s(s);
       turn_end(false);
       wgmma_wait<0>();
       fence_regs(sacc);
-      float corr[2];
-      softmax(0, s, corr);  // O is still zero: nothing to rescale
+      softmax(0, s, corr);  // O is still zero: its rescale multiplies zeros
       __syncwarp();
       if (lane == 0) mbar_arrive(k_empty(s));
       pack_p();
@@ -371,14 +405,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     // each wait completes): S(t+1) and PV(t) in flight, softmax of S(t+1)
     // while PV(t) runs. The last tile's PV is the tail below.
     for (int t = 0; t + 1 < n_tiles; ++t) {
-      const int s = (tc + t) % STAGES, s1 = (tc + t + 1) % STAGES;
-      mbar_wait(k_full(s1), ((tc + t + 1) / STAGES) & 1);
+      const int s = slot(t), s1 = slot(t + 1);
+      mbar_wait(k_full(s1), phase(t + 1));
       turn_begin();
       issue_s(s1);
-      mbar_wait(v_full(s), ((tc + t) / STAGES) & 1);
+      rescale_o();  // by softmax(t)'s factor; S(t+1) does not touch O
+      mbar_wait(v_full(s), phase(t));
       issue_pv(s);
       turn_end(false);
-      float corr[2];
       wgmma_wait<1>();  // S(t+1) done; PV(t) may still run
       fence_regs(sacc);
       softmax(t + 1, s1, corr);
@@ -388,16 +422,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       fence_regs(o);
       __syncwarp();
       if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
-#pragma unroll
-      for (int i = 0; i < kPanels * 32; ++i) o[i] *= corr[(i >> 1) & 1];
       pack_p();
     }
     // Every S of the item is done: the producer may load the next item's Q.
     __syncwarp();
     if (lane == 0) mbar_arrive(q_empty(qb));
     if (n_tiles > 0) {
-      const int t = n_tiles - 1, s = (tc + t) % STAGES;
-      mbar_wait(v_full(s), ((tc + t) / STAGES) & 1);
+      const int t = n_tiles - 1, s = slot(t);
+      rescale_o();
+      mbar_wait(v_full(s), phase(t));
       turn_begin();
       issue_pv(s);
       turn_end(true);

@@ -80,6 +80,12 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
 }
+// A descriptor moved on by `bytes` (a multiple of 16): the start address is the low field, in
+// 16-byte units, and no field above it is touched while the address stays under 256 KB (every
+// shared-memory address does). Lets a kernel build each operand's descriptor once and step it by
+// constants, instead of re-deriving the whole 64-bit word per MMA (masks, shifts, ORs: ~10 integer
+// instructions per wgmma in the attention's consumer loop, NOTES-perf.md v26).
+__device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 // Named barriers 1 and 2 (256 threads: one consumer warpgroup syncs, the other arrives).
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }

@@ -49,6 +49,22 @@ __global__ void gather_kernel(const E* __restrict__ x, const I* __restrict__ idx
   }
 }
 
+// Rows of whole 16-byte vectors (an embedding lookup: [vocab, hidden] rows of 768 fp16): one thread
+// per vector, so a row moves in 16-byte loads and stores instead of one element a thread. The
+// element kernel above took 15-16 us for BERT-base's word embeddings at 8 x 512 tokens (6.3 MB out,
+// ~2 us of bandwidth; NOTES-perf.md v26). `inner` counts vectors here.
+template <class I>
+__global__ void gather_vec_kernel(const uint4* __restrict__ x, const I* __restrict__ idx, uint4* __restrict__ y,
+                                  uint32_t total, uint32_t n, uint32_t inner, int64_t axis_dim, IndexErrorSink err) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
+    const uint32_t t = i % inner, row = i / inner;
+    const uint32_t j = row % n, o = row / n;
+    bool ok;
+    const int64_t k = fix_index(idx[j], axis_dim, &ok, err);
+    y[i] = ok ? x[(static_cast<int64_t>(o) * axis_dim + k) * inner + t] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
   const RtTensor& x = req_input(ctx, 0);
   const RtTensor& idx = req_input(ctx, 1);
@@ -62,6 +78,22 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
   if (!total) return;
   const int64_t inner = dm::prod(x.shape, axis + 1, x.rank());
   const IndexErrorSink err = index_error_sink(ctx);
+  const int64_t row_bytes = inner * static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t vec_inner = row_bytes / 16;
+  if (row_bytes % 16 == 0 && vec_inner > 0 && (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 &&
+      (reinterpret_cast<uintptr_t>(y->data) & 15) == 0 && total / (inner / vec_inner) < (int64_t{1} << 31) &&
+      x.numel() / (inner / vec_inner) < (int64_t{1} << 31)) {
+    const int64_t vec_total = total / (inner / vec_inner);
+    dispatch_index(ctx, idx.dtype, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      gather_vec_kernel<I><<<grid_for(vec_total), kThreads, 0, stream_of(ctx)>>>(
+          static_cast<const uint4*>(x.data), idx.ptr<I>(), static_cast<uint4*>(y->data),
+          static_cast<uint32_t>(vec_total), static_cast<uint32_t>(idx.numel()), static_cast<uint32_t>(vec_inner),
+          x.shape[axis], err);
+    });
+    check_launch(ctx);
+    return;
+  }
   dispatch_bytes(ctx, x.dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dispatch_index(ctx, idx.dtype, [&](auto itag) {

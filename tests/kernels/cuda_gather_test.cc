@@ -16,6 +16,26 @@ TEST_CASE("cuda Gather", "[cuda][gather]") {
     emb.in(0, randn({1000, 129})).in(1, randint({2, 16}, 0, 999));
     emb.check(dt);
   }
+  // Rows of whole 16-byte vectors take gather_vec_kernel (BERT's [vocab, 768] table; a 16-byte
+  // row; an inner axis of 4 x 8 elements behind an outer one; int8 rows of 48), with negative and
+  // int32 indices; the 129-column table above stays on the element kernel.
+  for (DType dt : {DType::Float, DType::Float16, DType::BFloat16}) {
+    Case emb("Gather", 2);
+    emb.in(0, randn({301, 768})).in(1, randint({3, 37}, -301, 300));
+    INFO("768-wide rows, " << dtype_name(dt));
+    emb.check(dt);
+  }
+  {
+    Case narrow("Gather", 2);
+    narrow.in(0, randn({7, 8})).in(1, randint({5}, -7, 6, DType::Int32));
+    narrow.check(DType::Float16);
+    Case inner("Gather", 2);
+    inner.attr(Attribute::make_int("axis", 1)).in(0, randn({3, 10, 4, 8})).in(1, randint({2, 3}, -10, 9));
+    inner.check(DType::Float16);
+    Case bytes("Gather", 2);
+    bytes.in(0, randint({9, 48}, -100, 100, DType::Int8)).in(1, randint({4}, 0, 8));
+    bytes.check();
+  }
   for (int64_t axis : {0, 1, -1}) {
     Case c("Gather", 2);
     c.attr(Attribute::make_int("axis", axis)).in(0, randint({5, 6, 7}, -50, 50)).in(1, randint({3, 2}, -5, 4, DType::Int32));
