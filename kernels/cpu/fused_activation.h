@@ -1,6 +1,7 @@
 // The activations fuseopt.FusedMatMul / LayerNormLinear fold in, shared by the
 // CPU kernels so every fused op computes them the same way. tanh is BERT's
-// pooler (dense + tanh on the first token), also RoBERTa's classification head.
+// pooler (dense + tanh on the first token), also RoBERTa's classification head;
+// relu2 (squared ReLU, r * r with r = max(x, 0)) is Nemotron's and Persimmon's MLP.
 #pragma once
 #include <cmath>
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace fuseopt::cpu {
 
-enum class Activation { None, Relu, Gelu, GeluTanh, Tanh };
+enum class Activation { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
 
 inline Activation parse_activation(const Node& n) {
   const std::string a = n.attr_string("activation", "none");
@@ -19,7 +20,8 @@ inline Activation parse_activation(const Node& n) {
   if (a == "gelu") return Activation::Gelu;
   if (a == "gelu_tanh") return Activation::GeluTanh;
   if (a == "tanh") return Activation::Tanh;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh)");
+  if (a == "relu2") return Activation::Relu2;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
 }
 
 inline float apply_activation(Activation act, float x) {
@@ -32,6 +34,11 @@ inline float apply_activation(Activation act, float x) {
       return 0.5f * x * (1.0f + std::tanh(inner));
     }
     case Activation::Tanh: return std::tanh(x);
+    case Activation::Relu2: {
+      // The graph's Pow(Relu(x), 2) in fp32: r * r is the exactly rounded square, as powf gives.
+      const float r = apply_activation(Activation::Relu, x);
+      return r * r;
+    }
   }
   return x;
 }

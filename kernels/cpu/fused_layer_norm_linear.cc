@@ -3,7 +3,7 @@
 //   inputs : 0 X [..., K], 1 gamma [K], 2 beta [K]?, 3 W [K, N] (transB=0) or [N, K],
 //            4 bias [N]?, 5 skip (shape of X)?
 //   outputs: 0 Y [..., N], 1 Sum (shape of X)? = X + skip
-//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh/tanh)
+//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh/tanh/relu2)
 //   Z = X (+ skip); Y = act(norm(Z) · op(W) + bias)
 // Statistics and dot products accumulate in fp32; the variance is computed
 // from the centred values (two passes), like ONNX LayerNormalization.
@@ -21,7 +21,7 @@ namespace {
 
 #define LNL_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
 
-enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
 
 Act parse_activation(const std::string& a, const Node& n) {
   if (a.empty() || a == "none") return Act::None;
@@ -29,7 +29,8 @@ Act parse_activation(const std::string& a, const Node& n) {
   if (a == "gelu") return Act::Gelu;
   if (a == "gelu_tanh") return Act::GeluTanh;
   if (a == "tanh") return Act::Tanh;
-  throw Error(n.label() + ": unknown activation '" + a + "'");
+  if (a == "relu2") return Act::Relu2;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
 }
 
 inline float apply(Act a, float x) {
@@ -41,6 +42,10 @@ inline float apply(Act a, float x) {
       return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
     }
     case Act::Tanh: return std::tanh(x);
+    case Act::Relu2: {  // squared ReLU (Nemotron, Persimmon): r * r, r the ReLU above
+      const float r = apply(Act::Relu, x);
+      return r * r;
+    }
     default: return x;
   }
 }

@@ -1,6 +1,6 @@
-// Elementwise fused kernels: AddRelu, bias + erf-GELU or bias + tanh after a
-// GEMM (activations cuBLASLt has no epilogue for), and the broadcast of Gemm's
-// C into the output.
+// Elementwise fused kernels: AddRelu, bias + erf-GELU, bias + tanh or bias +
+// squared ReLU after a GEMM (activations cuBLASLt has no epilogue for), and the
+// broadcast of Gemm's C into the output.
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
@@ -66,10 +66,16 @@ __global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restri
 }
 
 // The activation of the pass after the GEMM, in fp32.
-enum class PassAct { GeluErf, Tanh };
+enum class PassAct { GeluErf, Tanh, Relu2 };
 template <class T, PassAct A> __device__ __forceinline__ float pass_act(float v) {
-  if constexpr (A == PassAct::GeluErf) return gelu_erf_for<T>(v);
-  else return tanhf(v);
+  if constexpr (A == PassAct::GeluErf) {
+    return gelu_erf_for<T>(v);
+  } else if constexpr (A == PassAct::Relu2) {
+    // Squared ReLU on the fp32 value, one rounding; NaN stays NaN (the CPU reference's ReLU).
+    return v > 0.f ? v * v : (v == v ? 0.f : v);
+  } else {
+    return tanhf(v);
+  }
 }
 
 template <class T, PassAct A>
@@ -188,6 +194,11 @@ void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int
 void launch_bias_tanh(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
   launch_bias_act<PassAct::Tanh>(dt, y, bias, rows, n, stream);
   FUSED_LAUNCH_CHECK("bias+tanh");
+}
+
+void launch_bias_relu2(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  launch_bias_act<PassAct::Relu2>(dt, y, bias, rows, n, stream);
+  FUSED_LAUNCH_CHECK("bias+relu2");
 }
 
 void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,

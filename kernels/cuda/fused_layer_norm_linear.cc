@@ -99,7 +99,7 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
     return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
   if (cuda_gemm::try_hopper_gemm(dt, act, z, w->data, trans_b, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
-    return;  // Hopper, large M, erf-GELU, where switched on: the GELU in the GEMM's epilogue
+    return;  // Hopper, large M, erf-GELU / relu2, where switched on: the activation in the epilogue
   const cuda_fused::GemmDesc g = cuda_gemm::gemm_desc(ctx, dt, rows, N, K, trans_b, act, bias ? bias->data : nullptr);
   cuda_fused::gemm(g, z, w->data, y->data, stream, scratch_of(ctx));
   apply_pass_activation(act, dt, y->data, rows, N, stream);

@@ -91,6 +91,8 @@ __device__ __forceinline__ float apply_act(float v) {
     return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
   else if constexpr (ACT == int(HopperGemmAct::Silu)) return v / (1.f + __expf(-v));
   else if constexpr (ACT == int(HopperGemmAct::GeluErfExact)) return gelu_erf(v);
+  else if constexpr (ACT == int(HopperGemmAct::Relu2))
+    return v > 0.f ? v * v : (v == v ? 0.f : v);  // squared ReLU; NaN stays NaN
   else return v;
 }
 #endif
@@ -323,6 +325,7 @@ bool launch_act(const HopperGemm& g, cudaStream_t stream) {
       case A::Relu: return launch_t<T, BN, B_NK, false, int(A::Relu)>(g, stream);
       case A::GeluErf: return launch_t<T, BN, B_NK, false, int(A::GeluErf)>(g, stream);
       case A::GeluTanh: return launch_t<T, BN, B_NK, false, int(A::GeluTanh)>(g, stream);
+      case A::Relu2: return launch_t<T, BN, B_NK, false, int(A::Relu2)>(g, stream);
       default: return false;
     }
   }
@@ -361,13 +364,14 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   const int m = mode();
   if (m == 0) return false;
   if (m == 2) return true;
-  // The epilogues cuBLASLt lacks (the exact GELU; a gate), whose cuBLASLt path needs a second
+  // The epilogues cuBLASLt lacks (the exact GELU; squared ReLU; a gate), whose cuBLASLt path needs a second
   // pass over Y, on GEMMs with enough rows to fill the SMs (small M has gemm_gelu.cu,
   // gemv_nk_fused.cu and cuBLASLt's small-M kernels). Opt-in (m == 1) until measured faster
   // than cuBLASLt + the pass: 0.80-0.96x of it so far, the epilogue not yet overlapped with the
   // next tile's MMAs (NOTES-perf.md v19).
-  const bool intended =
-      (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact) && g.M >= 1024;
+  const bool intended = (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact ||
+                         g.act == HopperGemmAct::Relu2) &&
+                        g.M >= 1024;
   return intended && m == 1;
 }
 

@@ -15,8 +15,9 @@
 namespace fuseopt::cuda_fused {
 
 // GeluErf: erf by the fast branch-free form for 16-bit outputs (as the erf-GELU pass);
-// GeluErfExact: erff (as GatedMatMul's gate pass); Silu: x / (1 + e^-x).
-enum class HopperGemmAct { None, Relu, GeluErf, GeluTanh, Silu, GeluErfExact };
+// GeluErfExact: erff (as GatedMatMul's gate pass); Silu: x / (1 + e^-x); Relu2: squared
+// ReLU r * r (Nemotron, Persimmon; cuBLASLt has no such epilogue either).
+enum class HopperGemmAct { None, Relu, GeluErf, GeluTanh, Silu, GeluErfExact, Relu2 };
 
 struct HopperGemm {
   DType dt = DType::Float16;  // A, B, bias and Y: Float16 or BFloat16
@@ -40,14 +41,14 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream);
 
 // Whether the runtime should take it for this GEMM: the switch below; by default (unset) no GEMM
 // for now — opt-in until it measures faster than cuBLASLt + the activation pass (NOTES-perf.md
-// v19); the default it is meant for: erf-GELU and gated GEMMs of 1024 rows or more.
+// v19); the default it is meant for: erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more.
 bool hopper_gemm_wanted(const HopperGemm& g);
 
 // Launches and returns true, or returns false having launched nothing (does not fit).
 // fp32 accumulation; bias and activation on the fp32 accumulator; one rounding.
 bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream);
 
-// Switch: FUSEOPT_HOPPER_GEMM=0 never, =1 the erf-GELU and gated GEMMs of 1024 rows or more
+// Switch: FUSEOPT_HOPPER_GEMM=0 never, =1 the erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more
 // that it fits, =all every GEMM it fits (A/B runs); unset = the default of hopper_gemm_wanted.
 // set_hopper_gemm(0 | 1 | 2) sets the same for tests; set_hopper_gemm(-1) returns to the environment.
 void set_hopper_gemm(int mode);

@@ -4,10 +4,12 @@
 // tanh-GELU in its epilogue), except M <= 8 rows (decode), which go to the
 // weight-streaming kernel of gemm_small_m.cu first (try_gemv).
 //
-// tanh (activation = "tanh", BERT's pooler): cuBLASLt has no tanh epilogue,
-// so the GEMM runs with the BIAS epilogue and one elementwise pass applies
-// tanh in place (gemm_gelu.cu's small-M kernel is not used for it; the
-// M <= 8 one of gemm_small_m.cu has tanh in its epilogue).
+// tanh (activation = "tanh", BERT's pooler) and squared ReLU ("relu2",
+// Nemotron's and Persimmon's MLP): cuBLASLt has no such epilogue, so the GEMM
+// runs with the BIAS epilogue and one elementwise pass applies the activation
+// in place (gemm_gelu.cu's small-M kernel is not used for them; the M <= 8 one
+// of gemm_small_m.cu has both in its epilogue, and the opt-in Hopper GEMM
+// squares in its epilogue).
 // erf-GELU (activation = "gelu"): cuBLASLt only has the tanh form, and the
 // runtime has no "approximate GELU" switch yet, so the GEMM runs with the BIAS
 // epilogue and one fused elementwise kernel applies erf-GELU in place; or,
@@ -28,7 +30,7 @@
 namespace fuseopt::cuda_gemm {
 
 // The fused ops' `activation` attribute.
-enum class Act { None, Relu, Gelu, GeluTanh, Tanh };
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
 Act parse_act(const Node& n);
 
 // The activation as the weight-streaming kernels name it.
@@ -48,12 +50,13 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
 // The Hopper GEMM of gemm_hopper.cu where it is wanted (hopper_gemm_wanted: opt-in, for
-// erf-GELU with M >= 1024, whose cuBLASLt path needs a pass over Y afterwards) and fits (sm_90a, fp16/bf16, K and N
-// multiples of 8); B [K, N] or, with trans_b, [N, K]; alpha 1. False: nothing launched.
+// erf-GELU or squared ReLU with M >= 1024, whose cuBLASLt path needs a pass over Y
+// afterwards) and fits (sm_90a, fp16/bf16, K and N multiples of 8); B [K, N] or, with
+// trans_b, [N, K]; alpha 1. False: nothing launched.
 bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
                      int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
-// The epilogue doing bias + activation; erf-GELU and tanh need a pass afterwards.
+// The epilogue doing bias + activation; erf-GELU, tanh and relu2 need a pass afterwards.
 cuda_fused::GemmEpilogue epilogue_for(Act act, bool bias);
 
 // The activations no cuBLASLt epilogue has, as one in-place pass over Y [rows, N]

@@ -33,7 +33,8 @@ Act parse_act(const Node& n) {
   if (a == "gelu") return Act::Gelu;
   if (a == "gelu_tanh") return Act::GeluTanh;
   if (a == "tanh") return Act::Tanh;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh)");
+  if (a == "relu2") return Act::Relu2;
+  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
 }
 
 namespace {
@@ -55,6 +56,7 @@ cuda_fused::GemvAct gemv_act(Act a) {
     case Act::Gelu: return cuda_fused::GemvAct::GeluErf;
     case Act::GeluTanh: return cuda_fused::GemvAct::GeluTanh;
     case Act::Tanh: return cuda_fused::GemvAct::Tanh;
+    case Act::Relu2: return cuda_fused::GemvAct::Relu2;
     default: return cuda_fused::GemvAct::None;
   }
 }
@@ -66,7 +68,8 @@ bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias,
 
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  if (act == Act::Tanh) return false;  // no tanh epilogue in that kernel: cuBLASLt + the tanh pass
+  // No tanh or squared-ReLU epilogue in that kernel: cuBLASLt + the activation pass.
+  if (act == Act::Tanh || act == Act::Relu2) return false;
   if (act == Act::Gelu && cuda_fused::launch_gemm_bias_gelu(dt, a, b, bias, y, M, N, K, stream)) return true;
   const size_t ws = cuda_fused::small_gemm_workspace(dt, M, N, K);
   return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream,
@@ -90,6 +93,7 @@ bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans
   g.act = act == Act::Relu ? HopperGemmAct::Relu
           : act == Act::Gelu ? HopperGemmAct::GeluErf
           : act == Act::GeluTanh ? HopperGemmAct::GeluTanh
+          : act == Act::Relu2    ? HopperGemmAct::Relu2
                                  : HopperGemmAct::None;
   return cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream);
 }
@@ -105,6 +109,7 @@ GemmEpilogue epilogue_for(Act act, bool bias) {
 void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, cudaStream_t stream) {
   if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y, nullptr, rows, N, stream);
   if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
+  if (act == Act::Relu2) cuda_fused::launch_bias_relu2(dt, y, nullptr, rows, N, stream);
 }
 
 int64_t aligned_columns(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b) {
@@ -194,7 +199,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   if (nb == 1 && !trans_b && alpha == 1.f &&
       try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
-  // Large M with erf-GELU on Hopper, where switched on: our GEMM with the GELU in its epilogue.
+  // Large M with erf-GELU / relu2 on Hopper, where switched on: our GEMM with it in its epilogue.
   if (nb == 1 && alpha == 1.f &&
       try_hopper_gemm(dt, act, a->data, b->data, trans_b, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;

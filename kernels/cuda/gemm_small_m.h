@@ -14,7 +14,7 @@
 
 namespace fuseopt::cuda_fused {
 
-enum class GemvAct { None, Relu, GeluErf, GeluTanh, Tanh };
+enum class GemvAct { None, Relu, GeluErf, GeluTanh, Tanh, Relu2 };
 
 constexpr int64_t kGemvMaxM = 8;
 

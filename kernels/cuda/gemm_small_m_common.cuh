@@ -52,6 +52,7 @@ template <class T> __device__ __forceinline__ float activate(GemvAct act, float 
     case GemvAct::GeluErf: return gelu_erf_for<T>(v);
     case GemvAct::GeluTanh: return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     case GemvAct::Tanh: return tanhf(v);
+    case GemvAct::Relu2: return v > 0.f ? v * v : (v == v ? 0.f : v);  // squared ReLU; NaN stays NaN
     default: return v;
   }
 }

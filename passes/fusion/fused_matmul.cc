@@ -5,9 +5,12 @@
 //   W     = W | Transpose(W)                 (2-D, folded into transB)
 //   y     = core | Reshape(core, shape)      (an activation commutes with Reshape:
 //                                             GPT-2's Conv1D is Gemm on a 2-D view)
-//   root  = Relu(y) | erf-GELU(y) | tanh-GELU(y) | Tanh(y) | core
+//   root  = Relu(y) | erf-GELU(y) | tanh-GELU(y) | Tanh(y) | relu2(y) | core
 //                                            (Tanh: BERT's pooler, RoBERTa's
 //                                             classification head)
+//   relu2 = Pow(Relu(y), 2) | Mul(r, r) with r = Relu(y)
+//                                           (squared ReLU: Nemotron, Persimmon;
+//                                            the exponent is checked in check())
 //
 // A MatMul with neither bias nor activation is left alone (nothing to fuse).
 #include <cmath>
@@ -21,20 +24,39 @@ namespace {
 
 // The captures of this fusion's pattern (the names reports and -v logs print).
 namespace cap {
-const ValueCapture A{"A"}, W{"W"}, bias{"bias"}, shape{"shape"};
+const ValueCapture A{"A"}, W{"W"}, bias{"bias"}, shape{"shape"}, exponent{"exponent"};
 const NodeCapture bias_add{"bias_add"}, gemm{"gemm"}, mm{"mm"}, relu{"relu"}, reshape{"reshape"},
-    tanh{"tanh"}, w_t{"w_t"};
+    tanh{"tanh"}, w_t{"w_t"}, relu2{"relu2"}, relu2_relu{"relu2_relu"};
 }  // namespace cap
 
 // The GELU spellings live in gelu_patterns.h (shared with GatedMatMul).
 using fusion::erf_gelu;
 using fusion::tanh_gelu;
 
+// Squared ReLU's exponent (Pow form): exactly 2 in any numeric type (an int64 2 is
+// the same square), one element, and not of a higher rank than its base (a
+// [1, 1, 1, 1] exponent on a rank-3 value would add a dim to the result).
+Status squared_exponent(const Value* e, const Node* pow, const Value* base) {
+  if (!e->const_data) return Status::reject("rule 2: exponent '", e->name, "' of ", pow->label(), " is not a constant");
+  const Tensor& t = *e->const_data;
+  if (t.numel() != 1 || t.dtype == DType::String)
+    return Status::reject("rule 2: exponent '", e->name, "' of ", pow->label(), " has shape ", shape_str(t.dims),
+                          ", not one number");
+  const auto base_rank = fusion::rank_of(base);
+  if (t.dims.size() > 1 && (!base_rank || static_cast<int64_t>(t.dims.size()) > *base_rank))
+    return Status::reject("rule 3: exponent '", e->name, "' of ", pow->label(), " has rank ", t.dims.size(),
+                          ", more than its base: it would broadcast the result");
+  if (t.as_double(0) != 2.0)
+    return Status::reject(pow->label(), " raises to ", t.as_double(0), ", not 2: not a squared ReLU");
+  return Status::ok();
+}
+
 class FusedMatMulFusion : public FusionPass {
  public:
   std::string name() const override { return "FusedMatMul"; }
   std::string description() const override {
-    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU | Tanh) with a constant weight -> fuseopt.FusedMatMul";
+    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU | Tanh | squared Relu) with a constant weight -> "
+           "fuseopt.FusedMatMul";
   }
 
   Pattern pattern() const override {
@@ -43,14 +65,18 @@ class FusedMatMulFusion : public FusionPass {
     Pattern core = AnyOf({Op("Add", mm, Const(cap::bias)).commutative().as(cap::bias_add),
                           Op("Gemm", cap::A, w).allow_extra_inputs().as(cap::gemm), mm});
     Pattern y = Op("Reshape", core, cap::shape).as(cap::reshape).optional();
-    return AnyOf({Op("Relu", y).as(cap::relu), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as(cap::tanh), core});
+    // Squared ReLU: the one Relu node read twice by the Mul (the capture binds it once).
+    Pattern r = Op("Relu", y).as(cap::relu2_relu);
+    Pattern relu2 = AnyOf({Op("Pow", r, cap::exponent).as(cap::relu2), Op("Mul", r, r).as(cap::relu2)});
+    return AnyOf({relu2, Op("Relu", y).as(cap::relu), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as(cap::tanh), core});
   }
 
   MatchResult match(const Graph&, Node* root) const override {
     MatchResult r = match_pattern(built_pattern(), root);
     if (!r) return r;
     const Match& m = *r.match;
-    const bool act = m.has(cap::relu) || m.has(fusion::gelu_cap::gelu) || m.has(fusion::gelu_cap::gelu_tanh) || m.has(cap::tanh);
+    const bool act = m.has(cap::relu) || m.has(fusion::gelu_cap::gelu) || m.has(fusion::gelu_cap::gelu_tanh) ||
+                     m.has(cap::tanh) || m.has(cap::relu2);
     // A bare MatMul (no bias, no activation) is not a fusion candidate at all.
     if (!act && !m.has(cap::bias_add) && !m.has(cap::gemm)) {
       MatchResult none;
@@ -62,6 +88,8 @@ class FusedMatMulFusion : public FusionPass {
 
   Status check(const Graph&, const Match& m) const override {
     const Node* mm = m.has(cap::gemm) ? m.node(cap::gemm) : m.node(cap::mm);
+    if (const Node* p = m.node(cap::relu2); p && p->is("Pow"))
+      if (Status s = squared_exponent(m.value(cap::exponent), p, m.value(cap::relu2_relu)); !s) return s;
     const Value* w = m.value(cap::W);
     if (!w->const_data) return Status::reject("rule 2: weight '", w->name, "' of ", mm->label(), " is not a constant");
     const auto& wd = w->const_data->dims;
@@ -136,11 +164,12 @@ class FusedMatMulFusion : public FusionPass {
         }
       }
     }
-    std::string act = m.has(cap::relu)        ? "relu"
+    std::string act = m.has(cap::relu2)                    ? "relu2"
+                      : m.has(cap::relu)                   ? "relu"
                       : m.has(fusion::gelu_cap::gelu)      ? "gelu"
                       : m.has(fusion::gelu_cap::gelu_tanh) ? "gelu_tanh"
-                      : m.has(cap::tanh)      ? "tanh"
-                                           : "none";
+                      : m.has(cap::tanh)                   ? "tanh"
+                                                           : "none";
     // --approximate-gelu: the user allows erf GELU to run as the tanh form (DESIGN: numerics).
     if (act == "gelu" && options().approximate_gelu) act = "gelu_tanh";
     const Node* mm = m.has(cap::gemm) ? m.node(cap::gemm) : m.node(cap::mm);

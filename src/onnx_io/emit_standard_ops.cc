@@ -10,7 +10,8 @@
 //   fuseopt.RotaryEmbedding(X, cos, sin; ...)   -> RotaryEmbedding-23(X, cos', sin'; ...), a batch-1
 //                                                  cache Expanded to [B, S, R/2] once per model
 //   fuseopt.LayerNormLinear(rms=1, or a GELU)   -> [Add skip] + RMSNormalization-23 / LayerNormalization +
-//                                                  MatMul (+ Transpose) + Add bias + Relu / Gelu-20
+//                                                  MatMul (+ Transpose) + Add bias + Relu / Relu + Mul
+//                                                  (relu2) / Gelu-20
 //   fuseopt.FusedMatMul / GatedMatMul (GELU)    -> MatMul (+ Transpose, Mul alpha, Add bias) [+ Split] + Gelu-20
 //   (the other variants stay fuseopt: their bodies are standard sequences already)
 //
@@ -97,7 +98,8 @@ const EmitterRegistrar kSkip({"SkipLayerNorm", "Add + RMSNormalization",
 // ---- LayerNormLinear --------------------------------------------------------------------
 // Like SkipLayerNorm: the RMS variant is written as [Add(X, skip) = Sum] +
 // RMSNormalization (+ Add beta) + MatMul (W, through a Transpose when transB) + Add bias +
-// the activation (Relu, or Gelu-20 with approximate none/tanh): the function body's
+// the activation (Relu; squared ReLU as Relu + Mul(r, r); or Gelu-20 with approximate
+// none/tanh): the function body's
 // sequence with the RMS statistics in the standard op instead of five primitives, so exact
 // and faster to run. The LayerNormalization variant's body already is that standard
 // sequence at opset >= 17; it stays fuseopt (fuserun's one-kernel form).
@@ -106,8 +108,9 @@ std::string lnl_check(const Graph&, const Node& n) {
   const std::string act = n.attr_string("activation", "none");
   if (n.attr_int("rms", 0) == 0 && !is_gelu(act))
     return "the LayerNormalization variant without a GELU: its function body is Add + LayerNormalization + MatMul "
-           "+ Add (+ Relu) at opset >= 17, the standard sequence itself; kept fused for fuserun";
-  if (act != "none" && !act.empty() && act != "relu" && act != "gelu" && act != "gelu_tanh")
+           "+ Add (+ Relu, or Relu + Mul for relu2) at opset >= 17, the standard sequence itself; kept fused for "
+           "fuserun";
+  if (act != "none" && !act.empty() && act != "relu" && act != "relu2" && act != "gelu" && act != "gelu_tanh")
     return "activation '" + act + "' has no standard spelling here";
   if (!n.input(3)) return "no weight input";
   return "";
@@ -143,6 +146,10 @@ void lnl_rewrite(EmitContext& c, Node* n) {
   if (Value* bias = n->input(4)) a = c.node("Add", {a, bias}, {}, 1, n->name + "_bias")->output(0);
   const std::string act = n->attr_string("activation", "none");
   if (act == "relu") a = c.node("Relu", {a}, {}, 1, n->name + "_act")->output(0);
+  if (act == "relu2") {  // squared ReLU: ONNX has no op for it; Relu + Mul(r, r) as the function body
+    Value* r = c.node("Relu", {a}, {}, 1, n->name + "_relu")->output(0);
+    a = c.node("Mul", {r, r}, {}, 1, n->name + "_act")->output(0);
+  }
   if (is_gelu(act)) a = gelu(c, a, act, n->name + "_act");
   if (sum && n->output(1)) c.take_over(n->output(1), sum->output(0));
   c.take_over(n->output(0), a);
@@ -154,14 +161,16 @@ const EmitterRegistrar kLnl({"LayerNormLinear", "norm + MatMul", lnl_opset, lnl_
 // The same rule as for the RMS norms: where the function body spells out what a standard op
 // computes (the erf or tanh GELU, five to eight primitives), the body's sequence is written
 // with Gelu-20 (approximate none / tanh: the same formulas) instead. Other activations
-// (none, relu, SiLU as x * Sigmoid(x)) have bodies that are standard sequences already:
-// those nodes stay fuseopt (fuserun keeps the cuBLASLt epilogue form).
+// (none, relu, tanh, relu2 as Relu + Mul(r, r), SiLU as x * Sigmoid(x)) have bodies that are
+// standard sequences already (ONNX has no squared-ReLU op to write instead): those nodes stay
+// fuseopt (fuserun keeps the cuBLASLt epilogue form).
 std::string fmm_check(const Graph&, const Node& n) {
   if (std::string w = float_input_check(n); !w.empty()) return w;
   const std::string act = n.attr_string("activation", "none");
   if (!is_gelu(act))
     return "activation '" + (act.empty() ? std::string("none") : act) +
-           "': its function body (MatMul + Add + Relu) is the standard sequence itself; kept fused for fuserun";
+           "': its function body (MatMul + Add + Relu / Tanh / Relu + Mul) is the standard sequence itself; kept "
+           "fused for fuserun";
   const Value* b = n.input(1);
   if (n.attr_int("transB", 0) && (!b || !b->shape || b->shape->size() != 2)) return "transB of a weight that is not 2-D";
   return "";

@@ -265,6 +265,7 @@ void run_lnl(const LnlCase& c) {
       if (c.act == "gelu") a = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0)));
       if (c.act == "gelu_tanh") a = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
       if (c.act == "tanh") a = std::tanh(a);
+      if (c.act == "relu2") a = a > 0 ? a * a : 0.0;
       const float got = out[0].data<float>()[r * c.N + n];
       INFO("row " << r << " col " << n << " got " << got << " want " << a);
       REQUIRE(!std::isnan(got));
@@ -284,7 +285,7 @@ TEST_CASE("LayerNormLinear kernel: LayerNorm and RMS variants", "[kernels][Layer
 }
 
 TEST_CASE("LayerNormLinear kernel: skip with the Sum output, activations", "[kernels][LayerNormLinear]") {
-  for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "tanh"}) {
+  for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"}) {
     LnlCase c{6, 10, 4, false, true, true, true, true};
     c.act = act;
     run_lnl(c);

@@ -52,6 +52,14 @@ TEST_CASE("FusedMatMul: alpha and relu", "[kernels][FusedMatMul]") {
   expect_near(make("relu", B(), false, 2.0f).run()[0], {0, 9, 0, 5}, {2, 2});
 }
 
+TEST_CASE("FusedMatMul: squared ReLU (relu2), with alpha and without bias", "[kernels][FusedMatMul]") {
+  // A·B + bias = [[-3.75, 3], [-4.5, 1]] -> max(., 0)^2
+  expect_near(make("relu2", B()).run()[0], {0, 9, 0, 1}, {2, 2});
+  // 2 * A·B + bias = [[-7.75, 9], [-9.25, 5]]; A·B = [[-4, 6], [-4.75, 4]]
+  expect_near(make("relu2", B(), false, 2.0f).run()[0], {0, 81, 0, 25}, {2, 2});
+  expect_near(make("relu2", Bt(), true, 1.0f, false).run()[0], {0, 36, 0, 16}, {2, 2});
+}
+
 TEST_CASE("FusedMatMul: batched A, no bias", "[kernels][FusedMatMul]") {
   OpTest t("FusedMatMul", "fuseopt");
   t.input("A", floats({1, 2, 3, -1, 0.5f, 2, 2, 4, 6, -2, 1, 4}, {2, 2, 3})).input("B", B());

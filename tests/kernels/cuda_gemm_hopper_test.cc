@@ -84,6 +84,8 @@ struct Problem {
         case HopperGemmAct::GeluTanh:
           y[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
           break;
+        case HopperGemmAct::Relu2: y[i] = v > 0 ? v * v : 0; break;
+        default: break;
       }
     }
     return y;
@@ -139,6 +141,7 @@ const char* act_name(HopperGemmAct a) {
     case HopperGemmAct::Relu: return "relu";
     case HopperGemmAct::GeluErf: return "gelu";
     case HopperGemmAct::GeluTanh: return "gelu_tanh";
+    case HopperGemmAct::Relu2: return "relu2";
     default: return "none";
   }
 }
@@ -155,16 +158,18 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
   const Shape shapes[] = {{1000, 200, 136}, {130, 72, 264}, {257, 1000, 520}, {1100, 768, 1032},
                           {2048, 64, 2048}, {8, 8, 8}};
   const HopperGemmAct acts[] = {HopperGemmAct::GeluErf, HopperGemmAct::None, HopperGemmAct::Relu,
-                                HopperGemmAct::GeluTanh};
+                                HopperGemmAct::GeluTanh, HopperGemmAct::Relu2};
+  constexpr int kActs = sizeof(acts) / sizeof(acts[0]);
   for (DType dt : {DType::Float16, DType::BFloat16})
-    for (const Shape& s : shapes) {
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      const Shape& s = shapes[si];
       Problem p(dt, s.M, s.K, s.N);
-      int turn = 0;
+      int turn = int(si);  // shifted per shape: each activation meets every layout and width somewhere
       for (int tile_n : {128, 256})
         for (int b_nk = 0; b_nk < 2; ++b_nk) {
           cuda_fused::set_hopper_gemm_tile_n(tile_n);
-          // Every activation over the layouts and widths, erf-GELU with bias in each.
-          const HopperGemmAct act = acts[turn++ % 4];
+          // The activations in turn over the layouts and widths, erf-GELU with bias in each.
+          const HopperGemmAct act = acts[turn++ % kActs];
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             const HopperGemmAct a = with_bias ? HopperGemmAct::GeluErf : act;
             INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " N " << s.N << " tile_n " << tile_n
@@ -254,13 +259,15 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   g = ok;
   g.M = 0;
   CHECK(refused(g));
-  // The switch: off means never wanted; 1 the erf-GELU and gated GEMMs of 1024 rows or more;
+  // The switch: off means never wanted; 1 the erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more;
   // 2 every GEMM it fits.
   cuda_fused::set_hopper_gemm(0);
   g = ok;
   g.M = 4096;
   CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
   cuda_fused::set_hopper_gemm(1);
+  CHECK(cuda_fused::hopper_gemm_wanted(g));
+  g.act = HopperGemmAct::Relu2;  // squared ReLU: cuBLASLt needs a pass for it too
   CHECK(cuda_fused::hopper_gemm_wanted(g));
   g.act = HopperGemmAct::None;
   CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
@@ -278,10 +285,10 @@ TEST_CASE("cuda FusedMatMul / GatedMatMul / LayerNormLinear through the Hopper G
   cuda_fused::set_hopper_gemm(1);  // the GEMMs it is meant for (the default while it is opt-in)
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (int with_bias = 0; with_bias < 2; ++with_bias) {
-      {
+      for (const char* act : {"gelu", "relu2"}) {
         // 1030 rows (the default takes M >= 1024), N off the tile, B [K, N].
         OpCase c("fuseopt", "FusedMatMul", 3, 1);
-        c.attr(Attribute::make_string("activation", "gelu"));
+        c.attr(Attribute::make_string("activation", act));
         Tensor a = cuda_check::random_tensor({2, 515, 96}, -2.f, 2.f), b = cuda_check::random_tensor({96, 136});
         Tensor bias = cuda_check::random_tensor({136});
         c.inputs = {&a, &b, with_bias ? &bias : nullptr};
@@ -289,7 +296,7 @@ TEST_CASE("cuda FusedMatMul / GatedMatMul / LayerNormLinear through the Hopper G
         auto got = c.run_cuda(dt);
         CHECK(cuda_fused::hopper_gemm_launch_count() > before);
         auto want = c.run_cpu(dt);
-        INFO("FusedMatMul " << cuda_check::short_name(dt) << " bias " << with_bias);
+        INFO("FusedMatMul " << act << " " << cuda_check::short_name(dt) << " bias " << with_bias);
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
       }
       {

@@ -110,6 +110,7 @@ struct Problem {
           y[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
           break;
         case GemvAct::Tanh: y[i] = std::tanh(v); break;
+        case GemvAct::Relu2: y[i] = v > 0 ? v * v : 0; break;
       }
     }
     return y;
@@ -182,7 +183,8 @@ TEST_CASE("cuda small-M GEMV kernel: every activation and alpha", "[cuda][gemm_s
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (int64_t M : {1, 3, 8}) {
       Problem p(dt, M, 1000, 1000);
-      for (GemvAct act : {GemvAct::None, GemvAct::Relu, GemvAct::GeluErf, GemvAct::GeluTanh, GemvAct::Tanh})
+      for (GemvAct act :
+           {GemvAct::None, GemvAct::Relu, GemvAct::GeluErf, GemvAct::GeluTanh, GemvAct::Tanh, GemvAct::Relu2})
         for (float alpha : {1.f, 0.5f})
           for (int trans_b = 0; trans_b < 2; ++trans_b) {
             INFO(cuda_check::short_name(dt) << " M " << M << " act " << int(act) << " alpha " << alpha
@@ -332,7 +334,7 @@ TEST_CASE("cuda MatMul / FusedMatMul / LayerNormLinear / GatedMatMul at decode r
         CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
       }
       for (int trans_b = 0; trans_b < 2; ++trans_b)
-        for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "tanh"}) {
+        for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"}) {
           OpCase c("fuseopt", "FusedMatMul", 3, 1);
           c.attr(Attribute::make_string("activation", act));
           c.attr(Attribute::make_int("transB", trans_b));

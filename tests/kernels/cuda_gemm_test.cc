@@ -109,7 +109,7 @@ TEST_CASE("cuda Gemm attributes and C broadcasts", "[cuda][gemm]") {
 
 TEST_CASE("cuda FusedMatMul epilogues", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int with_bias = 0; with_bias < 2; ++with_bias)
@@ -163,6 +163,53 @@ TEST_CASE("cuda FusedMatMul erf-GELU / tanh vectorised pass (N multiple of 8)", 
     }
 }
 
+// Squared ReLU (Nemotron, Persimmon): cuBLASLt's BIAS epilogue, then the in-place relu2 pass
+// (launch_bias_relu2) on its scalar path (N = 130) and its 16-byte vector path (N = 128); M, K
+// off every tile (37 x 3 rows, K 75); alpha with transB; decode rows (the weight-streaming
+// kernel's epilogue where it takes them); LayerNormLinear (LayerNorm and RMS, skip). Inputs in
+// [-2, 2] so the squares stay moderate; the harness poisons Y with NaN first.
+TEST_CASE("cuda FusedMatMul / LayerNormLinear squared ReLU (relu2)", "[cuda][gemm][relu2]") {
+  if (!cuda_check::gpu_ready()) return;
+  for (DType dt : kFloatTypes) {
+    for (int64_t n : {int64_t{130}, int64_t{128}})
+      for (int variant = 0; variant < 3; ++variant) {  // 0: bias; 1: no bias; 2: transB + alpha + bias
+        OpCase c("fuseopt", "FusedMatMul", 3, 1);
+        c.attr(Attribute::make_string("activation", "relu2"));
+        const bool tb = variant == 2;
+        c.attr(Attribute::make_int("transB", tb));
+        if (tb) c.attr(Attribute::make_float("alpha", 0.5f));
+        Tensor a = cuda_check::random_tensor({3, 37, 75}, -2.f, 2.f);
+        Tensor b = cuda_check::random_tensor(tb ? std::vector<int64_t>{n, 75} : std::vector<int64_t>{75, n});
+        Tensor bias = cuda_check::random_tensor({n});
+        c.inputs = {&a, &b, variant == 1 ? nullptr : &bias};
+        INFO("N " << n << " variant " << variant);
+        check_case(c, dt);
+      }
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{8}}) {  // decode rows, N a multiple of 8
+      OpCase c("fuseopt", "FusedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", "relu2"));
+      c.attr(Attribute::make_int("transB", 1));
+      Tensor a = cuda_check::random_tensor({rows, 96}, -2.f, 2.f), b = cuda_check::random_tensor({136, 96});
+      Tensor bias = cuda_check::random_tensor({136});
+      c.inputs = {&a, &b, &bias};
+      INFO("decode rows " << rows);
+      check_case(c, dt);
+    }
+    for (int rms = 0; rms < 2; ++rms) {
+      OpCase c("fuseopt", "LayerNormLinear", 6, 2);
+      c.attr(Attribute::make_string("activation", "relu2"));
+      c.attr(Attribute::make_int("rms", rms));
+      c.attr(Attribute::make_float("epsilon", 1e-5f));
+      Tensor x = cuda_check::random_tensor({2, 19, 75}, -2.f, 3.f), sk = cuda_check::random_tensor({2, 19, 75});
+      Tensor gamma = cuda_check::random_tensor({75}, 0.5f, 1.5f), beta = cuda_check::random_tensor({75});
+      Tensor w = cuda_check::random_tensor({75, 130}), bias = cuda_check::random_tensor({130});
+      c.inputs = {&x, &gamma, rms ? nullptr : &beta, &w, &bias, &sk};
+      INFO("LayerNormLinear rms " << rms);
+      check_case(c, dt, Precision::FP32, 2);
+    }
+  }
+}
+
 // 16-bit outputs whose rows are not 16-byte multiples (odd N, like GPT-2's 50257-word
 // vocabulary): with FUSEOPT_GEMM_PAD_N=1 two GEMMs (the first N rounded down to 8 columns, then
 // the rest) write padded rows and one kernel packs them (gemm_host.h aligned_columns); run twice
@@ -211,7 +258,7 @@ TEST_CASE("odd-N GEMM split policy (aligned_columns)", "[gemm]") {
 
 TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int variant = 0; variant < 4; ++variant) {

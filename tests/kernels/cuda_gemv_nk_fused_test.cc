@@ -44,6 +44,7 @@ TEST_CASE("cuda LayerNormLinear at decode rows: the norm inside the [N, K] GEMV"
       {2, 768, 2304, false, true, true, true, "gelu_tanh"},
       {1, 64, 8, false, false, true, true, "relu"},
       {2, 96, 24, true, true, false, false, "tanh"},       // RMSNorm with beta (added, as the CPU kernel does)
+      {2, 200, 40, false, true, true, true, "relu2"},      // squared ReLU (Nemotron, Persimmon's up projection)
   };
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (const LnlCase& p : cases) check_layer_norm_linear(p, dt, fused_launches, 1);
@@ -61,6 +62,7 @@ TEST_CASE("cuda LayerNormLinear at decode rows: RMSNorm streamed through the [N,
       {2, 2056, 136, true, false, true, true, "gelu"},     // K past one 256-chunk stride, 2 rows, bias
       {2, 64, 8, true, false, true, false, "relu"},        // fewer chunks than threads
       {1, 8, 1000, true, false, false, true, "tanh"},      // one chunk
+      {2, 200, 40, true, false, true, false, "relu2"},     // squared ReLU
   };
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (const LnlCase& p : rms) check_layer_norm_linear(p, dt, fused_launches, 1);

@@ -46,11 +46,9 @@ KNOWN_UNFUSED_ATTENTION = {
 # 5 GEMMs per layer before, is now fuseopt.GatedMatMul.)
 KNOWN_GEMM_EXCESS = {}
 # MLP activations outside FusedMatMul's catalogue, left as primitives after the GEMM (printed as
-# KNOWN; the test fails once they fuse, so the entry must go then): squared ReLU (Relu -> Pow 2).
-KNOWN_UNFUSED_ACTIVATION = {
-    "nemotron_": "squared-ReLU MLP (relu2): Relu -> Pow(2) after the up projection",
-    "persimmon_": "squared-ReLU MLP (relu2): Relu -> Pow(2) after the dense_h_to_4h projection",
-}
+# KNOWN; the test fails once they fuse, so the entry must go then). Empty since session 21, when
+# Nemotron's and Persimmon's squared ReLU (Relu -> Pow 2) became the `relu2` activation.
+KNOWN_UNFUSED_ACTIVATION = {}
 
 
 def is_layer_gemm(n, inits):

@@ -1,6 +1,7 @@
 """Every function-body variant (overload) of the H4 fused ops, checked in ONNX Runtime:
 small models written here in primitives (several opsets, with/without bias, beta,
-Sum output, each activation (tanh: BERT's pooler, also inside LayerNormLinear),
+Sum output, each activation (tanh: BERT's pooler, also inside LayerNormLinear; relu2: squared
+ReLU as Pow(Relu, 2) or Mul(r, r), Nemotron / Persimmon, also inside LayerNormLinear),
 transB/alpha/beta on Gemm, Conv+BatchNormalization)
 are optimized by fuseopt; the result must pass onnx.checker (full_check), contain
 the expected fused op, and give ONNX Runtime's outputs of the original (1e-4)."""
@@ -118,6 +119,24 @@ def build_models():
                               helper.make_node("MatMul", ["n", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"]),
                               helper.make_node("Tanh", ["h"], ["y"])], [("x", [2, 3, D])], ["y"], common + [W, b8],
                              ("LayerNormLinear", PASSES + ",LayerNormLinear")))
+        # Squared ReLU (Nemotron: MatMul + Relu + Pow 2; Persimmon: + bias; Mul(r, r) elsewhere).
+        sq_pow = [helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Pow", ["r", "two"], ["y"])]
+        sq_mul = [helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Mul", ["r", "r"], ["y"])]
+        out.append(model(f"mm_relu2_pow_op{opset}", opset, [helper.make_node("MatMul", ["x", "W"], ["h"])] + sq_pow,
+                         [("x", [2, 3, D])], ["y"], [W, const("two", 2.0)], "FusedMatMul"))
+        out.append(model(f"mm_bias_relu2_mul_op{opset}", opset,
+                         [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])]
+                         + sq_mul, [("x", [2, 3, D])], ["y"], [W, b8], "FusedMatMul"))
+        out.append(model(f"gemm_transB_alpha_relu2_op{opset}", opset,
+                         [helper.make_node("Gemm", ["x", "Wt", "b8"], ["h"], transB=1, alpha=0.5)] + sq_pow,
+                         [("x", [6, D])], ["y"], [Wt, b8, const("two", 2.0)], "FusedMatMul"))
+        if opset >= 17:  # LayerNormalization -> Linear -> squared ReLU: LayerNormLinear with activation relu2
+            out.append(model(f"lnl_relu2_op{opset}", opset,
+                             [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["n"], axis=-1,
+                                               epsilon=1e-5),
+                              helper.make_node("MatMul", ["n", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])]
+                             + sq_pow, [("x", [2, 3, D])], ["y"], common + [W, b8],
+                             ("LayerNormLinear", PASSES + ",LayerNormLinear")))
         out.append(model(f"mm_relu_op{opset}", opset,
                          [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["b8", "p"], ["h"]),
                           helper.make_node("Relu", ["h"], ["y"])], [("x", [2, 3, D])], ["y"], [W, b8], "FusedMatMul"))
@@ -164,6 +183,8 @@ def main():
             ops = [n.op_type for n in opt.graph.node]
             if expect not in ops or (expect == "Conv" and "BatchNormalization" in ops):
                 failures.append(f"{name}: expected {expect} in the optimized graph, got {ops}")
+            if "relu2" in name and any(op in ops for op in ("Relu", "Pow", "Mul")):
+                failures.append(f"{name}: the squared ReLU was not folded: {ops}")
             try:
                 onnx.checker.check_model(dst, full_check=True)
             except Exception as e:  # noqa: BLE001

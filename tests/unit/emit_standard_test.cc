@@ -337,6 +337,32 @@ TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20 - the other activations stay fus
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 48)}}, 1e-5f);
 }
 
+TEST_CASE("emit: squared ReLU - LayerNormLinear rms=1 -> RMSNormalization + MatMul + Relu + Mul - FusedMatMul stays") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {2, 3, 8});
+  Value* ln = b.op("LayerNormLinear",
+                   {x, b.constant("g", rand_tensor({8}, 50)), nullptr, b.constant("w", rand_tensor({8, 6}, 51)),
+                    b.constant("bias", rand_tensor({6}, 52))},
+                   {Attribute::make_float("epsilon", 1e-6f), Attribute::make_int("rms", 1),
+                    Attribute::make_string("activation", "relu2")},
+                   "lnl", "fuseopt");
+  Value* f = b.op("FusedMatMul", {ln, b.constant("w2", rand_tensor({6, 4}, 53))},
+                  {Attribute::make_string("activation", "relu2")}, "fmm", "fuseopt");
+  b.output(f);
+  auto before = clone_graph(b.graph());
+  FusionReport r = emit(b.graph());
+  Graph& g = b.graph();
+  CHECK(count_op(g, "RMSNormalization") == 1);
+  // ONNX has no squared-ReLU op: the function body's Relu + Mul(r, r), the same Relu read twice.
+  Node* mul = only(g, "Mul");
+  CHECK(mul->input(0) == mul->input(1));
+  CHECK(mul->input(0) == only(g, "Relu")->output(0));
+  CHECK(count_domain_op(g, "fuseopt", "LayerNormLinear") == 0);
+  CHECK(count_domain_op(g, "fuseopt", "FusedMatMul") == 1);  // its body is the standard sequence already
+  CHECK(r.emit_op("FusedMatMul")->reasons.at(0).find("'relu2'") != std::string::npos);
+  require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 54)}}, 1e-5f);
+}
+
 TEST_CASE("emit: a model already in standard form is not refused for the fused ops it keeps") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 3, 8});

@@ -51,6 +51,11 @@ std::string activation(fnbody::FnBuilder& f, const std::string& act, const std::
     return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
   }
   if (act == "tanh") return f.node("Tanh", {x}, y);
+  if (act == "relu2") {
+    // Squared ReLU as r * r (the exports' Pow(r, 2) is the same square; Mul needs no exponent constant).
+    std::string r = f.node("Relu", {x});
+    return f.node("Mul", {r, r}, y);
+  }
   return f.node("Identity", {x}, y);
 }
 

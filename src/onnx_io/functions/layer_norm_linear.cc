@@ -71,6 +71,9 @@ onnx::FunctionProto build_lnl(const Graph& g, const Node& n, const std::string& 
     a = f.node("Mul", {f.node("Mul", {a, f.scalar(0.5f, "X")}), f.node("Add", {t, f.scalar(1.0f, "X")})});
   } else if (act == "tanh") {
     a = f.node("Tanh", {a});
+  } else if (act == "relu2") {
+    std::string r = f.node("Relu", {a});  // squared ReLU: r * r, as FusedMatMul's body
+    a = f.node("Mul", {r, r});
   }
   f.node("Identity", {a}, "Y");
   return f.take();
