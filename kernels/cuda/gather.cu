@@ -78,12 +78,13 @@ FUSEOPT_KERNEL(CudaGather, "", "Gather", Backend::CUDA, {}) {
   if (!total) return;
   const int64_t inner = dm::prod(x.shape, axis + 1, x.rank());
   const IndexErrorSink err = index_error_sink(ctx);
-  const int64_t row_bytes = inner * static_cast<int64_t>(dtype_size(x.dtype));
-  const int64_t vec_inner = row_bytes / 16;
-  if (row_bytes % 16 == 0 && vec_inner > 0 && (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 &&
-      (reinterpret_cast<uintptr_t>(y->data) & 15) == 0 && total / (inner / vec_inner) < (int64_t{1} << 31) &&
-      x.numel() / (inner / vec_inner) < (int64_t{1} << 31)) {
-    const int64_t vec_total = total / (inner / vec_inner);
+  const int64_t elem = static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t row_bytes = inner * elem;
+  const int64_t per_vec = elem > 0 && elem <= 16 ? 16 / elem : 1;  // elements in 16 bytes
+  const int64_t vec_inner = row_bytes / 16, vec_total = total / per_vec;
+  if (elem > 0 && row_bytes % 16 == 0 && vec_inner > 0 && (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 &&
+      (reinterpret_cast<uintptr_t>(y->data) & 15) == 0 && vec_total < (int64_t{1} << 31) &&
+      x.numel() / per_vec < (int64_t{1} << 31)) {
     dispatch_index(ctx, idx.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       gather_vec_kernel<I><<<grid_for(vec_total), kThreads, 0, stream_of(ctx)>>>(

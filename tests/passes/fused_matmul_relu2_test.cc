@@ -4,15 +4,14 @@
 // taking the relu2 GEMM after a norm. Negative: another exponent, a non-constant or
 // broadcasting exponent, rule 1 on the Relu output and on the pre-activation value, an
 // integer GEMM (rule 5).
-#include "support/fusion_check.h"
+#include "fused_matmul_graphs.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
+using namespace fuseopt::test::fused_matmul;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr int64_t M = 5, K = 6, N = 4;
 
 enum class Form { Pow, Mul };
 
@@ -24,22 +23,6 @@ Value* relu2(GraphBuilder& b, Value* y, Form form, Value* exponent = nullptr, Va
   return b.op("Pow", {r, exponent ? exponent : b.scalar("two", 2.0f)}, {}, "act_pow");
 }
 
-// a [2, M, K] · W [K, N] (+ bias [N])
-Value* linear(GraphBuilder& b, Value* a, bool with_bias = true) {
-  Value* y = b.op("MatMul", {a, b.constant("W", rand_tensor({K, N}, 1))}, {}, "mm");
-  if (with_bias) y = b.op("Add", {y, b.constant("bias", rand_tensor({N}, 2))}, {}, "bias_add");
-  return y;
-}
-
-std::map<std::string, Tensor> feeds(std::vector<int64_t> dims = {2, M, K}) {
-  return {{"a", rand_tensor(std::move(dims), 3, -3.0f, 3.0f)}};
-}
-
-const Node* only_fused(const Graph& g) {
-  for (const auto& n : g.nodes())
-    if (n->op_type == "FusedMatMul") return n.get();
-  return nullptr;
-}
 
 std::string act_of(const Graph& g) {
   const Node* f = only_fused(g);

@@ -1,15 +1,14 @@
 // FusedMatMul fusion: bias / Relu / erf-GELU / tanh-GELU / Tanh in their exporter
 // spellings, Gemm (transB, alpha, beta, scalar C), a Transpose on the weight,
 // an activation behind GPT-2's Reshape; legality rules 1-5 as negative tests.
-#include "support/fusion_check.h"
+#include "fused_matmul_graphs.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
+using namespace fuseopt::test::fused_matmul;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr int64_t M = 5, K = 6, N = 4;
 
 Value* scalar(GraphBuilder& b, const std::string& name, float v) { return b.scalar(name, v); }
 
@@ -44,22 +43,6 @@ Value* gelu(GraphBuilder& b, Value* x, Gelu g) {
   return x;
 }
 
-// a [2, M, K] · W [K, N] + bias [N]
-Value* linear(GraphBuilder& b, Value* a, bool with_bias = true) {
-  Value* y = b.op("MatMul", {a, b.constant("W", rand_tensor({K, N}, 1))}, {}, "mm");
-  if (with_bias) y = b.op("Add", {b.constant("bias", rand_tensor({N}, 2)), y}, {}, "bias_add");
-  return y;
-}
-
-std::map<std::string, Tensor> feeds(std::vector<int64_t> dims = {2, M, K}) {
-  return {{"a", rand_tensor(std::move(dims), 3, -3.0f, 3.0f)}};
-}
-
-const Node* only_fused(const Graph& g) {
-  for (const auto& n : g.nodes())
-    if (n->op_type == "FusedMatMul") return n.get();
-  return nullptr;
-}
 
 }  // namespace
 
