@@ -40,9 +40,17 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
       {"BERT FFN2 32x128", 4096, 3072, 768, A::None},
       {"BERT out-proj 32x128", 4096, 768, 768, A::None},
       {"Llama gate/up 1x2048", 2048, 2048, 16384, A::None},
+      {"Llama down 1x2048", 2048, 8192, 2048, A::None},
   };
-  std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKxN", "cuBLASLt", "kn/128",
-              "kn/256", "nk/128", "nk/256", "best x");
+  // kn / nk: B stored [K, N] / [N, K]; 128 / 256: the cooperative schedule's tile width, c2 in
+  // clusters of two (B multicast); pp: the ping-pong schedule.
+  struct Config { const char* name; int tile_n, cluster, schedule; };
+  const Config configs[] = {{"256", 256, 1, 1}, {"128c2", 128, 2, 1}, {"256c2", 256, 2, 1}, {"pp", 0, 1, 2}};
+  constexpr int kConfigs = sizeof(configs) / sizeof(configs[0]);
+  std::printf("\nBENCH %-28s %-16s %10s", "what", "MxKxN", "cuBLASLt");
+  for (const char* lay : {"kn", "nk"})
+    for (const Config& c : configs) std::printf(" %7s/%-5s", lay, c.name);
+  std::printf(" %8s\n", "best x");
   for (const Shape& sh : shapes) {
     cuda_bench::DeviceBuffers mem;
     std::vector<void*> a, y;
@@ -66,11 +74,13 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
       cuda_fused::gemm(d, a[k], w, y[k], s, scratch);
       if (sh.act == A::GeluErf) cuda_fused::launch_bias_gelu_erf(DType::Float16, y[k], nullptr, sh.M, sh.N, s);
     });
-    double ours[4];
+    double ours[2 * kConfigs];
     int v = 0;
     for (int b_nk = 0; b_nk < 2; ++b_nk)
-      for (int tile_n : {128, 256}) {
-        cuda_fused::set_hopper_gemm_tile_n(tile_n);
+      for (const Config& c : configs) {
+        cuda_fused::set_hopper_gemm_tile_n(c.tile_n);
+        cuda_fused::set_hopper_gemm_schedule(c.schedule);
+        cuda_fused::set_hopper_gemm_cluster(c.cluster);
         ours[v++] = cuda_bench::graph_us(s, [&](int i) {
           const int k = i % cuda_bench::kSets;
           cuda_fused::HopperGemm g;
@@ -87,12 +97,15 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
         });
       }
     cuda_fused::set_hopper_gemm_tile_n(0);
+    cuda_fused::set_hopper_gemm_schedule(0);
+    cuda_fused::set_hopper_gemm_cluster(0);
     double best = ours[0];
     for (double o : ours) best = o < best ? o : best;
     char dims[32];
     std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)sh.M, (long long)sh.K, (long long)sh.N);
-    std::printf("BENCH %-28s %-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n", sh.what, dims, lt, ours[0], ours[1],
-                ours[2], ours[3], lt / best);
+    std::printf("BENCH %-28s %-16s %10.2f", sh.what, dims, lt);
+    for (double o : ours) std::printf(" %13.2f", o);
+    std::printf(" %8.2f\n", lt / best);
     const double tflop = 2.0 * sh.M * sh.K * sh.N / 1e12;
     std::printf("BENCH %-28s TFLOP/s: cuBLASLt %.0f, best of ours %.0f\n", "", tflop / (lt * 1e-6),
                 tflop / (best * 1e-6));
@@ -113,8 +126,8 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
       {"Llama gate/up+SiLU 1x1024", 1024, 2048, 8192},
       {"Llama gate/up+SiLU 4x2048", 8192, 2048, 8192},
   };
-  std::printf("\nBENCH %-28s %-16s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "ours kn",
-              "ours nk", "best x");
+  std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "kn",
+              "nk", "kn/c2", "nk/c2", "best x");
   for (const Shape& sh : shapes) {
     cuda_bench::DeviceBuffers mem;
     std::vector<void*> a, y;
@@ -137,9 +150,11 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
       cuda_fused::gemm(d, a[k], w, p, s, scratch);
       cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p, y[k], sh.M, sh.h, s);
     });
-    double ours[2];
-    for (int b_nk = 0; b_nk < 2; ++b_nk)
-      ours[b_nk] = cuda_bench::graph_us(s, [&](int i) {
+    double ours[4];  // kn, nk; one block a tile, then clusters of two
+    for (int cluster = 1; cluster <= 2; ++cluster)
+      for (int b_nk = 0; b_nk < 2; ++b_nk) {
+        cuda_fused::set_hopper_gemm_cluster(cluster);
+        ours[2 * (cluster - 1) + b_nk] = cuda_bench::graph_us(s, [&](int i) {
         const int k = i % cuda_bench::kSets;
         cuda_fused::HopperGemm g;
         g.a = a[k];
@@ -152,11 +167,15 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
         g.K = sh.K;
         g.act = cuda_fused::HopperGemmAct::Silu;
         REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
-      });
-    const double best = ours[0] < ours[1] ? ours[0] : ours[1];
+        });
+      }
+    cuda_fused::set_hopper_gemm_cluster(0);
+    double best = ours[0];
+    for (double o : ours) best = o < best ? o : best;
     char dims[32];
     std::snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)sh.M, (long long)sh.K, (long long)(2 * sh.h));
-    std::printf("BENCH %-28s %-16s %10.2f %10.2f %10.2f %8.2f\n", sh.what, dims, lt, ours[0], ours[1], lt / best);
+    std::printf("BENCH %-28s %-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n", sh.what, dims, lt, ours[0], ours[1],
+                ours[2], ours[3], lt / best);
   }
   cudaStreamDestroy(s);
 }

@@ -6,14 +6,16 @@
 // (BN 128 or 256: one wgmma m64nBNk16 per 16 of K per warpgroup, the accumulator BN/2 floats
 // a thread). A [128 x 64] and B [64 x BN] tiles reach shared memory by TMA (128-byte swizzle,
 // zero-filled past M, N and K) through a STAGES-deep ring of mbarriers: full (the copy's bytes
-// landed), empty (the 8 consumer warps are done with the stage). B is read in the layout it is
+// landed), empty (the consumer warps are done with the stage). B is read in the layout it is
 // stored in: [N, K] rows are the K-major operand wgmma takes directly; [K, N] rows (an ONNX
 // MatMul weight) are the MN-major operand (transpose bit), loaded as 64-column panels, so no
 // transposed copy of the weight exists. Persistent: one block per SM walks the output tiles
 // (M fastest, so the blocks running at once share B's tile in L2); the ring runs on across
 // tiles, so the producer loads the next tile while the consumers run the epilogue.
-// Epilogue straight from the accumulators: + bias, the activation in fp32, one rounding, 4-byte
-// stores of column pairs (rows past M and columns past N are not written).
+// Epilogue: + bias, the activation in fp32, one rounding, into a shared-memory staging buffer
+// that a TMA store copies to Y (rows past M and columns past N are not written).
+// Two schedules beside this cooperative one, for A/B runs: clusters of two blocks sharing B's
+// tile by multicast, and ping-pong (each consumer warpgroup its own tiles).
 // Only the sm_90a image holds the kernel body (CMakeLists.txt compiles this file for it besides
 // sm_90); the host side checks at run time that the device loaded that image (hopper_device.h).
 #include <cuda.h>
@@ -30,6 +32,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/gemm_hopper.h"
+#include "kernels/cuda/gemm_hopper_device.cuh"
 #include "kernels/cuda/gemm_hopper_wgmma.cuh"
 #include "kernels/cuda/hopper_device.h"
 #include "kernels/cuda/pdl.cuh"
@@ -38,78 +41,39 @@
 namespace fuseopt::cuda_fused {
 namespace {
 
-constexpr int kBM = 128;  // output rows per block: two consumer warpgroups of 64
-constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of 16-bit elements
-
-template <int BN, int STAGES>
-struct GemmLayout {
-  static constexpr int kABytes = kBM * kBK * 2;
-  static constexpr int kBBytes = BN * kBK * 2;
-  static constexpr int kStage = kABytes + kBBytes;  // a multiple of 1024: every tile swizzle-aligned
-  static constexpr int kOffBar = STAGES * kStage;
-  static constexpr int kBytes = kOffBar + 2 * STAGES * 8;
-  static constexpr int kAlloc = kBytes + 1024;  // slack to align the base to 1024
-};
-
-struct GemmParams {
-  int M, N, tiles_m, tiles, k_tiles;  // N: Y's columns (gated: half of B's)
-  const void* bias;
-  void* y;
-};
-
-#if defined(FUSEOPT_HOPPER_DEVICE)
-// 2-d tile copy global -> shared, completing on mbarrier `bar` (coordinates innermost first).
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
-// The activation on an fp32 value (the formulas of the passes it replaces: fused_elementwise.cu's
-// erf-GELU, gated_matmul.cu's gate).
-// Two adjacent 16-bit values (4-byte aligned) as floats, through the read-only data path.
-template <class T>
-__device__ __forceinline__ float2 load_pair(const T* p) {
-  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
-  if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>) {
-    return __half22float2(*reinterpret_cast<const __half2*>(&u));
-  } else {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
-  }
-}
-
-// A compile-time choice: with the activation a run-time switch, the fully unrolled epilogue
-// held every activation's code for each of its 64-128 values (~100 KB), and each tile's epilogue
-// ran from instruction-cache misses (~10 us a 128 x 128 tile; session 14, call 2).
-template <class T, int ACT>
-__device__ __forceinline__ float apply_act(float v) {
-  if constexpr (ACT == int(HopperGemmAct::Relu)) return v > 0.f ? v : (v == v ? 0.f : v);  // NaN stays NaN
-  else if constexpr (ACT == int(HopperGemmAct::GeluErf)) return gelu_erf_for<T>(v);
-  else if constexpr (ACT == int(HopperGemmAct::GeluTanh))
-    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  else if constexpr (ACT == int(HopperGemmAct::Silu)) return v / (1.f + __expf(-v));
-  else if constexpr (ACT == int(HopperGemmAct::GeluErfExact)) return gelu_erf(v);
-  else if constexpr (ACT == int(HopperGemmAct::Relu2))
-    return v > 0.f ? v * v : (v == v ? 0.f : v);  // squared ReLU; NaN stays NaN
-  else return v;
-}
-#endif
-
 // GATED: B holds 2N columns (gate, then up); a block's BN columns of B are the gate's
 // [n0, n0 + BN/2) and the up's [N + n0, N + n0 + BN/2), and it writes Y's [n0, n0 + BN/2) as
 // act(gate + bias) * (up + bias'): fuseopt.GatedMatMul without its [M, 2N] product in memory.
-template <class T, int BN, bool B_NK, int STAGES, bool GATED, int ACT>
+//
+// CL = 2 (A/B runs only): the blocks run as clusters of two on vertically adjacent tiles (the
+// same columns), and each block loads half of the shared B tile and multicasts it into both
+// blocks' shared memory, halving B's L2 traffic. A stage may then be refilled only when both
+// blocks' consumers are done with it: each consumer warp arrives on its own block's `empty` and
+// on its peer's (16 arrivals). Built on the reading that the 128 x BN tiles were L2-bound;
+// measured 1.5x slower (session 22, call 2) — what bounded them was the epilogue's stores.
+//
+// Epilogue: each warpgroup writes its 64 rows of the tile (bias, activation, one rounding) into
+// the staging buffer and one of its threads stores them to Y by TMA (asynchronously: the next
+// tile's MMAs start while the copy runs; the buffer is reused once the copy has read it). It
+// replaced 4-byte stores straight from the registers, 8 rows x 16 bytes a warp instruction,
+// that all blocks issued at once between tiles (session 22).
+template <class T, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                       const GemmParams p) {
+                       const __grid_constant__ CUtensorMap tm_y, const GemmParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   using namespace hopper;
   // Launched with programmatic dependent launch: no copy or store before the previous kernel ends.
   cuda_pdl::pdl_begin();
-  using L = GemmLayout<BN, STAGES>;
   constexpr int kOutN = GATED ? BN / 2 : BN;  // Y columns a tile writes
+  // The staging buffer's width: 128 columns (256-column tiles stage and store in two passes,
+  // so the ring keeps 4 stages of 48 KB beside it).
+  constexpr int kOutS = kOutN < 128 ? kOutN : 128;
+  using L = GemmLayout<BN, STAGES, kOutS>;
+  // B's tile in pieces, each one TMA box: [BN/2 rows][64 of K] twice ([N, K] weights; gated:
+  // the gate's rows, then the up's), or BN/64 panels of [64 of K][64 columns] ([K, N]). In a
+  // cluster, block r loads the pieces q with q % CL == r for both blocks.
+  constexpr int kPieces = B_NK ? 2 : BN / 64;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -118,40 +82,63 @@ __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return bar + 8u * (STAGES + s); };
   auto tile_a = [&](int s) { return base + s * L::kStage; };
   auto tile_b = [&](int s) { return base + s * L::kStage + L::kABytes; };
+  const uint32_t rank = CL > 1 ? cluster_rank() : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full(s), 1);
-      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+      mbar_init(empty(s), 8 * CL);  // lane 0 of each consumer warp of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  // The peer's barriers must be initialised before its first multicast or remote arrival.
+  if constexpr (CL > 1) cluster_sync();
+  else __syncthreads();
+
+  // Tile t of the block: the cluster's tile group t (CL vertically adjacent tiles), ours by rank.
+  auto tile_m0 = [&](int t) { return ((t % p.tiles_m) * CL + int(rank)) * kBM; };
+  auto tile_n0 = [&](int t) { return (t / p.tiles_m) * kOutN; };
+  const int first = int(blockIdx.x) / CL, step = int(gridDim.x) / CL;
 
   if (threadIdx.x < 128) {
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (threadIdx.x != 0) return;
     int it = 0;
-    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-      const int m0 = (t % p.tiles_m) * kBM, n0 = (t / p.tiles_m) * kOutN;
+    for (int t = first; t < p.tiles; t += step) {
+      const int m0 = tile_m0(t), n0 = tile_n0(t);
       for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
         const int s = it % STAGES;
         if (it >= STAGES) mbar_wait(empty(s), ((it / STAGES) - 1) & 1);
-        mbar_arrive_tx(full(s), L::kStage);  // boxes past the edges still deliver their (zero) bytes
+        // The stage's bytes in this block: A (ours; past M it is zero-filled, still delivered)
+        // and all of B, whichever block of the cluster loaded each piece.
+        mbar_arrive_tx(full(s), L::kStage);
         tma_load_2d(tile_a(s), &tm_a, full(s), kt * kBK, m0);
-        if constexpr (B_NK && !GATED) {
-          tma_load_2d(tile_b(s), &tm_b, full(s), kt * kBK, n0);  // [BN rows][64 of K]
-        } else if constexpr (B_NK) {
-          tma_load_2d(tile_b(s), &tm_b, full(s), kt * kBK, n0);  // gate rows, then up rows
-          tma_load_2d(tile_b(s) + (BN / 2) * 128, &tm_b, full(s), kt * kBK, p.N + n0);
-        } else {
 #pragma unroll
-          for (int pn = 0; pn < BN / 64; ++pn) {  // panels of [64 of K][64 columns]
-            const int col = GATED && pn >= BN / 128 ? p.N + n0 + (pn - BN / 128) * 64 : n0 + pn * 64;
-            tma_load_2d(tile_b(s) + pn * kBK * 128, &tm_b, full(s), col, kt * kBK);
+        for (int q = 0; q < kPieces; ++q) {
+          if (q % CL != int(rank)) continue;
+          uint32_t dst;
+          int c0, c1;
+          if constexpr (B_NK) {
+            dst = tile_b(s) + q * (BN / 2) * 128;
+            c0 = kt * kBK;
+            c1 = GATED ? (q == 0 ? n0 : p.N + n0) : n0 + q * (BN / 2);
+          } else {
+            dst = tile_b(s) + q * kBK * 128;
+            c0 = GATED && q >= BN / 128 ? p.N + n0 + (q - BN / 128) * 64 : n0 + q * 64;
+            c1 = kt * kBK;
           }
+          if constexpr (CL > 1) tma_load_2d_multicast(dst, &tm_b, full(s), c0, c1, uint16_t((1u << CL) - 1));
+          else tma_load_2d(dst, &tm_b, full(s), c0, c1);
         }
+      }
+    }
+    if constexpr (CL > 1) {
+      // Stay until both blocks' consumers have released every stage this block filled: the
+      // peer's last remote arrivals land on our barriers, and our multicasts on its memory.
+      for (int k = 0; k < STAGES && k < it; ++k) {
+        const int i = it - 1 - k;
+        mbar_wait(empty(i % STAGES), (i / STAGES) & 1);
       }
     }
     return;
@@ -162,12 +149,20 @@ __global__ void __launch_bounds__(384, 1)
   const int ct = threadIdx.x - 128;
   const int wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31;
   const int g = lane >> 2, t4 = lane & 3;
+  // A stage is free once every consumer warp of the cluster has arrived on its `empty`.
+  auto release = [&](int s) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(empty(s));
+      if constexpr (CL > 1) mbar_arrive_remote(empty(s), rank ^ 1u);
+    }
+  };
   float acc[BN / 2];  // column 8j + 2·t4 + (c & 1), row g + 8·(c >> 1) of the warp's 16, at acc[4j + c]
-  const T* __restrict__ bias = static_cast<const T*>(p.bias);
-  T* __restrict__ y = static_cast<T*>(p.y);
+  const uint32_t out = base + L::kOffOut;
+  const bool storer = (ct & 127) == 0;  // the warpgroup's thread that issues its TMA stores
   int it = 0;
-  for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-    const int m0 = (t % p.tiles_m) * kBM, n0 = (t / p.tiles_m) * kOutN;
+  for (int t = first; t < p.tiles; t += step) {
+    const int m0 = tile_m0(t), n0 = tile_n0(t);
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(full(s), (it / STAGES) & 1);
@@ -183,55 +178,138 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_commit();
       // The previous stage's MMAs are done once at most this one is in flight: free it.
       wgmma_wait<1>();
+      if (kt > 0) release((it - 1) % STAGES);
+    }
+    wgmma_wait<0>();
+    fence_regs(acc);
+    if (p.k_tiles > 0) release((it - 1) % STAGES);
+    // In passes of kOutS columns (the buffer's width). Before each, the previous copy out of
+    // the staging rows must have read them (across tiles it had a whole main loop to do so).
+#pragma unroll
+    for (int pass = 0; pass < kOutN / kOutS; ++pass) {
+      if (storer) bulk_wait_read();
+      warpgroup_sync(wg);
+      if (pass == 0) stage_rows<T, ACT, GATED, kOutN, 0, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+      else stage_rows<T, ACT, GATED, kOutN, kOutS / 8, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+      fence_async_shared();
+      warpgroup_sync(wg);
+      if (storer) {
+#pragma unroll
+        for (int pn = 0; pn < kOutS / 64; ++pn)
+          tma_store_2d(&tm_y, out + uint32_t(pn) * (kBM * 128) + uint32_t(wg) * 64 * 128, n0 + pass * kOutS + pn * 64,
+                       m0 + wg * 64);
+        bulk_commit();
+      }
+    }
+  }
+  if (storer) bulk_wait_all();  // Y is written before the grid completes
+#endif  // FUSEOPT_HOPPER_DEVICE
+}
+
+// Ping-pong schedule (not gated; 128 x 128 output tiles): each consumer warpgroup owns whole
+// tiles — the block's tiles alternate between them — and runs two m64n128k16 per 16 of K (its
+// 128 rows share B's descriptor). The warpgroups take turns at issuing a tile's MMAs (named
+// barrier 1 + w: "warpgroup w may issue"; passed on once a tile's last MMAs are issued), so
+// one runs its epilogue (bias, GELU, stores: ~1.5 us a tile with the tensor cores idle in the
+// cooperative kernel above) while the other's MMAs run. The ring and the producer are the
+// cooperative kernel's, with BN = 128: a stage is consumed by one warpgroup (4 arrivals).
+template <class T, bool B_NK, int STAGES, int ACT>
+__global__ void __launch_bounds__(384, 1)
+    gemm_hopper_pingpong_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                                const GemmParams p) {
+#if defined(FUSEOPT_HOPPER_DEVICE)
+  using namespace hopper;
+  cuda_pdl::pdl_begin();  // programmatic dependent launch: no copy or store before the previous kernel ends
+  constexpr int BN = 128;
+  using L = GemmLayout<BN, STAGES>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  const uint32_t bar = base + L::kOffBar;
+  auto full = [&](int s) { return bar + 8u * s; };
+  auto empty = [&](int s) { return bar + 8u * (STAGES + s); };
+  auto tile_a = [&](int s) { return base + s * L::kStage; };
+  auto tile_b = [&](int s) { return base + s * L::kStage + L::kABytes; };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), 4);  // lane 0 of each warp of the one warpgroup that consumes the stage
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    // ---------------- producer: the block's tiles in order, K-tiles in order ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (threadIdx.x != 0) return;
+    int it = 0;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+      const int m0 = (t % p.tiles_m) * kBM, n0 = (t / p.tiles_m) * BN;
+      for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        if (it >= STAGES) mbar_wait(empty(s), ((it / STAGES) - 1) & 1);
+        mbar_arrive_tx(full(s), L::kStage);  // boxes past the edges still deliver their (zero) bytes
+        tma_load_2d(tile_a(s), &tm_a, full(s), kt * kBK, m0);
+        if constexpr (B_NK) {
+          tma_load_2d(tile_b(s), &tm_b, full(s), kt * kBK, n0);  // [128 rows][64 of K]
+        } else {
+#pragma unroll
+          for (int pn = 0; pn < BN / 64; ++pn)  // panels of [64 of K][64 columns]
+            tma_load_2d(tile_b(s) + pn * kBK * 128, &tm_b, full(s), n0 + pn * 64, kt * kBK);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumers: warpgroup w takes the block's tiles w, w + 2, ... ----------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int ct = threadIdx.x - 128;
+  const int wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  auto tile_of = [&](int j) { return int(blockIdx.x) + j * int(gridDim.x); };
+  // acc[h]: rows 64h.. of the tile, laid out as the cooperative kernel's acc.
+  float acc[2][BN / 2];
+  // Warpgroup 0 issues first: warpgroup 1 hands it the first turn (every block has a tile 0).
+  if (wg == 1) named_arrive(1);
+  for (int j = wg; tile_of(j) < p.tiles; j += 2) {
+    const int t = tile_of(j);
+    const int m0 = (t % p.tiles_m) * kBM, n0 = (t / p.tiles_m) * BN;
+    const bool next = tile_of(j + 1) < p.tiles;  // the other warpgroup has a tile after this one
+    named_sync(1 + wg);  // my turn
+    int it = j * p.k_tiles;
+    for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+      const int s = it % STAGES;
+      mbar_wait(full(s), (it / STAGES) & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        const uint64_t db = B_NK ? make_desc(tile_b(s) + kk * 32, 16) : make_desc(tile_b(s) + kk * 16 * 128, kBK * 128);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint64_t da = make_desc(tile_a(s) + h * 64 * 128 + kk * 32, 16);
+          hopper_gemm::GemmMma<T, BN, !B_NK>::run(acc[h], da, db, kt > 0 || kk > 0);
+        }
+      }
+      wgmma_commit();
+      // The previous stage's MMAs are done once at most this one is in flight: free it.
+      wgmma_wait<1>();
       if (kt > 0) {
         __syncwarp();
         if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
       }
     }
+    // Every MMA of this tile is issued: the other warpgroup's tile may start on the tensor cores.
+    if (next) named_arrive(1 + (1 - wg));
     wgmma_wait<0>();
-    fence_regs(acc);
+    fence_regs(acc[0]);
+    fence_regs(acc[1]);
     __syncwarp();
     if (lane == 0 && p.k_tiles > 0) mbar_arrive(empty((it - 1) % STAGES));
-
-    // Epilogue, 8 column groups at a time: their bias pairs are loaded first, all at once (one
-    // 4-byte read each, through the read-only path), then the 8 groups are computed and stored.
-    // Loading each pair just before its stores made every group wait a full L2 round trip (the
-    // compiler cannot move a load of `bias` above a store to `y`): ~11 us a 128 x 128 tile,
-    // 3x the tile's MMAs (session 14, call 1).
-    const int row_a = m0 + wg * 64 + warp * 16 + g;
-    constexpr int kChunk = 8;
 #pragma unroll
-    for (int jc = 0; jc < kOutN / 8; jc += kChunk) {
-      float2 bg[kChunk], bu[kChunk];
-#pragma unroll
-      for (int jj = 0; jj < kChunk; ++jj) {
-        const int col = n0 + (jc + jj) * 8 + 2 * t4;
-        bg[jj] = bu[jj] = make_float2(0.f, 0.f);
-        if (bias && col < p.N) {
-          bg[jj] = load_pair<T>(bias + col);
-          if constexpr (GATED) bu[jj] = load_pair<T>(bias + p.N + col);
-        }
-      }
-#pragma unroll
-      for (int jj = 0; jj < kChunk; ++jj) {
-        const int j = jc + jj;
-        const int col = n0 + j * 8 + 2 * t4;
-        if (col >= p.N) continue;  // N is a multiple of 8: a pair is all in or all out
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = row_a + 8 * r;
-          if (row < p.M) {
-            float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg[jj].x);
-            float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg[jj].y);
-            if constexpr (GATED) {  // the up half: the same columns kOutN further on
-              v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu[jj].x;
-              v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu[jj].y;
-            }
-            *reinterpret_cast<uint32_t*>(y + int64_t(row) * p.N + col) = pack2<T>(v0, v1);
-          }
-        }
-      }
-    }
+    for (int h = 0; h < 2; ++h) store_rows<T, ACT, false, BN>(acc[h], m0 + h * 64 + warp * 16 + g, n0 + 2 * t4, p);
   }
 #endif  // FUSEOPT_HOPPER_DEVICE
 }
@@ -240,6 +318,8 @@ __global__ void __launch_bounds__(384, 1)
 
 int g_mode = -2;  // -2: read the environment once; -1 default; 0 off; 1 the intended GEMMs; 2 every one it fits
 int g_tile_n = 0;  // 0 by shape
+int g_schedule = 0;  // 0 by shape; 1 cooperative; 2 ping-pong
+int g_cluster = 0;   // blocks a cluster of the cooperative schedule: 0 by shape (1); 1; 2
 std::atomic<long long> g_launches{0};
 
 int mode() {
@@ -269,13 +349,49 @@ bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int BN, bool B_NK, bool GATED, int ACT>
+// kernel<<<grid, 384, smem, stream>>>(ta, tb, ty, p) in clusters of `cl` blocks along x, with
+// programmatic dependent launch where the stream allows it (pdl_launch's rule).
+template <class Kernel>
+bool launch_clustered(Kernel kernel, int grid, int cl, size_t smem, cudaStream_t stream, const CUtensorMap& ta,
+                      const CUtensorMap& tb, const CUtensorMap& ty, const GemmParams& p) {
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  attr[n].id = cudaLaunchAttributeClusterDimension;
+  attr[n].val.clusterDim.x = unsigned(cl);
+  attr[n].val.clusterDim.y = 1;
+  attr[n].val.clusterDim.z = 1;
+  ++n;
+  const bool pdl =
+      stream != nullptr && stream != cudaStreamLegacy && cuda_pdl::enabled() && cuda_pdl::capture_allows(stream);
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(384);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  if (cudaLaunchKernelEx(&cfg, kernel, ta, tb, ty, p) == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  if (!pdl) return false;
+  cfg.numAttrs = 1;  // without PDL (the pair may be what the driver refused)
+  if (cudaLaunchKernelEx(&cfg, kernel, ta, tb, ty, p) == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  return false;
+}
+
+template <class T, int BN, bool B_NK, bool GATED, int ACT, int CL>
 bool launch_t(const HopperGemm& g, cudaStream_t stream) {
-  constexpr int kStages = BN == 256 ? 4 : 6;
   constexpr int kOutN = GATED ? BN / 2 : BN;
-  using L = GemmLayout<BN, kStages>;
+  constexpr int kOutS = kOutN < 128 ? kOutN : 128;  // the kernel's staging width
+  constexpr int kStages = BN == 256 ? 4 : 6;       // what fits beside the staging buffer
+  using L = GemmLayout<BN, kStages, kOutS>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  auto kernel = gemm_hopper_kernel<T, BN, B_NK, kStages, GATED, ACT>;
+  auto kernel = gemm_hopper_kernel<T, BN, B_NK, kStages, GATED, ACT, CL>;
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
@@ -287,18 +403,97 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   const int64_t nb = GATED ? 2 * g.N : g.N;  // B's columns
   CUtensorMap ta, tb;
   if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
-  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, nb, g.K, g.K, kBK, kOutN == BN ? BN : BN / 2)
+  // B's boxes: [BN/2 rows][64 of K] ([N, K]) or [64 of K][64 columns] ([K, N]); see kPieces.
+  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, nb, g.K, g.K, kBK, BN / 2)
                            : make_map_2d(&tb, g.dt, g.b, g.K, nb, nb, 64, kBK);
+  if (!mapped) return false;
+  CUtensorMap ty;  // Y in boxes of [64 rows][64 columns], the staging panels' swizzle
+  if (!make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64)) return false;
+  GemmParams p{};
+  p.M = int(g.M);
+  p.N = int(g.N);
+  p.tiles_m = int((g.M + CL * kBM - 1) / (CL * kBM));  // groups of CL vertically adjacent tiles
+  p.tiles = p.tiles_m * int((g.N + kOutN - 1) / kOutN);
+  p.k_tiles = int((g.K + kBK - 1) / kBK);
+  p.bias = g.bias;
+  p.y = g.y;
+  // Persistent: as many blocks (clusters) as can be resident at once — for clusters the GPCs
+  // decide that, not the SM count alone (asked once per kernel).
+  static std::atomic<int> resident{0};
+  if (resident.load() == 0) {
+    int r = sm_count() / CL;
+    if constexpr (CL > 1) {
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = CL;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3(unsigned(CL * r));
+      cfg.blockDim = dim3(384);
+      cfg.dynamicSmemBytes = size_t(L::kAlloc);
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0)
+        r = std::min(r, clusters);
+      else
+        (void)cudaGetLastError();
+    }
+    resident.store(r);
+  }
+  const int groups = std::max(1, std::min(p.tiles, resident.load()));
+  bool launched;
+  if constexpr (CL > 1) {
+    launched = launch_clustered(kernel, groups * CL, CL, size_t(L::kAlloc), stream, ta, tb, ty, p);
+  } else {
+    cuda_pdl::pdl_launch(kernel, dim3(groups), dim3(384), size_t(L::kAlloc), stream, ta, tb, ty, p);
+    launched = cudaPeekAtLastError() == cudaSuccess;
+    if (!launched) (void)cudaGetLastError();
+  }
+  if (!launched) return false;
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// One block a tile by default; clusters of two (B multicast) where asked (tests, A/B runs: 1.5x
+// slower than one block a tile at BERT's and Llama's shapes in session 22, call 2) and a second
+// row of tiles exists.
+template <class T, int BN, bool B_NK, bool GATED, int ACT>
+bool launch_cl(const HopperGemm& g, cudaStream_t stream) {
+  if (g_cluster != 2 || g.M <= kBM) return launch_t<T, BN, B_NK, GATED, ACT, 1>(g, stream);
+  return launch_t<T, BN, B_NK, GATED, ACT, 2>(g, stream);
+}
+
+template <class T, bool B_NK, int ACT>
+bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
+  constexpr int kStages = 6;
+  using L = GemmLayout<128, kStages>;
+  static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
+  auto kernel = gemm_hopper_pingpong_kernel<T, B_NK, kStages, ACT>;
+  static std::atomic<bool> configured{false};
+  if (!configured.load()) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    configured.store(true);
+  }
+  CUtensorMap ta, tb;
+  if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
+  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, g.N, g.K, g.K, kBK, 128)
+                           : make_map_2d(&tb, g.dt, g.b, g.K, g.N, g.N, 64, kBK);
   if (!mapped) return false;
   GemmParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
   p.tiles_m = int((g.M + kBM - 1) / kBM);
-  p.tiles = p.tiles_m * int((g.N + kOutN - 1) / kOutN);
+  p.tiles = p.tiles_m * int((g.N + 127) / 128);
   p.k_tiles = int((g.K + kBK - 1) / kBK);
   p.bias = g.bias;
   p.y = g.y;
-  const int grid = std::max(1, std::min(p.tiles, sm_count()));
+  // Two tiles in flight a block (one a warpgroup): no more blocks than half the tiles, rounded up.
+  const int grid = std::max(1, std::min((p.tiles + 1) / 2, sm_count()));
   cuda_pdl::pdl_launch(kernel, dim3(grid), dim3(384), size_t(L::kAlloc), stream, ta, tb, p);
   if (cudaPeekAtLastError() != cudaSuccess) {
     (void)cudaGetLastError();
@@ -308,24 +503,38 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   return true;
 }
 
+// Ping-pong for the plain (not gated) GEMMs unless the cooperative schedule is asked for.
+template <class T, bool B_NK>
+bool launch_pingpong_act(const HopperGemm& g, cudaStream_t stream) {
+  using A = HopperGemmAct;
+  switch (g.act) {
+    case A::None: return launch_pingpong<T, B_NK, int(A::None)>(g, stream);
+    case A::Relu: return launch_pingpong<T, B_NK, int(A::Relu)>(g, stream);
+    case A::GeluErf: return launch_pingpong<T, B_NK, int(A::GeluErf)>(g, stream);
+    case A::GeluTanh: return launch_pingpong<T, B_NK, int(A::GeluTanh)>(g, stream);
+    case A::Relu2: return launch_pingpong<T, B_NK, int(A::Relu2)>(g, stream);
+    default: return false;
+  }
+}
+
 template <class T, int BN, bool B_NK, bool GATED>
 bool launch_act(const HopperGemm& g, cudaStream_t stream) {
   using A = HopperGemmAct;
   if constexpr (GATED) {  // GatedMatMul's gates
     switch (g.act) {
-      case A::Silu: return launch_t<T, BN, B_NK, true, int(A::Silu)>(g, stream);
-      case A::GeluErfExact: return launch_t<T, BN, B_NK, true, int(A::GeluErfExact)>(g, stream);
-      case A::GeluTanh: return launch_t<T, BN, B_NK, true, int(A::GeluTanh)>(g, stream);
-      case A::Relu: return launch_t<T, BN, B_NK, true, int(A::Relu)>(g, stream);
+      case A::Silu: return launch_cl<T, BN, B_NK, true, int(A::Silu)>(g, stream);
+      case A::GeluErfExact: return launch_cl<T, BN, B_NK, true, int(A::GeluErfExact)>(g, stream);
+      case A::GeluTanh: return launch_cl<T, BN, B_NK, true, int(A::GeluTanh)>(g, stream);
+      case A::Relu: return launch_cl<T, BN, B_NK, true, int(A::Relu)>(g, stream);
       default: return false;
     }
   } else {  // FusedMatMul's activations
     switch (g.act) {
-      case A::None: return launch_t<T, BN, B_NK, false, int(A::None)>(g, stream);
-      case A::Relu: return launch_t<T, BN, B_NK, false, int(A::Relu)>(g, stream);
-      case A::GeluErf: return launch_t<T, BN, B_NK, false, int(A::GeluErf)>(g, stream);
-      case A::GeluTanh: return launch_t<T, BN, B_NK, false, int(A::GeluTanh)>(g, stream);
-      case A::Relu2: return launch_t<T, BN, B_NK, false, int(A::Relu2)>(g, stream);
+      case A::None: return launch_cl<T, BN, B_NK, false, int(A::None)>(g, stream);
+      case A::Relu: return launch_cl<T, BN, B_NK, false, int(A::Relu)>(g, stream);
+      case A::GeluErf: return launch_cl<T, BN, B_NK, false, int(A::GeluErf)>(g, stream);
+      case A::GeluTanh: return launch_cl<T, BN, B_NK, false, int(A::GeluTanh)>(g, stream);
+      case A::Relu2: return launch_cl<T, BN, B_NK, false, int(A::Relu2)>(g, stream);
       default: return false;
     }
   }
@@ -335,6 +544,8 @@ template <class T>
 bool launch_dt(const HopperGemm& g, cudaStream_t stream) {
   // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y.
   if (g.gated) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
+  if (g_schedule == 2)
+    return g.b_nk ? launch_pingpong_act<T, true>(g, stream) : launch_pingpong_act<T, false>(g, stream);
   // 256 columns a tile where N is wide enough that the tiles still fill the SMs; else 128.
   int bn = g_tile_n;
   if (bn != 128 && bn != 256) {
@@ -355,7 +566,7 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream) {
     return false;
   if (g.K % 8 != 0 || g.N % 8 != 0) return false;
   if (g.gated && 2 * g.N >= (int64_t(1) << 31)) return false;
-  if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, 4)) return false;
+  if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, 16)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
   return hopper_sm90a_ready(stream);
 }
@@ -366,13 +577,16 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   if (m == 2) return true;
   // The epilogues cuBLASLt lacks (the exact GELU; squared ReLU; a gate), whose cuBLASLt path needs a second
   // pass over Y, on GEMMs with enough rows to fill the SMs (small M has gemm_gelu.cu,
-  // gemv_nk_fused.cu and cuBLASLt's small-M kernels). Opt-in (m == 1) until measured faster
-  // than cuBLASLt + the pass: 0.80-0.96x of it so far, the epilogue not yet overlapped with the
-  // next tile's MMAs (NOTES-perf.md v19).
+  // gemv_nk_fused.cu and cuBLASLt's small-M kernels): every one of them with m == 1.
   const bool intended = (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact ||
                          g.act == HopperGemmAct::Relu2) &&
                         g.M >= 1024;
-  return intended && m == 1;
+  if (m == 1) return intended;
+  // By default where it measured faster than cuBLASLt + the pass (session 22, the TMA-store
+  // epilogue: BERT FFN1 4096 x 768 x 3072 43.9 vs 45.5 us, BERT-base 8 x 512 and 32 x 128 -2 %
+  // end to end): the non-gated ones of 2048 rows or more. Not yet: 1024 rows (0.91x), the gate
+  // (0.92-0.98x); ViT's 6304 rows are 0.93x in isolation but even end to end (NOTES-perf v27).
+  return intended && !g.gated && g.M >= 2048;
 }
 
 bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream) {
@@ -382,6 +596,8 @@ bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream) {
 
 void set_hopper_gemm(int m) { g_mode = m < 0 ? -2 : m > 2 ? 2 : m; }
 void set_hopper_gemm_tile_n(int n) { g_tile_n = n == 128 || n == 256 ? n : 0; }
+void set_hopper_gemm_schedule(int s) { g_schedule = s == 1 || s == 2 ? s : 0; }
+void set_hopper_gemm_cluster(int c) { g_cluster = c == 1 || c == 2 ? c : 0; }
 long long hopper_gemm_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace fuseopt::cuda_fused

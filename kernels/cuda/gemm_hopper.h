@@ -1,8 +1,9 @@
 // A Hopper (sm_90a) GEMM of our own for the epilogues cuBLASLt lacks: Y = act(A · B + bias)
 // with the exact (erf) GELU applied to the accumulators before the one rounding to fp16/bf16.
 // cuBLASLt's GELU epilogue is the tanh form, so an erf-GELU FFN otherwise pays a second pass
-// over Y (BERT-base at 32 x 128: 12 x ~20 us of 1.67 ms; NOTES-perf.md v19). Opt-in for now
-// (FUSEOPT_HOPPER_GEMM=1): correct, but still 0.80-0.96x of cuBLASLt + the pass.
+// over Y (BERT-base at 32 x 128: 12 x ~20 us of 1.67 ms; NOTES-perf.md v19). On by default for
+// the erf-GELU / squared-ReLU GEMMs of 2048 rows or more, where it is 1.04x cuBLASLt + the
+// pass since its epilogue stores through shared memory and TMA (NOTES-perf.md v27).
 // Host-only header; the kernel (wgmma fed by TMA through an mbarrier ring, one producer warp,
 // two consumer warpgroups, persistent over output tiles) is in gemm_hopper.cu.
 #pragma once
@@ -39,9 +40,9 @@ struct HopperGemm {
 // device, outside a stream capture).
 bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream);
 
-// Whether the runtime should take it for this GEMM: the switch below; by default (unset) no GEMM
-// for now — opt-in until it measures faster than cuBLASLt + the activation pass (NOTES-perf.md
-// v19); the default it is meant for: erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more.
+// Whether the runtime should take it for this GEMM: the switch below; by default (unset) the
+// erf-GELU and squared-ReLU GEMMs of 2048 rows or more (measured faster than cuBLASLt + the
+// activation pass, NOTES-perf.md v27); with =1 also 1024 rows or more and the gated GEMMs.
 bool hopper_gemm_wanted(const HopperGemm& g);
 
 // Launches and returns true, or returns false having launched nothing (does not fit).
@@ -52,8 +53,16 @@ bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream);
 // that it fits, =all every GEMM it fits (A/B runs); unset = the default of hopper_gemm_wanted.
 // set_hopper_gemm(0 | 1 | 2) sets the same for tests; set_hopper_gemm(-1) returns to the environment.
 void set_hopper_gemm(int mode);
-// Output columns per block tile (128 or 256; 0 = by shape). For tests and A/B runs.
+// Output columns per block tile of the cooperative schedule (128 or 256; 0 = by shape). For
+// tests and A/B runs; a width set here selects the cooperative schedule.
 void set_hopper_gemm_tile_n(int n);
+// Schedule of the plain (not gated) GEMMs: 0 by shape (cooperative), 1 cooperative (both
+// consumer warpgroups on one 128 x BN tile), 2 ping-pong (each warpgroup its own 128 x 128 tiles,
+// one's epilogue beside the other's MMAs). Gated GEMMs are always cooperative. For tests and A/B runs.
+void set_hopper_gemm_schedule(int s);
+// Blocks a cluster of the cooperative schedule: 0 by shape (1), 1, 2 (where M > 128: B's tile
+// loaded half by each block and multicast to both; slower so far). For tests and A/B runs.
+void set_hopper_gemm_cluster(int c);
 long long hopper_gemm_launch_count();
 
 }  // namespace fuseopt::cuda_fused

@@ -154,9 +154,11 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
   struct Shape { int64_t M, K, N; };
   // Off every tile edge (M 1000 / 130 / 257 / 1100, N 136 / 264 / 520 / 1032, K 200 / 72 / 1000);
   // 2048 x 2048 output: 256 tiles of 128 x 128 (the persistent walk, two tiles a block); K 1000:
-  // 16 k-tiles through a ring of 4 or 6 stages; the smallest problem.
+  // 16 k-tiles through a ring of 4 or 6 stages; the smallest problem; 4100 x 2056: 561 tiles of
+  // 128 x 128, 4 or 5 a block (each ping-pong warpgroup takes turns over several tiles, one more
+  // tiles for warpgroup 0 where the count is odd), K 136 a partial third k-tile.
   const Shape shapes[] = {{1000, 200, 136}, {130, 72, 264}, {257, 1000, 520}, {1100, 768, 1032},
-                          {2048, 64, 2048}, {8, 8, 8}};
+                          {2048, 64, 2048}, {8, 8, 8}, {4100, 136, 2056}};
   const HopperGemmAct acts[] = {HopperGemmAct::GeluErf, HopperGemmAct::None, HopperGemmAct::Relu,
                                 HopperGemmAct::GeluTanh, HopperGemmAct::Relu2};
   constexpr int kActs = sizeof(acts) / sizeof(acts[0]);
@@ -165,14 +167,23 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
       const Shape& s = shapes[si];
       Problem p(dt, s.M, s.K, s.N);
       int turn = int(si);  // shifted per shape: each activation meets every layout and width somewhere
-      for (int tile_n : {128, 256})
+      // {tile_n, cluster}: the cooperative schedule at that tile width, one block a tile or
+      // clusters of two sharing B's tile by multicast; tile_n 0: ping-pong (128 x 128 tiles a
+      // warpgroup, the block's tiles alternating between its two consumer warpgroups).
+      const int configs[][2] = {{128, 1}, {128, 2}, {256, 1}, {256, 2}, {0, 1}};
+      for (const auto& cfg : configs)
         for (int b_nk = 0; b_nk < 2; ++b_nk) {
+          const int tile_n = cfg[0];
           cuda_fused::set_hopper_gemm_tile_n(tile_n);
+          cuda_fused::set_hopper_gemm_schedule(tile_n == 0 ? 2 : 1);
+          cuda_fused::set_hopper_gemm_cluster(cfg[1]);
           // The activations in turn over the layouts and widths, erf-GELU with bias in each.
           const HopperGemmAct act = acts[turn++ % kActs];
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             const HopperGemmAct a = with_bias ? HopperGemmAct::GeluErf : act;
-            INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " N " << s.N << " tile_n " << tile_n
+            INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " N " << s.N
+                                            << (tile_n ? " cooperative, tile_n " : " ping-pong") << tile_n
+                                            << " cluster " << cfg[1]
                                             << (b_nk ? " B [N,K]" : " B [K,N]") << " bias " << with_bias << " act "
                                             << act_name(a));
             p.poison(st.s);
@@ -194,6 +205,8 @@ TEST_CASE("cuda Hopper GEMM matches the reference", "[cuda][gemm][gemm_hopper]")
         }
     }
   cuda_fused::set_hopper_gemm_tile_n(0);
+  cuda_fused::set_hopper_gemm_schedule(0);
+  cuda_fused::set_hopper_gemm_cluster(0);
 }
 
 TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference", "[cuda][gemm][gemm_hopper]") {
@@ -209,24 +222,27 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
     for (const Shape& s : shapes) {
       Problem p(dt, s.M, s.K, 2 * s.h);
       int turn = 0;
-      for (int b_nk = 0; b_nk < 2; ++b_nk)
-        for (int with_bias = 0; with_bias < 2; ++with_bias) {
-          const HopperGemmAct act = acts[turn++ % 4];
-          INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " h " << s.h
-                                          << (b_nk ? " B [2h,K]" : " B [K,2h]") << " bias " << with_bias << " act "
-                                          << act_name(act));
-          cuda_fused::HopperGemm g = p.args(b_nk, with_bias, act);
-          g.gated = true;
-          g.N = s.h;
-          p.poison(st.s);
-          REQUIRE(cuda_fused::launch_gemm_hopper(g, st.s));
-          ck(cudaStreamSynchronize(st.s), "kernel");
-          const auto got = download(dt, p.dY.p, s.M * s.h);
-          const double err = cuda_check::rel_err(got, p.reference_gated(with_bias, act));
-          INFO("relative error " << err);
-          CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
-        }
+      for (int cluster = 1; cluster <= 2; ++cluster)
+        for (int b_nk = 0; b_nk < 2; ++b_nk)
+          for (int with_bias = 0; with_bias < 2; ++with_bias) {
+            cuda_fused::set_hopper_gemm_cluster(cluster);
+            const HopperGemmAct act = acts[turn++ % 4];
+            INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " h " << s.h
+                                            << (b_nk ? " B [2h,K]" : " B [K,2h]") << " bias " << with_bias << " act "
+                                            << act_name(act) << " cluster " << cluster);
+            cuda_fused::HopperGemm g = p.args(b_nk, with_bias, act);
+            g.gated = true;
+            g.N = s.h;
+            p.poison(st.s);
+            REQUIRE(cuda_fused::launch_gemm_hopper(g, st.s));
+            ck(cudaStreamSynchronize(st.s), "kernel");
+            const auto got = download(dt, p.dY.p, s.M * s.h);
+            const double err = cuda_check::rel_err(got, p.reference_gated(with_bias, act));
+            INFO("relative error " << err);
+            CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
+          }
     }
+  cuda_fused::set_hopper_gemm_cluster(0);
 }
 
 TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm_hopper]") {

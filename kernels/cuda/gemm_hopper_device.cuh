@@ -1,0 +1,222 @@
+// Device side of the Hopper GEMM (gemm_hopper.cu, its only includer): tile constants, the shared-
+// memory layout, the kernel parameters, and the primitives its kernels share — TMA copies in and
+// out (multicast too), cluster barriers, bulk-group waits, and the two epilogues (straight to
+// global memory, or into the staging buffer the TMA store reads). sm_90a only where it is PTX.
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/fused_attention_hopper_sync.cuh"
+#include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/gemm_hopper.h"
+
+namespace fuseopt::cuda_fused {
+namespace {
+
+constexpr int kBM = 128;  // output rows per block: two consumer warpgroups of 64
+constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of 16-bit elements
+
+// OUT_N > 0: after the ring, a staging buffer for the output tile (the cooperative kernel's
+// epilogue): 128 rows x OUT_N columns of 16-bit values as OUT_N/64 panels of [128 rows][64
+// columns] with the 128-byte swizzle, stored to Y by TMA.
+template <int BN, int STAGES, int OUT_N = 0>
+struct GemmLayout {
+  static constexpr int kABytes = kBM * kBK * 2;
+  static constexpr int kBBytes = BN * kBK * 2;
+  static constexpr int kStage = kABytes + kBBytes;  // a multiple of 1024: every tile swizzle-aligned
+  static constexpr int kOffOut = STAGES * kStage;
+  static constexpr int kOutBytes = kBM * OUT_N * 2;
+  static constexpr int kOffBar = kOffOut + kOutBytes;
+  static constexpr int kBytes = kOffBar + 2 * STAGES * 8;
+  static constexpr int kAlloc = kBytes + 1024;  // slack to align the base to 1024
+};
+
+struct GemmParams {
+  int M, N, tiles_m, tiles, k_tiles;  // N: Y's columns (gated: half of B's)
+  const void* bias;
+  void* y;
+};
+
+#if defined(FUSEOPT_HOPPER_DEVICE)
+// 2-d tile copy global -> shared, completing on mbarrier `bar` (coordinates innermost first).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// The same copy multicast: the box lands at `dst` (and completes on `bar`) in every block of the
+// cluster named in `mask`, at the same shared-memory offsets as in this block.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
+                                                      int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of the cluster's blocks (release/acquire: barrier inits become visible).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrives on the mbarrier at the same offset as `bar` in block `peer` of the cluster.
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t peer) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
+// 2-d tile copy shared -> global (a bulk group of this thread); out-of-bounds rows/columns of
+// the box are not written.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk stores have finished reading shared memory (the buffer may be rewritten).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// ... and have completed (their writes are done).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Generic-proxy writes to shared memory made visible to the async proxy (the TMA store).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The 128 threads of consumer warpgroup `wg` (named barriers 3 and 4).
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
+}
+
+// The activation on an fp32 value (the formulas of the passes it replaces: fused_elementwise.cu's
+// erf-GELU, gated_matmul.cu's gate).
+// Two adjacent 16-bit values (4-byte aligned) as floats, through the read-only data path.
+template <class T>
+__device__ __forceinline__ float2 load_pair(const T* p) {
+  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
+  if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&u));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+  }
+}
+
+// A compile-time choice: with the activation a run-time switch, the fully unrolled epilogue
+// held every activation's code for each of its 64-128 values (~100 KB), and each tile's epilogue
+// ran from instruction-cache misses (~10 us a 128 x 128 tile; session 14, call 2).
+template <class T, int ACT>
+__device__ __forceinline__ float apply_act(float v) {
+  if constexpr (ACT == int(HopperGemmAct::Relu)) return v > 0.f ? v : (v == v ? 0.f : v);  // NaN stays NaN
+  else if constexpr (ACT == int(HopperGemmAct::GeluErf)) return gelu_erf_for<T>(v);
+  else if constexpr (ACT == int(HopperGemmAct::GeluTanh))
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  else if constexpr (ACT == int(HopperGemmAct::Silu)) return v / (1.f + __expf(-v));
+  else if constexpr (ACT == int(HopperGemmAct::GeluErfExact)) return gelu_erf(v);
+  else if constexpr (ACT == int(HopperGemmAct::Relu2))
+    return v > 0.f ? v * v : (v == v ? 0.f : v);  // squared ReLU; NaN stays NaN
+  else return v;
+}
+
+// The epilogue of one warp's 16 rows (row0 and row0 + 8 for this lane) of a 64-row MMA tile:
+// + bias, the activation in fp32, one rounding, 4-byte stores of column pairs (col0: this lane's
+// first column). 8 column groups at a time: their bias pairs are loaded first, all at once
+// (one 4-byte read each, through the read-only path), then the 8 groups are computed and
+// stored. Loading each pair just before its stores made every group wait a full L2 round trip
+// (the compiler cannot move a load of `bias` above a store to `y`): ~11 us a 128 x 128 tile,
+// 3x the tile's MMAs (session 14, call 1).
+template <class T, int ACT, bool GATED, int kOutN, int kAcc>
+__device__ __forceinline__ void store_rows(const float (&acc)[kAcc], int row0, int col0, const GemmParams& p) {
+  const T* __restrict__ bias = static_cast<const T*>(p.bias);
+  T* __restrict__ y = static_cast<T*>(p.y);
+  constexpr int kChunk = 8;
+#pragma unroll
+  for (int jc = 0; jc < kOutN / 8; jc += kChunk) {
+    float2 bg[kChunk], bu[kChunk];
+#pragma unroll
+    for (int jj = 0; jj < kChunk; ++jj) {
+      const int col = col0 + (jc + jj) * 8;
+      bg[jj] = bu[jj] = make_float2(0.f, 0.f);
+      if (bias && col < p.N) {
+        bg[jj] = load_pair<T>(bias + col);
+        if constexpr (GATED) bu[jj] = load_pair<T>(bias + p.N + col);
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < kChunk; ++jj) {
+      const int j = jc + jj;
+      const int col = col0 + j * 8;
+      if (col >= p.N) continue;  // N is a multiple of 8: a pair is all in or all out
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row < p.M) {
+          float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg[jj].x);
+          float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg[jj].y);
+          if constexpr (GATED) {  // the up half: the same columns kOutN further on
+            v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu[jj].x;
+            v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu[jj].y;
+          }
+          *reinterpret_cast<uint32_t*>(y + int64_t(row) * p.N + col) = pack2<T>(v0, v1);
+        }
+      }
+    }
+  }
+}
+
+// The epilogue into the staging buffer (GemmLayout's OUT_N panels): the same values as
+// store_rows, written as 4-byte pairs at (row, col) of the warpgroup's 64 rows; 16-byte chunk
+// j % 8 of a 128-byte panel row is stored at chunk (j % 8) ^ (row % 8) (the 128-byte swizzle the
+// TMA store undoes), which also spreads a warp's 8 rows over all 32 banks. Rows and columns past
+// M and N hold whatever they compute: the TMA store does not write them.
+// Column groups [J0, J0 + NJ) of the tile (8 columns each) go to the buffer's panels from 0.
+template <class T, int ACT, bool GATED, int kOutN, int J0, int NJ, int kAcc>
+__device__ __forceinline__ void stage_rows(const float (&acc)[kAcc], uint32_t out, int row_local, int col0, int t4,
+                                           const GemmParams& p) {
+  const T* __restrict__ bias = static_cast<const T*>(p.bias);
+  constexpr int kChunk = 8;
+  const uint32_t sw = uint32_t(row_local & 7);
+#pragma unroll
+  for (int jc = J0; jc < J0 + NJ; jc += kChunk) {
+    float2 bg[kChunk], bu[kChunk];
+#pragma unroll
+    for (int jj = 0; jj < kChunk; ++jj) {
+      const int col = col0 + (jc + jj) * 8;
+      bg[jj] = bu[jj] = make_float2(0.f, 0.f);
+      if (bias && col < p.N) {
+        bg[jj] = load_pair<T>(bias + col);
+        if constexpr (GATED) bu[jj] = load_pair<T>(bias + p.N + col);
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < kChunk; ++jj) {
+      const int j = jc + jj;
+      // Panel j / 8, its row row_local (+ 8 r), swizzled chunk, this lane's pair in it.
+      const uint32_t at = out + uint32_t((j - J0) / 8) * (kBM * 128) + uint32_t(row_local) * 128 +
+                          ((uint32_t(j % 8) ^ sw) << 4) + uint32_t(t4) * 4;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg[jj].x);
+        float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg[jj].y);
+        if constexpr (GATED) {
+          v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu[jj].x;
+          v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu[jj].y;
+        }
+        const uint32_t v = pack2<T>(v0, v1);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at + uint32_t(r) * 8 * 128), "r"(v) : "memory");
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace fuseopt::cuda_fused
