@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -273,6 +274,9 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   g.bias = static_cast<const char*>(ok.bias) + 2;  // bias pairs not 4-byte aligned
   CHECK(refused(g));
   g = ok;
+  g.y = static_cast<char*>(ok.y) + 4;  // Y not 16-byte aligned (the TMA store's requirement)
+  CHECK(refused(g));
+  g = ok;
   g.M = 0;
   CHECK(refused(g));
   // The switch: off means never wanted; 1 the erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more;
@@ -294,15 +298,31 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   cuda_fused::set_hopper_gemm(2);
   CHECK(cuda_fused::hopper_gemm_wanted(g));
   cuda_fused::set_hopper_gemm(-1);
+  // Unset (the default): the non-gated erf-GELU / squared-ReLU GEMMs of 2048 rows or more.
+  if (!std::getenv("FUSEOPT_HOPPER_GEMM")) {
+    g = ok;
+    g.M = 4096;
+    CHECK(cuda_fused::hopper_gemm_wanted(g));
+    g.act = HopperGemmAct::Relu2;
+    CHECK(cuda_fused::hopper_gemm_wanted(g));
+    g.M = 1024;
+    CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
+    g.M = 4096;
+    g.act = HopperGemmAct::None;
+    CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
+    g.act = HopperGemmAct::Silu;
+    g.gated = true;
+    CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
+  }
 }
 
 TEST_CASE("cuda FusedMatMul / GatedMatMul / LayerNormLinear through the Hopper GEMM", "[cuda][gemm][gemm_hopper]") {
   if (!hopper_ready()) return;
-  cuda_fused::set_hopper_gemm(1);  // the GEMMs it is meant for (the default while it is opt-in)
+  cuda_fused::set_hopper_gemm(1);  // every GEMM it is meant for (the default takes 2048 rows or more)
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (int with_bias = 0; with_bias < 2; ++with_bias) {
       for (const char* act : {"gelu", "relu2"}) {
-        // 1030 rows (the default takes M >= 1024), N off the tile, B [K, N].
+        // 1030 rows (switch 1 takes M >= 1024), N off the tile, B [K, N].
         OpCase c("fuseopt", "FusedMatMul", 3, 1);
         c.attr(Attribute::make_string("activation", act));
         Tensor a = cuda_check::random_tensor({2, 515, 96}, -2.f, 2.f), b = cuda_check::random_tensor({96, 136});
