@@ -212,16 +212,17 @@ __global__ void __launch_bounds__(384, 1)
 // barrier 1 + w: "warpgroup w may issue"; passed on once a tile's last MMAs are issued), so
 // one runs its epilogue (bias, GELU, stores: ~1.5 us a tile with the tensor cores idle in the
 // cooperative kernel above) while the other's MMAs run. The ring and the producer are the
-// cooperative kernel's, with BN = 128: a stage is consumed by one warpgroup (4 arrivals).
+// cooperative kernel's, with BN = 128: a stage is consumed by one warpgroup (4 arrivals). The
+// epilogue stages and TMA-stores as the cooperative kernel's does (a panel a warpgroup).
 template <class T, bool B_NK, int STAGES, int ACT>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_pingpong_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                                const GemmParams p) {
+                                const __grid_constant__ CUtensorMap tm_y, const GemmParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   using namespace hopper;
   cuda_pdl::pdl_begin();  // programmatic dependent launch: no copy or store before the previous kernel ends
   constexpr int BN = 128;
-  using L = GemmLayout<BN, STAGES>;
+  using L = GemmLayout<BN, STAGES, 128>;  // staging: a [128 rows][64 columns] panel a warpgroup
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -272,6 +273,8 @@ __global__ void __launch_bounds__(384, 1)
   auto tile_of = [&](int j) { return int(blockIdx.x) + j * int(gridDim.x); };
   // acc[h]: rows 64h.. of the tile, laid out as the cooperative kernel's acc.
   float acc[2][BN / 2];
+  const uint32_t out = base + L::kOffOut + uint32_t(wg) * (kBM * 128);
+  const bool storer = (ct & 127) == 0;  // the warpgroup's thread that issues its TMA stores
   // Warpgroup 0 issues first: warpgroup 1 hands it the first turn (every block has a tile 0).
   if (wg == 1) named_arrive(1);
   for (int j = wg; tile_of(j) < p.tiles; j += 2) {
@@ -308,9 +311,27 @@ __global__ void __launch_bounds__(384, 1)
     fence_regs(acc[1]);
     __syncwarp();
     if (lane == 0 && p.k_tiles > 0) mbar_arrive(empty((it - 1) % STAGES));
+    // Epilogue through this warpgroup's staging panel ([128 rows][64 columns], the cooperative
+    // kernel's format) in two passes of 64 columns, each stored by TMA as two 64-row boxes.
 #pragma unroll
-    for (int h = 0; h < 2; ++h) store_rows<T, ACT, false, BN>(acc[h], m0 + h * 64 + warp * 16 + g, n0 + 2 * t4, p);
+    for (int pass = 0; pass < 2; ++pass) {
+      if (storer) bulk_wait_read();
+      warpgroup_sync(wg);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (pass == 0) stage_rows<T, ACT, false, BN, 0, 8>(acc[h], out, h * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+        else stage_rows<T, ACT, false, BN, 8, 8>(acc[h], out, h * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+      }
+      fence_async_shared();
+      warpgroup_sync(wg);
+      if (storer) {
+        tma_store_2d(&tm_y, out, n0 + pass * 64, m0);
+        tma_store_2d(&tm_y, out + 64 * 128, n0 + pass * 64, m0 + 64);
+        bulk_commit();
+      }
+    }
   }
+  if (storer) bulk_wait_all();  // Y is written before the grid completes
 #endif  // FUSEOPT_HOPPER_DEVICE
 }
 
@@ -468,7 +489,7 @@ bool launch_cl(const HopperGemm& g, cudaStream_t stream) {
 template <class T, bool B_NK, int ACT>
 bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kStages = 6;
-  using L = GemmLayout<128, kStages>;
+  using L = GemmLayout<128, kStages, 128>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   auto kernel = gemm_hopper_pingpong_kernel<T, B_NK, kStages, ACT>;
   static std::atomic<bool> configured{false};
@@ -484,6 +505,8 @@ bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
   const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, g.N, g.K, g.K, kBK, 128)
                            : make_map_2d(&tb, g.dt, g.b, g.K, g.N, g.N, 64, kBK);
   if (!mapped) return false;
+  CUtensorMap ty;  // Y in boxes of [64 rows][64 columns], the staging panel's swizzle
+  if (!make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64)) return false;
   GemmParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
@@ -494,7 +517,7 @@ bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
   p.y = g.y;
   // Two tiles in flight a block (one a warpgroup): no more blocks than half the tiles, rounded up.
   const int grid = std::max(1, std::min((p.tiles + 1) / 2, sm_count()));
-  cuda_pdl::pdl_launch(kernel, dim3(grid), dim3(384), size_t(L::kAlloc), stream, ta, tb, p);
+  cuda_pdl::pdl_launch(kernel, dim3(grid), dim3(384), size_t(L::kAlloc), stream, ta, tb, ty, p);
   if (cudaPeekAtLastError() != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
