@@ -1,4 +1,4 @@
-// fuseopt.LayerNorm, fuseopt.RMSNorm and fuseopt.SkipLayerNorm on the CPU.
+// fuseopt.LayerNorm, RMSNorm, SkipLayerNorm and EmbedLayerNorm on the CPU.
 // Normalisation is over the last axis. Statistics are accumulated in double
 // with a two-pass mean/variance (stable for rows with a large mean).
 #include <array>
@@ -136,6 +136,70 @@ FUSEOPT_KERNEL(CpuFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CPU, 
   if (d == 0) return;
   normalize_rows(sum, y->ptr<float>(), total / d, d, gamma->ptr<float>(), beta ? beta->ptr<float>() : nullptr,
                  n.attr_float("epsilon", 1e-5f), rms);
+}
+
+// Y = norm(table0[ids0] + table1[ids1] (+ table2[ids2])), the lookups summed
+// in fp32 in input order, then the rows normalised as LayerNorm does. The ids
+// (int64/int32) broadcast to the output's leading dims; an id outside [-V, V-1]
+// is an Error, as Gather gives (negative ids count from the end).
+FUSEOPT_KERNEL(CpuFusedEmbedLayerNorm, "fuseopt", "EmbedLayerNorm", Backend::CPU, {DType::Float}) {
+  const Node& n = ctx.node();
+  const RtTensor* gamma = ctx.input(0);
+  const RtTensor* beta = opt_in(ctx, 1);
+  FUSE_CHECK(gamma, n.label() << ": EmbedLayerNorm needs gamma");
+  check_float(n, {gamma, beta});
+  const int64_t d = gamma->numel();
+  check_param(n, gamma, d, "gamma");
+  check_param(n, beta, d, "beta");
+  std::vector<const RtTensor*> tables, ids;
+  for (size_t i = 2; i + 1 < ctx.num_inputs(); i += 2) {
+    const RtTensor* t = opt_in(ctx, i);
+    const RtTensor* k = opt_in(ctx, i + 1);
+    if (!t && !k) continue;
+    FUSE_CHECK(t && k, n.label() << ": EmbedLayerNorm lookup " << i / 2 - 1 << " needs a table and ids");
+    check_float(n, {t});
+    FUSE_CHECK(t->rank() == 2 && t->shape[1] == d,
+               n.label() << ": EmbedLayerNorm table " << shape_str(t->shape) << " is not [V, " << d << "]");
+    FUSE_CHECK(k->dtype == DType::Int64 || k->dtype == DType::Int32,
+               n.label() << ": EmbedLayerNorm ids must be int64 or int32, got " << dtype_name(k->dtype));
+    tables.push_back(t);
+    ids.push_back(k);
+  }
+  FUSE_CHECK(!tables.empty(), n.label() << ": EmbedLayerNorm has no lookups");
+  std::vector<std::vector<int64_t>> id_shapes;
+  for (const RtTensor* k : ids) id_shapes.push_back(k->shape);
+  const std::vector<int64_t> lead = cpu::broadcast_shape(id_shapes, n);
+  std::vector<int64_t> shape = lead;
+  shape.push_back(d);
+  RtTensor* y = ctx.output(0, DType::Float, shape);
+  const int64_t rows = shape_numel(lead);
+  if (rows == 0 || d == 0) return;
+
+  float* sum = static_cast<float*>(ctx.scratch(static_cast<size_t>(rows * d) * sizeof(float)));
+  for (size_t j = 0; j < tables.size(); ++j) {
+    const std::vector<int64_t> st = cpu::broadcast_strides(ids[j]->shape, lead);
+    const int64_t v = tables[j]->shape[0];
+    const float* tab = tables[j]->ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = 0;
+      for (int64_t rem = r, a = static_cast<int64_t>(lead.size()) - 1; a >= 0; --a) {
+        off += (rem % lead[a]) * st[a];
+        rem /= lead[a];
+      }
+      int64_t k = ids[j]->dtype == DType::Int64 ? ids[j]->ptr<int64_t>()[off] : ids[j]->ptr<int32_t>()[off];
+      FUSE_CHECK(k >= -v && k < v, n.label() << ": EmbedLayerNorm index " << k << " out of range for dim " << v
+                                             << " (lookup " << j << ", ids " << shape_str(ids[j]->shape) << ")");
+      if (k < 0) k += v;
+      const float* row = tab + k * d;
+      float* z = sum + r * d;
+      if (j == 0)
+        for (int64_t i = 0; i < d; ++i) z[i] = row[i];
+      else
+        for (int64_t i = 0; i < d; ++i) z[i] += row[i];
+    }
+  }
+  normalize_rows(sum, y->ptr<float>(), rows, d, gamma->ptr<float>(), beta ? beta->ptr<float>() : nullptr,
+                 n.attr_float("epsilon", 1e-5f), false);
 }
 
 }  // namespace fuseopt

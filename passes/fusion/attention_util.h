@@ -133,6 +133,18 @@ inline std::vector<const Value*> same_leading_dims(const Value* x, size_t limit 
     if (fo && (op == "LayerNorm" || op == "RMSNorm" || op == "AddRelu")) next = {p->input(0)};
     else if (fo && op == "SkipLayerNorm") next = {p->input(0), p->input(1)};
     else if (fo && op == "LayerNormLinear") next = {p->input(0)};
+    else if (fo && op == "EmbedLayerNorm") {
+      // The lookups' indices of the output's leading rank (the token ids [B, S]; not a
+      // [1, S] position row, which only broadcasts): what an embedding Gather gives.
+      for (size_t i = 3; i < p->inputs.size(); i += 2) {
+        const Value* ids = p->input(i);
+        if (!ids || !ids->shape || !out[k]->shape || ids->shape->size() + 1 != out[k]->shape->size()) continue;
+        bool ones = false;
+        for (size_t d = 0; d < std::min<size_t>(2, ids->shape->size()); ++d)
+          ones |= (*ids->shape)[d].known() && (*ids->shape)[d].value == 1;
+        if (!ones) next.push_back(ids);
+      }
+    }
     else if (fo && op == "FusedMatMul") next = {p->input(0)};
     else if (fo && op == "Attention") next = {p->input(0)};
     else if (p->domain.empty() && (op == "LayerNormalization" || op == "Identity" || op == "Cast" || op == "Relu" ||

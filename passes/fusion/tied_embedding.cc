@@ -35,9 +35,14 @@ int weight_slot(const Node* n) {
   return -1;
 }
 
+// Read by a row lookup: a Gather on axis 0, or fuseopt.EmbedLayerNorm, whose
+// tables are inputs 2, 4, 6 (that pass runs first and takes the Gathers in).
 bool is_embedding_table(const Value* e) {
-  for (const Use& u : e->uses)
+  for (const Use& u : e->uses) {
     if (u.index == 0 && u.node->is("Gather") && u.node->attr_int("axis", 0) == 0) return true;
+    if (u.node->domain == "fuseopt" && u.node->op_type == "EmbedLayerNorm" && u.index >= 2 && u.index % 2 == 0)
+      return true;
+  }
   return false;
 }
 

@@ -7,6 +7,7 @@
 //   fuseopt.SkipLayerNorm(rms=1)                -> Add(X, bias)? + Add(., skip) [= Sum] +
 //                                                  RMSNormalization-23 (+ Add beta)
 //   fuseopt.SkipLayerNorm(rms=0)                -> stays fuseopt (see skip_check)
+//   fuseopt.EmbedLayerNorm                      -> stays fuseopt (its body is the standard sequence)
 //   fuseopt.RotaryEmbedding(X, cos, sin; ...)   -> RotaryEmbedding-23(X, cos', sin'; ...), a batch-1
 //                                                  cache Expanded to [B, S, R/2] once per model
 //   fuseopt.LayerNormLinear(rms=1, or a GELU)   -> [Add skip] + RMSNormalization-23 / LayerNormalization +
@@ -94,6 +95,19 @@ void skip_rewrite(EmitContext& c, Node* n) {
 }
 const EmitterRegistrar kSkip({"SkipLayerNorm", "Add + RMSNormalization",
                               [](const Graph&, const Node&) { return need(23); }, skip_check, skip_rewrite});
+
+// ---- EmbedLayerNorm ----------------------------------------------------------------------
+// Its function body is Gather + Add + LayerNormalization at opset >= 17: the standard
+// sequence itself (ONNX Runtime's contrib EmbedLayerNormalization differs: fixed inputs,
+// a mask-index output), so it stays fuseopt, like SkipLayerNorm's LayerNorm variant.
+const EmitterRegistrar kEmbed({"EmbedLayerNorm", "Gather + Add + LayerNormalization",
+                               [](const Graph&, const Node&) { return need(17); },
+                               [](const Graph&, const Node&) {
+                                 return std::string(
+                                     "its function body is Gather + Add + LayerNormalization at opset >= 17, the "
+                                     "standard sequence itself; kept fused for fuserun");
+                               },
+                               [](EmitContext&, Node*) {}});
 
 // ---- LayerNormLinear --------------------------------------------------------------------
 // Like SkipLayerNorm: the RMS variant is written as [Add(X, skip) = Sum] +

@@ -31,6 +31,7 @@ const Row kRows[] = {
     {"LayerNorm", "X gamma beta?", "Y", "epsilon:f"},
     {"RMSNorm", "X gamma", "Y", "epsilon:f"},
     {"SkipLayerNorm", "X skip gamma beta? bias?", "Y Sum?", "epsilon:f rms:i"},
+    {"EmbedLayerNorm", "gamma beta? table0 ids0 table1 ids1 table2? ids2?", "Y", "epsilon:f"},
     {"LayerNormLinear", "X gamma beta? W bias? skip?", "Y Sum?", "epsilon:f rms:i transB:i activation:s"},
     {"FusedMatMulLayerNorm", "A W bias? gamma beta?", "Y", "transB:i alpha:f activation:s epsilon:f"},
     {"Attention", "QKV K? V? mask? attn_bias? past_key? past_value?", "Y present_key? present_value?",

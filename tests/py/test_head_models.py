@@ -93,17 +93,21 @@ def read(path, onnx):
 def check_tied(name, model, onnx):
     """One [V, H] embedding table and no transposed copy; the head GEMM reads it with transB=1."""
     inits = {t.name: t for t in model.graph.initializer}
-    gathers = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0] in inits
-               and len(inits[n.input[0]].dims) == 2]
-    if not gathers:
+    # The lookups: Gathers of a [V, H] table, or fuseopt.EmbedLayerNorm's tables (inputs 2, 4, 6).
+    tables = [n.input[0] for n in model.graph.node if n.op_type == "Gather" and n.input[0] in inits]
+    tables += [t for n in model.graph.node if n.domain == "fuseopt" and n.op_type == "EmbedLayerNorm"
+               for t in list(n.input)[2::2] if t in inits]
+    tables = [t for t in tables if len(inits[t].dims) == 2]
+    if not tables:
         return [f"{name}: no embedding Gather found"]
-    table = max((inits[n.input[0]] for n in gathers), key=lambda t: t.dims[0])
+    table = max((inits[t] for t in tables), key=lambda t: t.dims[0])
     v, h = table.dims
     fails = []
     copies = [t.name for t in model.graph.initializer if t.name != table.name and list(t.dims) in ([h, v], [v, h])]
     if copies:
         fails.append(f"{name}: the tied head's weight is stored again: {copies} besides '{table.name}' {[v, h]}")
-    readers = [n for n in model.graph.node if n.domain == "fuseopt" and table.name in list(n.input)]
+    readers = [n for n in model.graph.node if n.domain == "fuseopt" and n.op_type != "EmbedLayerNorm"
+               and table.name in list(n.input)]
     if not readers:
         fails.append(f"{name}: no fused GEMM reads the embedding table '{table.name}'")
     for n in readers:

@@ -34,6 +34,8 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"LayerNorm", "SkipLayerNorm"},
       {"RMSNorm", "SkipLayerNorm"},
       {"SkipLayerNorm", "LayerNormLinear"},
+      {"SkipLayerNorm", "EmbedLayerNorm"},  // takes the embeddings' SkipLayerNorm whole
+      {"EmbedLayerNorm", "TiedEmbedding"},  // which finds the table in EmbedLayerNorm
       // GEMMs
       {"GatedMatMul", "FusedMatMul"},
       {"GatedMatMul", "QkvPack"},

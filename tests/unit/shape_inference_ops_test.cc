@@ -175,7 +175,7 @@ TEST_CASE("shape inference: malformed nodes give an Error or nothing, never a cr
       "Split", "Slice", "Expand", "Where", "Cast", "Equal", "Range", "Shape", "Size", "ConstantOfShape", "Constant",
       "Dropout", "Softmax", "Clip", "Max", "TopK", "OneHot", "Resize", "DepthToSpace", "NonZero", "CumSum", "Trilu"};
   const std::vector<std::string> fused = {"AddRelu", "FusedMatMul", "LayerNorm", "RMSNorm", "SkipLayerNorm",
-                                          "LayerNormLinear", "Attention"};
+                                          "LayerNormLinear", "Attention", "EmbedLayerNorm"};
   const std::vector<std::string> shapes = {"", "0", "2,0,3", "batch,seq,128", "1", "3,4,5,6"};
   int errors = 0, runs = 0;
   auto attempt = [&](const std::string& op, const std::string& domain, size_t n_in, const std::string& shape,

@@ -71,6 +71,32 @@ void norm_fn(ShapeContext& c) {
   }
 }
 
+// EmbedLayerNorm: gamma, beta?, then (table [V, D], ids) pairs -> Y = the ids'
+// broadcast + [D], gamma's dtype.
+void embed_layer_norm_fn(ShapeContext& c) {
+  c.set_output_dtype(0, c.input_dtype(0));
+  if (c.num_inputs() < 6 || c.num_inputs() % 2 != 0)
+    c.fail("EmbedLayerNorm needs gamma, beta? and 2 or 3 (table, ids) pairs, got " + std::to_string(c.num_inputs()) +
+           " inputs");
+  Dim d = Dim::unknown();
+  if (const Shape* g = shape_of(c, 0); g && !g->empty()) d = g->back();
+  std::vector<size_t> ids;
+  for (size_t i = 2; i + 1 < c.num_inputs(); i += 2) {
+    if (!c.has_input(i) || !c.has_input(i + 1)) c.fail("EmbedLayerNorm: lookup " + std::to_string(i / 2) + " is incomplete");
+    if (const Shape* t = shape_of(c, i)) {
+      if (t->size() != 2) c.fail("EmbedLayerNorm: table " + shp(*t) + " is not [V, D]");
+      if (dims_conflict((*t)[1], d)) c.fail("EmbedLayerNorm: table " + shp(*t) + " does not match D = " + d.str());
+      if (!d.known()) d = (*t)[1];
+    }
+    ids.push_back(i + 1);
+  }
+  check_param(c, 1, d, "beta");
+  auto s = broadcast_inputs(c, ids);
+  if (!s) return;
+  s->push_back(d);
+  c.set_output_shape(0, *s);
+}
+
 // SkipLayerNorm: X, skip, gamma, beta?, bias? -> Y, Sum? (both the broadcast shape).
 void skip_layer_norm_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
@@ -166,6 +192,7 @@ FUSEOPT_SHAPE_FN("fuseopt", "GatedMatMul", gated_matmul_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "LayerNorm", norm_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "RMSNorm", norm_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "SkipLayerNorm", skip_layer_norm_fn);
+FUSEOPT_SHAPE_FN("fuseopt", "EmbedLayerNorm", embed_layer_norm_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "LayerNormLinear", layer_norm_linear_fn);
 FUSEOPT_SHAPE_FN("fuseopt", "Attention", attention_fn);
 

@@ -1,5 +1,5 @@
-// ONNX definitions of fuseopt.LayerNorm, fuseopt.RMSNorm and
-// fuseopt.SkipLayerNorm (normalisation over the last axis). Where the model's
+// ONNX definitions of fuseopt.LayerNorm, RMSNorm, SkipLayerNorm and
+// EmbedLayerNorm (normalisation over the last axis). Where the model's
 // opset has LayerNormalization (>= 17) the body uses it; otherwise it spells
 // the statistics out: mean, centred square mean, + eps, Sqrt, Div.
 #include "onnx_io/function_bodies.h"
@@ -87,6 +87,36 @@ onnx::FunctionProto skip_build(const Graph& g, const Node& n, const std::string&
   return f.take();
 }
 
+// ---- EmbedLayerNorm: Y = norm(Gather(table0, ids0) + Gather(table1, ids1) (+ ...)) ------
+// The lookups are summed left to right, the order the kernels use.
+size_t embed_lookups(const Node& n) { return n.inputs.size() >= 8 && n.input(6) ? 3 : 2; }
+std::string embed_overload(const Graph& g, const Node& n) {
+  return std::string(n.input(1) ? "beta" : "nobeta") + "_" + std::to_string(embed_lookups(n)) +
+         fnbody::dtype_suffix(g, n);
+}
+
+onnx::FunctionProto embed_build(const Graph& g, const Node& n, const std::string& ov) {
+  const size_t k = embed_lookups(n);
+  // Positional: an omitted beta keeps its slot (the lookups follow it).
+  std::vector<std::string> in{"gamma", "beta"};
+  for (size_t i = 0; i < k; ++i) {
+    in.push_back("table" + std::to_string(i));
+    in.push_back("ids" + std::to_string(i));
+  }
+  FnBuilder f("EmbedLayerNorm", ov, in, {"Y"}, {"epsilon"}, g.opset(""), fnbody::elem_type(n));
+  std::string sum;
+  for (size_t i = 0; i < k; ++i) {
+    std::string e = f.node("Gather", {"table" + std::to_string(i), "ids" + std::to_string(i)});
+    sum = sum.empty() ? e : f.node("Add", {sum, e});
+  }
+  norm_body(f, sum, "gamma", n.input(1) ? "beta" : "", false, "Y");
+  return f.take();
+}
+
+void build_embed(const Graph& g, const std::vector<const Node*>& nodes, std::vector<onnx::FunctionProto>& out) {
+  fnbody::per_overload(g, nodes, out, embed_overload, embed_build);
+}
+
 void build_ln(const Graph& g, const std::vector<const Node*>& nodes, std::vector<onnx::FunctionProto>& out) {
   fnbody::per_overload(g, nodes, out, ln_overload, ln_build);
 }
@@ -103,6 +133,8 @@ FunctionBodyRegistrar rms_body("fuseopt", "RMSNorm", build_rms);
 FunctionOverloadRegistrar rms_overload_reg("fuseopt", "RMSNorm", rms_overload);
 FunctionBodyRegistrar skip_body("fuseopt", "SkipLayerNorm", build_skip);
 FunctionOverloadRegistrar skip_overload_reg("fuseopt", "SkipLayerNorm", skip_overload);
+FunctionBodyRegistrar embed_body("fuseopt", "EmbedLayerNorm", build_embed);
+FunctionOverloadRegistrar embed_overload_reg("fuseopt", "EmbedLayerNorm", embed_overload);
 
 }  // namespace
 }  // namespace fuseopt
