@@ -97,7 +97,7 @@ TEST_CASE("cuda EmbedLayerNorm reports an out-of-range id like Gather", "[cuda][
     c.in(4, randn({4, d})).in(5, ints({0, 1, 2, 3}, {4}));
     const std::vector<Tensor> got = c.run_cuda(DType::Float);  // the kernel itself cannot throw
     CHECK_THROWS_WITH(be.raise_device_errors(),
-                      Catch::Equals("EmbedLayerNorm 'EmbedLayerNorm_under_test': index 12 out of range [-10, 9]"));
+                      Catch::Equals("fuseopt.EmbedLayerNorm 'EmbedLayerNorm_under_test': index 12 out of range [-10, 9]"));
     CHECK_NOTHROW(be.raise_device_errors());  // reported once
     // The other rows are computed as usual (the bad row's lookup adds a zero row).
     for (int64_t i = 0; i < got[0].numel(); ++i) CHECK(std::isfinite(got[0].data<float>()[i]));
