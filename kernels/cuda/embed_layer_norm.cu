@@ -15,6 +15,7 @@
 #include "kernels/cuda/embed_layer_norm.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
+#include "kernels/cuda/norm_warp.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 #include <atomic>
@@ -31,7 +32,8 @@ namespace {
 using cuda_pdl::pdl_begin;
 using cuda_pdl::pdl_launch;
 
-constexpr int kWarpRowsPerBlock = 4;
+constexpr int kWarpRowsPerBlock = norm_warp::kRowsPerBlock;
+using norm_warp::add_centred_squares;
 constexpr size_t kMaxRowCacheBytes = 200 * 1024;
 
 // The lookup's table row for output row `row`, or nullptr (a zero row) when
@@ -100,15 +102,6 @@ struct EmbedRow {
     y[i] = o;
   }
 };
-
-template <int N>
-__device__ __forceinline__ void add_centred_squares(float& sq, const float (&z)[N], float mean) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const float d = z[k] - mean;
-    sq += d * d;
-  }
-}
 
 // One warp per row, VPL vectors of N elements per lane in registers.
 template <class T, int N, int VPL>
@@ -195,26 +188,8 @@ void launch_warp_t(const EmbedLayerNormArgs& a, cudaStream_t stream) {
 // values per lane, as the norm's warp path); false when the row is longer.
 template <class T, int N>
 bool try_launch_warp(const EmbedLayerNormArgs& a, cudaStream_t stream) {
-  const int64_t nv = a.D / N;
-  constexpr int kMaxVpl = 32 / N;
-  if (nv > 32 * kMaxVpl) return false;
-  if (nv <= 32) {
-    launch_warp_t<T, N, 1>(a, stream);
-  } else if (nv <= 64) {
-    launch_warp_t<T, N, 2>(a, stream);
-  } else if (nv <= 96) {
-    launch_warp_t<T, N, 3>(a, stream);
-  } else if (nv <= 128) {
-    launch_warp_t<T, N, 4>(a, stream);
-  } else if constexpr (kMaxVpl >= 8) {
-    if (nv <= 192)
-      launch_warp_t<T, N, 6>(a, stream);
-    else
-      launch_warp_t<T, N, 8>(a, stream);
-  } else {
-    return false;
-  }
-  return true;
+  return norm_warp::with_lane_vectors<N>(a.D / N,
+                                         [&](auto vpl) { launch_warp_t<T, N, decltype(vpl)::value>(a, stream); });
 }
 
 template <class T, int N>

@@ -10,6 +10,7 @@
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/norm_warp.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 #include <atomic>
@@ -32,7 +33,8 @@ namespace {
 using cuda_pdl::pdl_begin;
 using cuda_pdl::pdl_launch;
 
-constexpr int kWarpRowsPerBlock = 4;
+constexpr int kWarpRowsPerBlock = norm_warp::kRowsPerBlock;
+using norm_warp::add_centred_squares;
 // Rows up to this many bytes of fp32 are cached in shared memory by the block
 // kernel; longer ones are re-read from global memory per pass.
 constexpr size_t kMaxRowCacheBytes = 200 * 1024;
@@ -108,16 +110,6 @@ struct NormRow {
 // centred sum of squares.
 __device__ __forceinline__ float norm_rstd(float reduced, float inv_d, float eps) {
   return rsqrtf(reduced * inv_d + eps);
-}
-
-// sq += sum over the vector of (z - mean)^2, in element order.
-template <int N>
-__device__ __forceinline__ void add_centred_squares(float& sq, const float (&z)[N], float mean) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const float d = z[k] - mean;
-    sq += d * d;
-  }
 }
 
 // The optional fp32 statistics outputs of one row (one thread writes them).
@@ -239,26 +231,8 @@ void launch_norm_warp_t(const NormArgs& a, cudaStream_t stream) {
 // 32 fp32 values per lane in registers; false when the row is too long.
 template <class T, int N>
 bool try_launch_norm_warp(const NormArgs& a, cudaStream_t stream) {
-  const int64_t nv = a.D / N;
-  constexpr int kMaxVpl = 32 / N;  // 4 for 16-bit types, 8 for fp32
-  if (nv > 32 * kMaxVpl) return false;
-  if (nv <= 32) {
-    launch_norm_warp_t<T, N, 1>(a, stream);
-  } else if (nv <= 64) {
-    launch_norm_warp_t<T, N, 2>(a, stream);
-  } else if (nv <= 96) {
-    launch_norm_warp_t<T, N, 3>(a, stream);
-  } else if (nv <= 128) {
-    launch_norm_warp_t<T, N, 4>(a, stream);
-  } else if constexpr (kMaxVpl >= 8) {
-    if (nv <= 192)
-      launch_norm_warp_t<T, N, 6>(a, stream);
-    else
-      launch_norm_warp_t<T, N, 8>(a, stream);
-  } else {
-    return false;
-  }
-  return true;
+  return norm_warp::with_lane_vectors<N>(a.D / N,
+                                         [&](auto vpl) { launch_norm_warp_t<T, N, decltype(vpl)::value>(a, stream); });
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

@@ -1,7 +1,7 @@
 // Device side of the Hopper GEMM (gemm_hopper.cu, its only includer): tile constants, the shared-
 // memory layout, the kernel parameters, and the primitives its kernels share — TMA copies in and
-// out (multicast too), cluster barriers, bulk-group waits, and the two epilogues (straight to
-// global memory, or into the staging buffer the TMA store reads). sm_90a only where it is PTX.
+// out (multicast too), cluster barriers, bulk-group waits, and the epilogue into the staging
+// buffer the TMA store reads. sm_90a only where it is PTX.
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -126,54 +126,10 @@ __device__ __forceinline__ float apply_act(float v) {
   else return v;
 }
 
-// The epilogue of one warp's 16 rows (row0 and row0 + 8 for this lane) of a 64-row MMA tile:
-// + bias, the activation in fp32, one rounding, 4-byte stores of column pairs (col0: this lane's
-// first column). 8 column groups at a time: their bias pairs are loaded first, all at once
-// (one 4-byte read each, through the read-only path), then the 8 groups are computed and
-// stored. Loading each pair just before its stores made every group wait a full L2 round trip
-// (the compiler cannot move a load of `bias` above a store to `y`): ~11 us a 128 x 128 tile,
-// 3x the tile's MMAs (session 14, call 1).
-template <class T, int ACT, bool GATED, int kOutN, int kAcc>
-__device__ __forceinline__ void store_rows(const float (&acc)[kAcc], int row0, int col0, const GemmParams& p) {
-  const T* __restrict__ bias = static_cast<const T*>(p.bias);
-  T* __restrict__ y = static_cast<T*>(p.y);
-  constexpr int kChunk = 8;
-#pragma unroll
-  for (int jc = 0; jc < kOutN / 8; jc += kChunk) {
-    float2 bg[kChunk], bu[kChunk];
-#pragma unroll
-    for (int jj = 0; jj < kChunk; ++jj) {
-      const int col = col0 + (jc + jj) * 8;
-      bg[jj] = bu[jj] = make_float2(0.f, 0.f);
-      if (bias && col < p.N) {
-        bg[jj] = load_pair<T>(bias + col);
-        if constexpr (GATED) bu[jj] = load_pair<T>(bias + p.N + col);
-      }
-    }
-#pragma unroll
-    for (int jj = 0; jj < kChunk; ++jj) {
-      const int j = jc + jj;
-      const int col = col0 + j * 8;
-      if (col >= p.N) continue;  // N is a multiple of 8: a pair is all in or all out
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = row0 + 8 * r;
-        if (row < p.M) {
-          float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg[jj].x);
-          float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg[jj].y);
-          if constexpr (GATED) {  // the up half: the same columns kOutN further on
-            v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu[jj].x;
-            v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu[jj].y;
-          }
-          *reinterpret_cast<uint32_t*>(y + int64_t(row) * p.N + col) = pack2<T>(v0, v1);
-        }
-      }
-    }
-  }
-}
-
-// The epilogue into the staging buffer (GemmLayout's OUT_N panels): the same values as
-// store_rows, written as 4-byte pairs at (row, col) of the warpgroup's 64 rows; 16-byte chunk
+// The epilogue into the staging buffer (GemmLayout's OUT_N panels): + bias, the activation in
+// fp32 (gated: times the up half), one rounding, written as 4-byte pairs at (row, col) of the
+// warpgroup's 64 rows; the bias pairs of 8 column groups are loaded first, all at once (loading
+// each just before its use made every group wait a full L2 round trip: session 14, call 1); 16-byte chunk
 // j % 8 of a 128-byte panel row is stored at chunk (j % 8) ^ (row % 8) (the 128-byte swizzle the
 // TMA store undoes), which also spreads a warp's 8 rows over all 32 banks. Rows and columns past
 // M and N hold whatever they compute: the TMA store does not write them.
