@@ -27,6 +27,10 @@ struct Spec {
   bool bshd_cache = false;  // the cache Concat in [B, S, H, D] layout before the head transpose (rule 4)
   bool bias_from_present = false;  // a bias term computed from the present keys' values (rule 7)
   bool flat_out = false;  // the output Reshape writes [B·S, H·Dh] with literal dims ([2, 12] at S = 1)
+  // transformers-4 SDPA (Optimum's exports): Where(keep[..., :len], 0, -inf) added, keep = And(mask
+  // [B, 1, 1, S_kv], True), len read from Shape of the keys after repeat_kv. 1: len = S_kv (proven
+  // `mask`); 2: len = S_kv - 1 (not the whole key axis: stays attn_bias).
+  int sdpa_slice = 0;
   int tril = 0;  // transformers-4 GPT-2 causal buffer, Where(bias[:, :, rows, :S_kv], s, min):
                  // 1 rows [S_kv - S_q, S_kv) (bottom-right: causal=1), 2 rows [0, S_q) (top-left: stays a tensor)
 };
@@ -41,7 +45,7 @@ void build(GraphBuilder& b, const Spec& s) {
   Value* x = b.input("x", DType::Float, {B, S, D});
   Value* pk = s.bshd_cache ? b.input("past_key", DType::Float, {B, SP, hkv, Dh}) : b.input("past_key", DType::Float, {B, hkv, SP, Dh});
   Value* pv = b.input("past_value", DType::Float, {B, hkv, SP, Dh});
-  Value* mask = s.mask ? b.input("mask", DType::Int64, {B, SP + S}) : nullptr;
+  Value* mask = s.mask || s.sdpa_slice ? b.input("mask", DType::Int64, {B, SP + S}) : nullptr;
   auto proj = [&](const std::string& n, int64_t w, uint32_t seed) {
     return b.op("MatMul", {x, b.constant("W" + n, rand_tensor({D, w}, seed))});
   };
@@ -80,6 +84,19 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* inv = b.op("Sub", {b.scalar("one", 1.0f), b.op("Cast", {m4}, {Attribute::make_int("to", 1)})});
     sc = b.op("Add", {sc, b.op("Mul", {inv, b.scalar("min", -std::numeric_limits<float>::max())})}, {}, "mask_add");
   }
+  if (s.sdpa_slice) {
+    Value* m4 = b.op("Cast", {b.op("Unsqueeze", {mask, ints(b, "sm_axes", {1, 2})})}, {Attribute::make_int("to", 9)});
+    Tensor yes(DType::Bool, {1});
+    yes.data<uint8_t>()[0] = 1;
+    Value* keep = b.op("And", {m4, b.constant("all_true", yes)});
+    Value* len = b.op("Gather", {b.op("Shape", {k4}, {}, "repeated_k_shape"), ints(b, "len_i", {2})},
+                      {Attribute::make_int("axis", 0)});
+    if (s.sdpa_slice == 2) len = b.op("Sub", {len, ints(b, "one_i", {1})});
+    Value* cut = b.op("Slice", {keep, ints(b, "zero_s", {0}), len, ints(b, "ax_s", {3})}, {}, "mask_slice");
+    Value* bias = b.op("Where", {cut, b.scalar("zero_f", 0.0f), b.scalar("ninf", -std::numeric_limits<float>::infinity())});
+    if (s.sdpa_slice == 2) bias = b.op("Pad", {bias, ints(b, "pads", {0, 0, 0, 0, 0, 0, 0, 1})}, {}, "pad_back");
+    sc = b.op("Add", {sc, bias}, {}, "sdpa_mask_add");
+  }
   if (s.tril) {
     Tensor buf(DType::Float, {1, 1, 16, 16});
     for (int i = 0; i < 16; ++i)
@@ -112,7 +129,7 @@ std::map<std::string, Tensor> feeds(const Spec& s) {
                                   {"past_key", rand_tensor(s.bshd_cache ? std::vector<int64_t>{B, SP, hkv, Dh}
                                                                         : std::vector<int64_t>{B, hkv, SP, Dh}, 43)},
                                   {"past_value", rand_tensor({B, hkv, SP, Dh}, 44)}};
-  if (s.mask) {
+  if (s.mask || s.sdpa_slice) {
     std::vector<int64_t> m(static_cast<size_t>(B * (SP + s.seq)), 1);
     m[SP + s.seq] = m[SP + s.seq + 1] = 0;  // batch 1: its first two cached positions are padding
     f["mask"] = Tensor::from_ints(m, {B, SP + s.seq});
@@ -143,7 +160,8 @@ void expect_fused(const Spec& s) {
   CHECK(a->input(5)->name == "past_key");
   CHECK(a->input(6)->name == "past_value");
   CHECK(a->attr_int("kv_num_heads", 0) == s.kv_heads);
-  if (s.mask) CHECK(a->input(3) != nullptr);  // proven key padding over the total length
+  if (s.mask || s.sdpa_slice == 1) CHECK(a->input(3) != nullptr);  // proven key padding over the total length
+  if (s.sdpa_slice == 1) CHECK(a->input(4) == nullptr);             // no attn_bias left
   REQUIRE(a->outputs.size() == 3);
   CHECK(a->output(1)->is_graph_output);
   CHECK(a->output(2)->is_graph_output);
@@ -179,6 +197,36 @@ TEST_CASE("Attention KV cache: GQA repeat_kv after the cache, MQA broadcast", "[
   m.kv_heads = 1;
   m.mqa = true;
   expect_fused(m);
+}
+
+TEST_CASE("Attention KV cache: transformers-4 SDPA mask sliced to the repeated keys' length -> mask", "[passes][Attention]") {
+  for (int64_t seq : {1, 3}) {
+    INFO("S_q " << seq);
+    Spec s;
+    s.kv_heads = 2;
+    s.seq = seq;
+    s.mask = false;
+    s.sdpa_slice = 1;
+    expect_fused(s);
+  }
+}
+
+TEST_CASE("Attention KV cache: an SDPA mask cut short of the keys stays attn_bias", "[passes][Attention]") {
+  Spec s;
+  s.kv_heads = 2;
+  s.seq = 3;
+  s.mask = false;
+  s.sdpa_slice = 2;
+  GraphBuilder b(17);
+  build(b, s);
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  for (const auto& n : b.graph().nodes())
+    if (n->op_type == "Attention") {
+      CHECK(n->input(3) == nullptr);  // no proven key-padding mask
+      CHECK(n->input(4) != nullptr);  // the sliced, padded term is the bias
+    }
 }
 
 TEST_CASE("Attention KV cache rule 7: only the keys are cached", "[passes][Attention]") {

@@ -30,6 +30,12 @@ EXPECT = {
     "kv_mqa": {"kv_num_heads": 1},
     # Opset 23 (ONNX's Attention op): the cache Concat and repeat_kv traced, the sdpa bool mask proven.
     "gpt2_kv_op23_dynamo_sdpa": {"causal": 1, "attn_bias": False},
+    # Optimum's exports (models/export_optimum.py, transformers 4.57's SDPA path): the mask sliced to
+    # the repeated keys' length (mask[..., :key.shape[-2]]) and that Shape read after repeat_kv.
+    "optimum_llama_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
+    "optimum_qwen2_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
+    "optimum_phi3_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
+    "optimum_gpt2_kv": {"causal": 1, "attn_bias": False},
 }
 
 

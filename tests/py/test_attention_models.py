@@ -28,6 +28,9 @@ EXTRA_GEMMS = {"albert": 1, "electra": 1, "swin": 1, "wav2vec2": 1, "tv_vit": 1,
 # their bare models): MLM transform + tied decoder, pooler (or RoBERTa's dense) + classifier,
 # one Linear (token classification, QA, lm_head, image classifier), CLIP's two projections.
 EXTRA_GEMMS.update({"_mlm_": 2, "_seqcls_": 2, "_tokcls_": 1, "_qa_": 1, "_lm_": 1, "_imgcls_": 1, "clip_": 2})
+# Optimum's exports (models/export_optimum.py) carry the task's head: the lm_head of the causal
+# LMs and seq2seq decoders, the classifier of image classification (the MLM head matches above).
+EXTRA_GEMMS.update({"optimum_": 1})
 # Architectures whose layers have more weight GEMMs by design: DeBERTa (v1) projects the
 # relative-position embeddings per layer; MobileBERT adds bottleneck projections and stacked FFNs.
 GEMMS_PER_LAYER = {"deberta_": 5, "mobilebert": 9}

@@ -433,22 +433,28 @@ Value* flat_gather_leaf(const Node* outer, const Dims& d, const HeadPath& k, std
   return ok ? m : nullptr;
 }
 
+// x[..., :S_kv]: a Slice of the last axis from 0 with step 1 to the keys' length (or to the
+// end). It keeps the coordinates of what it reads, so a leaf below it is proven over the same
+// (.., i, j) grid; the leaves themselves check that the key axis they index has extent S_kv.
+bool key_prefix_slice(const Node* s, const Dims& d) {
+  if (!s || !s->is("Slice")) return false;
+  auto axes = s->input(3) ? const_ints(s->input(3)) : std::nullopt;
+  auto starts = const_ints(s->input(1));
+  auto steps = s->input(4) ? const_ints(s->input(4)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{1});
+  auto end = scalar_expr(s->input(2));
+  auto endc = const_ints(s->input(2));
+  auto r = rank_of(s->input(0));
+  if (!axes || axes->size() != 1 || !r || !((*axes)[0] == -1 || (*axes)[0] == *r - 1) || !starts ||
+      *starts != std::vector<int64_t>{0} || !steps || *steps != std::vector<int64_t>{1})
+    return false;
+  return (endc && endc->size() == 1 && (*endc)[0] >= (int64_t{1} << 31) - 1) || (end && d.skv_is(*end));
+}
+
 // M[:, None, None, :] (Unsqueeze), possibly through a Slice of the whole key axis.
 Value* unsqueezed_leaf(Value* v, const Dims& d, const HeadPath& k) {
   while (v && v->producer && v->producer->is("Slice")) {
-    const Node* s = v->producer;
-    auto axes = s->input(3) ? const_ints(s->input(3)) : std::nullopt;
-    auto starts = const_ints(s->input(1));
-    auto steps = s->input(4) ? const_ints(s->input(4)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{1});
-    auto end = scalar_expr(s->input(2));
-    auto endc = const_ints(s->input(2));
-    auto r = rank_of(s->input(0));
-    if (!axes || axes->size() != 1 || !r || !((*axes)[0] == -1 || (*axes)[0] == *r - 1) || !starts ||
-        *starts != std::vector<int64_t>{0} || !steps || *steps != std::vector<int64_t>{1})
-      return nullptr;
-    const bool whole = (endc && endc->size() == 1 && (*endc)[0] >= (int64_t{1} << 31) - 1) || (end && d.skv_is(*end));
-    if (!whole) return nullptr;
-    v = peel_bool_casts(s->input(0));
+    if (!key_prefix_slice(v->producer, d)) return nullptr;
+    v = peel_bool_casts(v->producer->input(0));
   }
   Value* m = from_rank2(v);
   return m && mask_dims_match(m, k) ? m : nullptr;
@@ -515,6 +521,11 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
       continue;
     }
     if (n && n->is("Expand")) {
+      todo.push_back(n->input(0));
+      continue;
+    }
+    // transformers 4.x's SDPA path: keep[:, :, :, :key.shape[-2]] of the whole combined mask.
+    if (n && n->is("Slice") && !unsqueezed_leaf(v, d, k) && key_prefix_slice(n, d)) {
       todo.push_back(n->input(0));
       continue;
     }

@@ -87,6 +87,39 @@ std::string channels_first(Node* root, Node* mm, Plan& pl) {
 
 }  // namespace
 
+std::optional<PathShape> path_shape(const Plan& pl, const Value* x) {
+  if (!x || !x->producer || !x->shape) return std::nullopt;
+  PathShape r;
+  for (const HeadPath* hp : {&pl.k, &pl.v})
+    if (hp->present && hp->past && std::find(hp->nodes.begin(), hp->nodes.end(), x->producer) != hp->nodes.end())
+      r.hp = hp;
+  if (!r.hp) return std::nullopt;
+  const std::vector<SymExpr> lens = kv_lens(*r.hp);
+  const auto batch = src_dim(*r.hp, 0);
+  const auto batch_e = batch ? SymExpr::from_dim(*batch) : std::nullopt;
+  for (const Dim& d : *x->shape) {
+    if (d.known()) {
+      r.dims.push_back({PathShape::Part::Const, d.value});
+      continue;
+    }
+    const auto e = SymExpr::from_dim(d);
+    if (!e) return std::nullopt;
+    if (std::find(lens.begin(), lens.end(), *e) != lens.end())
+      r.dims.push_back({PathShape::Part::KvLen, 0});
+    else if (batch_e && *e == *batch_e)
+      r.dims.push_back({PathShape::Part::Batch, 0});
+    else
+      return std::nullopt;
+  }
+  return r;
+}
+
+namespace {
+
+bool path_shape_rebuildable(const Plan& pl, const Value* x) { return path_shape(pl, x).has_value(); }
+
+}  // namespace
+
 // Structural walk; "" on success (legality problems go to plan.fail).
 std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl = Plan{};
@@ -527,6 +560,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       }
       const Node* n = x->producer;
       if (!n || (n->is("Shape") && (n->input(0) == pl.k.present || n->input(0) == pl.v.present))) continue;
+      if (n->is("Shape") && path_shape_rebuildable(pl, n->input(0))) {
+        // transformers' SDPA path slices the mask to the repeated keys' length
+        // (mask[..., :key.shape[-2]] after repeat_kv): the rewrite rebuilds that shape too.
+        if (std::find(pl.path_shape_reads.begin(), pl.path_shape_reads.end(), n) == pl.path_shape_reads.end())
+          pl.path_shape_reads.push_back(const_cast<Node*>(n));
+        continue;
+      }
       for (const Value* i : n->inputs) todo.push_back(i);
     }
   }

@@ -5,6 +5,7 @@
 // per candidate and carries it from match() to rewrite().
 #pragma once
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,21 @@ struct Plan {
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   bool seq_first_output = false; // the root reshapes [S, B, H, Dv] to [S·B, H·Dv] (torch MHA)
+  std::vector<Node*> path_shape_reads;  // Shape of a K/V path value after the cache Concat (rebuilt by the rewrite)
   std::vector<std::string> mask_notes;  // why a mask term stayed attn_bias (not a proven mask)
   std::string fail;              // legality failure (rule text)
 };
 
+
+// A value on the K or V path after the cache Concat (e.g. the keys repeated for GQA) whose
+// shape a Shape node reads: each dim is a constant, the batch or the keys' total length, so
+// the rewrite can rebuild Shape(x) from the op's inputs (past and new keys).
+struct PathShape {
+  enum class Part { Const, Batch, KvLen };
+  const HeadPath* hp = nullptr;             // the path x is on (its past / src give the lengths)
+  std::vector<std::pair<Part, int64_t>> dims;  // per dim of x: what it is (the value for Const)
+};
+std::optional<PathShape> path_shape(const Plan& pl, const Value* x);
 
 // Structural walk; "" on success (legality problems go to plan.fail).
 std::string analyze(const Graph& g, Node* root, Plan& pl);

@@ -190,35 +190,53 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   const bool cache = pl.k.present != nullptr;
   // Shape(present) readers (e.g. a causal mask sized from the cache) read the same shape
   // built from the inputs instead: [B, Hkv, S_past + S_new, D] = past's with S_new added.
+  // Slices [a, b) of Shape(past) and the total length [S_past + S_new] (1-element int64 tensors).
+  auto past_dims = [&](const HeadPath& hp, int64_t a, int64_t b) {
+    Value* ps = rw.create_node("", "Shape", {hp.past}, {}, 1, "attn_past_shape")->output(0);
+    return rw.create_node("", "Slice", {ps, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {b})}, {}, 1,
+                          "attn_past_dims")->output(0);
+  };
+  auto total_len = [&](const HeadPath& hp) {
+    const int64_t sa = src_axis(hp, 1);
+    Value* ns = rw.create_node("", "Shape", {hp.src}, {Attribute::make_int("start", sa), Attribute::make_int("end", sa + 1)},
+                               1, "attn_new_len")->output(0);
+    return rw.create_node("", "Add", {past_dims(hp, 2, 3), ns}, {}, 1, "attn_total_len")->output(0);
+  };
+  // Replaces Shape node c (reading a rank-r value) by `full` or the part its start/end attributes select.
+  auto replace_shape = [&](Node* c, Value* full, int64_t r) {
+    Value* out = full;
+    if (c->has_attr("start") || c->has_attr("end")) {
+      int64_t a = c->attr_int("start", 0), b = c->attr_int("end", r);
+      a = std::clamp(a < 0 ? a + r : a, int64_t{0}, r);
+      b = std::clamp(b < 0 ? b + r : b, int64_t{0}, r);
+      out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
+                           {}, 1, "attn_present_shape_part")->output(0);
+    }
+    rw.replace_all_uses(c->output(0), out);
+    rw.erase_node(c);
+  };
   for (const HeadPath* hp : {&pl.k, &pl.v}) {
     if (!cache) break;
     std::vector<Node*> readers;
     for (Node* c : hp->present->consumers())
       if (c->is("Shape")) readers.push_back(c);
     if (readers.empty()) continue;
-    Value* ps = rw.create_node("", "Shape", {hp->past}, {}, 1, "attn_past_shape")->output(0);
-    const int64_t sa = src_axis(*hp, 1);
-    Value* ns = rw.create_node("", "Shape", {hp->src}, {Attribute::make_int("start", sa), Attribute::make_int("end", sa + 1)},
-                               1, "attn_new_len")->output(0);
-    auto part = [&](int64_t a, int64_t b) {
-      return rw.create_node("", "Slice", {ps, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {b})}, {}, 1,
-                            "attn_past_dims")->output(0);
-    };
-    Value* total = rw.create_node("", "Add", {part(2, 3), ns}, {}, 1, "attn_total_len")->output(0);
-    Value* full = rw.create_node("", "Concat", {part(0, 2), total, part(3, 4)}, {Attribute::make_int("axis", 0)}, 1,
-                                 "attn_present_shape")->output(0);
-    for (Node* c : readers) {
-      Value* out = full;
-      if (c->has_attr("start") || c->has_attr("end")) {
-        int64_t a = c->attr_int("start", 0), b = c->attr_int("end", 4);
-        a = std::clamp(a < 0 ? a + 4 : a, int64_t{0}, int64_t{4});
-        b = std::clamp(b < 0 ? b + 4 : b, int64_t{0}, int64_t{4});
-        out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
-                             {}, 1, "attn_present_shape_part")->output(0);
-      }
-      rw.replace_all_uses(c->output(0), out);
-      rw.erase_node(c);
-    }
+    Value* full = rw.create_node("", "Concat", {past_dims(*hp, 0, 2), total_len(*hp), past_dims(*hp, 3, 4)},
+                                 {Attribute::make_int("axis", 0)}, 1, "attn_present_shape")->output(0);
+    for (Node* c : readers) replace_shape(c, full, 4);
+  }
+  // Shape readers of values between the cache Concat and the core (plan.h, PathShape): the
+  // same shape built from constants, the batch and the total length.
+  for (Node* c : pl.path_shape_reads) {
+    const auto ps = path_shape(pl, c->input(0));
+    if (!ps) continue;  // analyze() proved it; the graph has not changed since
+    std::vector<Value*> parts;
+    for (const auto& [what, value] : ps->dims)
+      parts.push_back(what == PathShape::Part::Const ? rw.add_int64s("attn_dim", {value})
+                      : what == PathShape::Part::Batch ? past_dims(*ps->hp, 0, 1)
+                                                       : total_len(*ps->hp));
+    Value* full = rw.create_node("", "Concat", parts, {Attribute::make_int("axis", 0)}, 1, "attn_path_shape")->output(0);
+    replace_shape(c, full, static_cast<int64_t>(ps->dims.size()));
   }
   Node* f = rw.create_node("fuseopt", "Attention", in, attrs, cache ? 3 : 1, "Attention");
   if (cache) {
