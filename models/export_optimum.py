@@ -73,7 +73,56 @@ def builders():
                                                          num_attention_heads=HEADS, intermediate_size=FFN,
                                                          image_size=32, patch_size=8, num_labels=5))
 
-    return {
+    def cfg_model(cfg_cls, model_cls, **kw):
+        def b(tf):
+            return getattr(tf, model_cls)(getattr(tf, cfg_cls)(**kw))
+        return b
+
+    more = {
+        "opt": ("text-generation-with-past", cfg_model("OPTConfig", "OPTForCausalLM", vocab_size=VOCAB, hidden_size=HIDDEN,
+                                                       num_hidden_layers=LAYERS, num_attention_heads=HEADS, ffn_dim=FFN,
+                                                       word_embed_proj_dim=HIDDEN, max_position_embeddings=128)),
+        "bloom": ("text-generation-with-past", cfg_model("BloomConfig", "BloomForCausalLM", vocab_size=VOCAB,
+                                                         hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS)),
+        "falcon": ("text-generation-with-past", cfg_model("FalconConfig", "FalconForCausalLM", vocab_size=VOCAB,
+                                                          hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                                          num_attention_heads=HEADS, new_decoder_architecture=True,
+                                                          num_kv_heads=KV_HEADS)),
+        "gpt_neox": ("text-generation-with-past", cfg_model("GPTNeoXConfig", "GPTNeoXForCausalLM", vocab_size=VOCAB,
+                                                            hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                                            num_attention_heads=HEADS, intermediate_size=FFN,
+                                                            rotary_pct=0.25, max_position_embeddings=128)),
+        "gptj": ("text-generation-with-past", cfg_model("GPTJConfig", "GPTJForCausalLM", vocab_size=VOCAB, n_embd=HIDDEN,
+                                                        n_layer=LAYERS, n_head=HEADS, rotary_dim=8, n_positions=128)),
+        "codegen": ("text-generation-with-past", cfg_model("CodeGenConfig", "CodeGenForCausalLM", vocab_size=VOCAB,
+                                                           n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, rotary_dim=8,
+                                                           n_positions=128, n_ctx=128)),
+        "marian": ("text2text-generation-with-past", cfg_model(
+            "MarianConfig", "MarianMTModel", vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS, decoder_layers=LAYERS,
+            encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
+            max_position_embeddings=128, pad_token_id=0, decoder_start_token_id=0)),
+        "roberta": ("feature-extraction", cfg_model("RobertaConfig", "RobertaModel", vocab_size=VOCAB, hidden_size=HIDDEN,
+                                                    num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                    intermediate_size=FFN, max_position_embeddings=130)),
+        "distilbert": ("feature-extraction", cfg_model("DistilBertConfig", "DistilBertModel", vocab_size=VOCAB, dim=HIDDEN,
+                                                       n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN,
+                                                       max_position_embeddings=128)),
+        "xlm_roberta": ("text-classification", cfg_model("XLMRobertaConfig", "XLMRobertaForSequenceClassification",
+                                                         vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                                         num_attention_heads=HEADS, intermediate_size=FFN,
+                                                         max_position_embeddings=130, num_labels=3)),
+        "deberta_v2": ("feature-extraction", cfg_model("DebertaV2Config", "DebertaV2Model", vocab_size=VOCAB,
+                                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                                       num_attention_heads=HEADS, intermediate_size=FFN,
+                                                       max_position_embeddings=128)),
+        "clip": ("zero-shot-image-classification", cfg_model(
+            "CLIPConfig", "CLIPModel",
+            text_config=dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                             intermediate_size=FFN, max_position_embeddings=64),
+            vision_config=dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                               intermediate_size=FFN, image_size=32, patch_size=8), projection_dim=32)),
+    }
+    return {**{
         "bert": ("feature-extraction", bert),
         "bert_mlm": ("fill-mask", bert_mlm),
         "gpt2": ("text-generation-with-past", gpt2),
@@ -89,7 +138,7 @@ def builders():
         "bart": ("text2text-generation-with-past", bart),
         "whisper": ("automatic-speech-recognition-with-past", whisper),
         "vit": ("image-classification", vit),
-    }
+    }, **more}
 
 
 def has_past_inputs(model_path):

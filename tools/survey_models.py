@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fusion coverage survey: runs fuseopt on every model folder given (each with
 model.onnx and test_data_set_0/), and prints one line per model: nodes before
-and after, fused Attention ops against the Softmax ops of the export, fused
+and after (If/Loop/Scan bodies included), fused Attention ops against the Softmax ops of the export, fused
 GEMMs, primitives left, ONNX Runtime's norm-wise relative error of the
 optimized model against the reference, and whether `fuserun --backend cpu
 --check` passes.
@@ -15,6 +15,20 @@ import os
 import subprocess
 import sys
 import tempfile
+
+
+def all_nodes(graph):
+    """The graph's nodes and those of its If/Loop/Scan bodies (Optimum's merged decoders hold
+    the whole model in the two branches of one If)."""
+    out = []
+    for n in graph.node:
+        out.append(n)
+        for a in n.attribute:
+            if a.HasField("g"):
+                out += all_nodes(a.g)
+            for g in a.graphs:
+                out += all_nodes(g)
+    return out
 
 
 def main():
@@ -37,7 +51,7 @@ def main():
         out = os.path.join(tmp, name + ".onnx")
         orig = onnx.load(os.path.join(d, "model.onnx"))
         # Attention blocks: Softmax nodes, or the standard Attention nodes of opset-23 exports.
-        softmax = sum(1 for n in orig.graph.node
+        softmax = sum(1 for n in all_nodes(orig.graph)
                       if n.op_type == "Softmax" or (n.op_type == "Attention" and n.domain in ("", "ai.onnx")))
         r = subprocess.run([os.path.join(a.bin, "fuseopt"), os.path.join(d, "model.onnx"), out, "-q"],
                            capture_output=True, text=True)
@@ -46,7 +60,7 @@ def main():
             bad += 1
             continue
         m = onnx.load(out)
-        c = collections.Counter((n.domain + "." if n.domain else "") + n.op_type for n in m.graph.node)
+        c = collections.Counter((n.domain + "." if n.domain else "") + n.op_type for n in all_nodes(m.graph))
         data = os.path.join(d, "test_data_set_0")
         try:
             s = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
@@ -63,7 +77,7 @@ def main():
         left = {k: c[k] for k in ["Softmax", "Erf", "Tanh", "ReduceMean", "LayerNormalization", "MatMul", "Gemm"]
                 if c.get(k)}
         run = "ok" if r2.returncode == 0 else "FAIL " + r2.stderr.strip()[:100]
-        print(f"{name:28s} nodes {len(orig.graph.node):4d} -> {len(m.graph.node):4d}  attention "
+        print(f"{name:28s} nodes {len(all_nodes(orig.graph)):4d} -> {len(all_nodes(m.graph)):4d}  attention "
               f"{c.get('fuseopt.Attention', 0)}/{softmax}  gemms {c.get('fuseopt.FusedMatMul', 0)}"
               f"+{c.get('fuseopt.LayerNormLinear', 0)}  left {left}  ort_rel {err}  fuserun-cpu {run}")
     return 1 if bad else 0

@@ -236,6 +236,11 @@ void Graph::add_implicit_input(Node* n, Value* v) {
   v->uses.push_back({n, -1});
 }
 
+void Graph::clear_implicit_inputs(Node* n) {
+  for (Value* v : n->implicit_inputs) remove_use(v, n, -1);
+  n->implicit_inputs.clear();
+}
+
 void Graph::erase_node(Node* n) {
   for (Value* o : n->outputs) {
     if (!o) continue;

@@ -181,6 +181,9 @@ class Graph {
                            const std::vector<std::string>& out_names, const std::string& name_hint = "");
   void set_input(Node* n, size_t slot, Value* v);
   void add_implicit_input(Node* n, Value* v);
+  // Drops every implicit input of n (and its use records), e.g. before a rewritten
+  // subgraph's outer reads are added again.
+  void clear_implicit_inputs(Node* n);
   // Erases a node; its outputs must have no uses (they are removed too).
   void erase_node(Node* n);
   // Every use of `from` (and graph-output position) now reads `to`.

@@ -3,6 +3,7 @@
 // The per-op mappings register themselves from emit_standard_ops.cc and
 // emit_standard_attention.cc.
 #include "onnx_io/emit_standard.h"
+#include "onnx_io/subgraph_load.h"
 
 #include <algorithm>
 #include <set>
@@ -118,6 +119,18 @@ void apply_emit(Graph& g, const EmitOptions& opts, FusionReport* report) {
     fresh.infer_shapes();
   }
 
+  // Fused ops inside If branches (subgraph_fusion.h) are not rewritten: said, not hidden.
+  if (report) {
+    int branches = 0;
+    for (const auto& np : g.nodes())
+      for (const Attribute& a : np->attrs)
+        if (subgraph_has_domain(a, "fuseopt")) ++branches;
+    if (branches > 0)
+      report->add_emit_note(std::to_string(branches) +
+                            " If branch(es) hold fused ops: they stay fuseopt ops with their function bodies "
+                            "(--emit standard rewrites the top-level graph only)");
+  }
+
   // 1. Which fused nodes have an exact standard form.
   std::vector<Candidate> cands;
   std::vector<std::pair<Node*, std::string>> kept;  // node, reason
@@ -213,9 +226,13 @@ void apply_emit(Graph& g, const EmitOptions& opts, FusionReport* report) {
     if (!refused.empty()) report->add_emit_note("opset upgrade refused: " + refused);
   }
 
-  // 5. Tidy: the fuseopt domain goes when no fuseopt node is left; order, check, shapes.
+  // 5. Tidy: the fuseopt domain goes when no fuseopt node is left (If branches included);
+  // order, check, shapes.
   bool any_fuseopt = false;
-  for (const auto& np : g.nodes()) any_fuseopt |= np->domain == "fuseopt";
+  for (const auto& np : g.nodes()) {
+    any_fuseopt |= np->domain == "fuseopt";
+    for (const Attribute& a : np->attrs) any_fuseopt |= subgraph_has_domain(a, "fuseopt");
+  }
   if (!any_fuseopt) g.opset_imports.erase("fuseopt");
   ctx.rw.topo_sort();
   ctx.rw.verify();

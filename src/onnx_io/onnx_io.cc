@@ -335,6 +335,17 @@ std::unique_ptr<Graph> load_model(const std::string& path, const LoadOptions& op
 
 namespace {
 
+// (domain, name, overload) of a function: what ONNX requires to be unique in a model. The
+// overload is FunctionProto field 13 (IR 10), which libonnx's generated classes predate.
+std::string function_key(const onnx::FunctionProto& fp) {
+  std::string overload;
+  const auto& unknown = fp.GetReflection()->GetUnknownFields(fp);
+  for (int i = 0; i < unknown.field_count(); ++i)
+    if (unknown.field(i).number() == 13 && unknown.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      overload = unknown.field(i).length_delimited();
+  return fp.domain() + "\x1f" + fp.name() + "\x1f" + overload;
+}
+
 onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*, onnx::TensorProto*)>& write_init) {
   onnx::ModelProto model;
   if (!g.model_shell.empty()) model.ParseFromString(g.model_shell);
@@ -389,19 +400,24 @@ onnx::ModelProto to_proto(const Graph& g, const std::function<void(const Value*,
   for (const Value* v : g.all_values())
     if (v->has_value_info && !io.count(v) && !v->const_data && v->producer) write_value_info(v, gp->add_value_info());
 
-  // Functions of ops that have a builder are regenerated below (a model
-  // fuseopt wrote and reads again must not define them twice).
+  // Functions of the top-level fuseopt ops are regenerated from their nodes; a kept function of
+  // such an op (read from a model fuseopt wrote, or the body of a fused If branch,
+  // subgraph_attribute) is written only when no regenerated one has its (domain, name, overload):
+  // never defined twice.
+  std::vector<onnx::FunctionProto> regenerated;
+  for (const auto& [key, nodes] : fused) {
+    const Node* n0 = nodes.front();
+    (*find_function_body(n0->domain, n0->op_type))(g, nodes, regenerated);
+  }
+  std::set<std::string> written;
+  for (const auto& fn : regenerated) written.insert(function_key(fn));
   for (const auto& f : g.functions) {
     onnx::FunctionProto fp;
     fp.ParseFromString(f);
-    if (!find_function_body(fp.domain(), fp.name())) *model.add_functions() = std::move(fp);
+    if (find_function_body(fp.domain(), fp.name()) && !written.insert(function_key(fp)).second) continue;
+    *model.add_functions() = std::move(fp);
   }
-  for (const auto& [key, nodes] : fused) {
-    const Node* n0 = nodes.front();
-    std::vector<onnx::FunctionProto> fns;
-    (*find_function_body(n0->domain, n0->op_type))(g, nodes, fns);
-    for (auto& fn : fns) *model.add_functions() = std::move(fn);
-  }
+  for (auto& fn : regenerated) *model.add_functions() = std::move(fn);
   return model;
 }
 
@@ -429,6 +445,27 @@ std::string serialize_deterministic(const onnx::ModelProto& m) {
 }
 
 }  // namespace
+
+Attribute subgraph_attribute(const Graph& body, const std::string& name, const std::set<std::string>& outer,
+                             std::vector<std::string>& functions, int64_t& ir_version) {
+  onnx::ModelProto m = to_proto(body, [](const Value* v, onnx::TensorProto* t) { tensor_to_proto(*v->const_data, v->name, t); });
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* gp = a.mutable_g();
+  gp->Swap(m.mutable_graph());
+  // The outer-scope values load_subgraph listed as inputs are outer reads again.
+  auto* ins = gp->mutable_input();
+  ins->erase(std::remove_if(ins->begin(), ins->end(), [&](const onnx::ValueInfoProto& vi) { return outer.count(vi.name()) > 0; }),
+             ins->end());
+  for (const auto& fn : m.functions()) functions.push_back(fn.SerializeAsString());
+  ir_version = std::max<int64_t>(ir_version, m.ir_version());
+  Attribute r;
+  r.name = name;
+  r.kind = Attribute::Kind::Graph;
+  r.opaque = a.SerializeAsString();
+  return r;
+}
 
 std::string serialize_model(const Graph& g) {
   auto m = to_proto(g, [](const Value* v, onnx::TensorProto* t) { tensor_to_proto(*v->const_data, v->name, t); });

@@ -2,6 +2,7 @@
 // protobuf classes (plus function bodies in onnx_io/functions).
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 
 #include "ir/graph.h"
@@ -44,5 +45,14 @@ bool use_external_data(SaveOptions::External mode, bool had_external_data, size_
 // side file for external data is `<output file name>.data` next to it.
 void save_model(const Graph& g, const std::string& path, const SaveOptions& opts = {});
 std::string serialize_model(const Graph& g);  // inline data only
+
+// A control-flow body (an If branch fuseopt rewrote) as the graph attribute `name`: `body`
+// written as a GraphProto whose initializers are its own (callers hoist shared ones to the
+// outer graph first) and whose inputs omit the names in `outer` (outer-scope reads, which
+// load_subgraph had listed as inputs). The FunctionProtos of its fuseopt ops are appended
+// to `functions` (serialized: the outer Graph's `functions`, written once per (domain, name,
+// overload)); `ir_version` is raised to what the body needs.
+Attribute subgraph_attribute(const Graph& body, const std::string& name, const std::set<std::string>& outer,
+                             std::vector<std::string>& functions, int64_t& ir_version);
 
 }  // namespace fuseopt

@@ -33,6 +33,63 @@ void outer_reads(const onnx::GraphProto& g, const std::set<std::string>& defined
 }
 }  // namespace
 
+namespace {
+void defined_names(const onnx::GraphProto& g, std::vector<std::string>& out) {
+  for (const auto& i : g.input()) out.push_back(i.name());
+  for (const auto& i : g.initializer()) out.push_back(i.name());
+  for (const auto& n : g.node()) {
+    for (const auto& o : n.output())
+      if (!o.empty()) out.push_back(o);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) defined_names(a.g(), out);
+      for (const auto& sg : a.graphs()) defined_names(sg, out);
+    }
+  }
+}
+}  // namespace
+
+std::vector<std::string> subgraph_defined_names(const Attribute& attr) {
+  onnx::AttributeProto proto;
+  std::vector<std::string> names;
+  if (attr.kind != Attribute::Kind::Graph || attr.opaque.empty() || !proto.ParseFromString(attr.opaque)) return names;
+  if (proto.has_g()) defined_names(proto.g(), names);
+  for (const auto& g : proto.graphs()) defined_names(g, names);
+  return names;
+}
+
+namespace {
+bool has_domain(const onnx::GraphProto& g, const std::string& domain) {
+  for (const auto& n : g.node()) {
+    if (n.domain() == domain) return true;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && has_domain(a.g(), domain)) return true;
+      for (const auto& sg : a.graphs())
+        if (has_domain(sg, domain)) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+bool subgraph_has_domain(const Attribute& attr, const std::string& domain) {
+  onnx::AttributeProto proto;
+  if (attr.kind != Attribute::Kind::Graph || attr.opaque.empty() || !proto.ParseFromString(attr.opaque)) return false;
+  if (proto.has_g() && has_domain(proto.g(), domain)) return true;
+  for (const auto& g : proto.graphs())
+    if (has_domain(g, domain)) return true;
+  return false;
+}
+
+std::vector<std::string> subgraph_outer_reads(const Attribute& attr) {
+  onnx::AttributeProto proto;
+  std::vector<std::string> refs;
+  if (attr.kind != Attribute::Kind::Graph || attr.opaque.empty() || !proto.ParseFromString(attr.opaque)) return refs;
+  std::set<std::string> seen;
+  if (proto.has_g()) outer_reads(proto.g(), {}, refs, seen);
+  for (const auto& g : proto.graphs()) outer_reads(g, {}, refs, seen);
+  return refs;
+}
+
 LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const std::string& label) {
   onnx::AttributeProto proto;
   FUSE_CHECK(attr.kind == Attribute::Kind::Graph && !attr.opaque.empty() && proto.ParseFromString(attr.opaque) &&

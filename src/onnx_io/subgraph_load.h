@@ -16,6 +16,17 @@ struct LoadedSubgraph {
   std::vector<std::string> outer_refs;  // graph inputs that name outer-scope values
 };
 
+// The outer-scope names a graph attribute's body (and the bodies nested in it) reads, in
+// first-read order; empty for any other attribute.
+std::vector<std::string> subgraph_outer_reads(const Attribute& attr);
+
+// Every name a graph attribute's body (and the bodies nested in it) defines: inputs,
+// initializers and node outputs.
+std::vector<std::string> subgraph_defined_names(const Attribute& attr);
+
+// Whether a graph attribute's body (or one nested in it) has a node of `domain`.
+bool subgraph_has_domain(const Attribute& attr, const std::string& domain);
+
 // `attr` must be a graph attribute; throws Error naming `label` otherwise.
 LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const std::string& label);
 

@@ -72,6 +72,35 @@ void FusionReport::record_rejection(const std::string& pattern, const Node& root
   s.reasons.push_back(root.label() + ": " + reason);
 }
 
+void FusionReport::add_subgraph(const FusionReport& body, const std::string& where) {
+  nodes_before_ += body.nodes_before_;
+  nodes_after_ += body.nodes_after_;
+  for (const auto& [op, n] : body.ops_before_) ops_before_[op] += n;
+  for (const auto& [op, n] : body.ops_after_) ops_after_[op] += n;
+  for (const PatternStats& b : body.patterns_) {
+    PatternStats& s = stats_for(b.pattern);
+    s.matched += b.matched;
+    s.rejected += b.rejected;
+    for (const std::string& r : b.reasons) s.reasons.push_back(where + ": " + r);
+  }
+  for (const PassStats& b : body.passes_) {
+    PassStats* s = nullptr;
+    for (auto& p : passes_)
+      if (p.pass == b.pass) s = &p;
+    if (!s) {
+      PassStats fresh;
+      fresh.pass = b.pass;
+      fresh.category = b.category;
+      passes_.push_back(std::move(fresh));
+      s = &passes_.back();
+    }
+    s->runs += b.runs;
+    s->rewrites += b.rewrites;
+    s->changes += b.changes;
+    s->millis += b.millis;
+  }
+}
+
 void FusionReport::record_pass_run(const std::string& pass, const std::string& category, int rewrites,
                                    const ChangeCounts& changes, double millis) {
   PassStats* s = nullptr;

@@ -8,6 +8,7 @@
 
 #include "ir/shape_inference.h"
 #include "pass/op_arity.h"
+#include "pass/subgraph_fusion.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -124,11 +125,15 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
   }
   if (!fixed_point)
     spdlog::warn("passes still changed the graph after {} iterations; stopping there", opts_.max_iterations);
+  // The same passes inside If branches (Optimum's merged decoders: subgraph_fusion.h).
+  std::vector<std::pair<std::string, FusionReport>> branches;
+  if (!passes_.empty()) branches = fuse_if_branches(g, opts_);
   // Always leave a sorted, verified graph behind (also when no pass ran).
   rw.topo_sort();
   rw.verify();
   report.set_iterations(iteration, fixed_point);
   report.end(g);
+  for (const auto& [where, r] : branches) report.add_subgraph(r, where);
   return rw.fused_origins();
 }
 

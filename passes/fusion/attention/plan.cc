@@ -108,6 +108,9 @@ std::optional<PathShape> path_shape(const Plan& pl, const Value* x) {
       r.dims.push_back({PathShape::Part::KvLen, 0});
     else if (batch_e && *e == *batch_e)
       r.dims.push_back({PathShape::Part::Batch, 0});
+    else if (const int64_t h = std::max(pl.num_heads, r.hp->heads * r.hp->repeat);
+             batch_e && h > 1 && *e == *batch_e * SymExpr::constant(h))
+      r.dims.push_back({PathShape::Part::BatchTimes, h});  // BLOOM's [B·H, D, S_kv] keys
     else
       return std::nullopt;
   }

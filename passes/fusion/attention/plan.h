@@ -54,7 +54,7 @@ struct Plan {
 // shape a Shape node reads: each dim is a constant, the batch or the keys' total length, so
 // the rewrite can rebuild Shape(x) from the op's inputs (past and new keys).
 struct PathShape {
-  enum class Part { Const, Batch, KvLen };
+  enum class Part { Const, Batch, KvLen, BatchTimes };  // BatchTimes: batch * value ([B·H, ..] views)
   const HeadPath* hp = nullptr;             // the path x is on (its past / src give the lengths)
   std::vector<std::pair<Part, int64_t>> dims;  // per dim of x: what it is (the value for Const)
 };

@@ -231,10 +231,17 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     const auto ps = path_shape(pl, c->input(0));
     if (!ps) continue;  // analyze() proved it; the graph has not changed since
     std::vector<Value*> parts;
-    for (const auto& [what, value] : ps->dims)
-      parts.push_back(what == PathShape::Part::Const ? rw.add_int64s("attn_dim", {value})
-                      : what == PathShape::Part::Batch ? past_dims(*ps->hp, 0, 1)
-                                                       : total_len(*ps->hp));
+    for (const auto& [what, value] : ps->dims) {
+      switch (what) {
+        case PathShape::Part::Const: parts.push_back(rw.add_int64s("attn_dim", {value})); break;
+        case PathShape::Part::Batch: parts.push_back(past_dims(*ps->hp, 0, 1)); break;
+        case PathShape::Part::KvLen: parts.push_back(total_len(*ps->hp)); break;
+        case PathShape::Part::BatchTimes:
+          parts.push_back(rw.create_node("", "Mul", {past_dims(*ps->hp, 0, 1), rw.add_int64s("attn_heads", {value})}, {},
+                                         1, "attn_batch_heads")->output(0));
+          break;
+      }
+    }
     Value* full = rw.create_node("", "Concat", parts, {Attribute::make_int("axis", 0)}, 1, "attn_path_shape")->output(0);
     replace_shape(c, full, static_cast<int64_t>(ps->dims.size()));
   }
