@@ -78,8 +78,12 @@ def run_ort(path, feeds):
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-def fuserun_check(bin_dir, model, feeds, refs, tmp, tag):
-    """fuserun --backend cpu --check against refs (a test_data_set folder written here)."""
+CUDA = {"usable": True}  # cleared by the first CUDA run that finds no device (or a CPU-only build)
+
+
+def fuserun_check(bin_dir, model, feeds, refs, tmp, tag, backend="cpu", precision="fp32"):
+    """fuserun --check against refs (a test_data_set folder written here); (0, ["skipped"]) for
+    a CUDA run where there is no usable GPU."""
     from onnx import numpy_helper
     import onnx
     d = os.path.join(tmp, "data_" + tag)
@@ -91,9 +95,13 @@ def fuserun_check(bin_dir, model, feeds, refs, tmp, tag):
     for i, (o, r) in enumerate(zip(m.graph.output, refs)):
         with open(os.path.join(d, f"output_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(r, o.name).SerializeToString())
-    r = subprocess.run([os.path.join(bin_dir, "fuserun"), model, "--backend", "cpu", "--check", d],
-                       capture_output=True, text=True, timeout=300)
-    return r.returncode, (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+    r = subprocess.run([os.path.join(bin_dir, "fuserun"), model, "--backend", backend, "--precision", precision,
+                        "--check", d], capture_output=True, text=True, timeout=300)
+    text = (r.stdout + r.stderr).strip()
+    if backend == "cuda" and ("no usable CUDA device" in text or "this build has no cuda backend" in text):
+        CUDA["usable"] = False
+        return 0, ["skipped"]
+    return r.returncode, text.splitlines()[-1:] or [""]
 
 
 def main():
@@ -180,7 +188,14 @@ def main():
                 expect(err < 1e-4, f"{name} use_cache_branch={use_cache}: ONNX Runtime matches (rel {err:.1e})")
                 rc, tail = fuserun_check(args.bin, out3, feeds, want, tmp, f"{name}{int(use_cache)}")
                 expect(rc == 0, f"{name} use_cache_branch={use_cache}: fuserun --backend cpu --check ({tail[0][:200]})")
-    print(f"{len(failures)} failures")
+                for prec in ("fp32", "fp16"):  # where a GPU is usable: the branches' fused ops on CUDA
+                    if not CUDA["usable"]:
+                        break
+                    rc, tail = fuserun_check(args.bin, out3, feeds, want, tmp, f"{name}{int(use_cache)}", "cuda", prec)
+                    if CUDA["usable"]:
+                        expect(rc == 0, f"{name} use_cache_branch={use_cache}: fuserun --backend cuda --precision {prec} "
+                                        f"--check ({tail[0][:200]})")
+    print(f"{len(failures)} failures" + ("" if CUDA["usable"] else " (no usable GPU: CUDA runs skipped)"))
     return 1 if failures else 0
 
 
