@@ -122,6 +122,26 @@ def builders():
             vision_config=dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
                                intermediate_size=FFN, image_size=32, patch_size=8), projection_dim=32)),
     }
+    vision = dict(image_size=32, num_channels=3)
+    more.update({
+        "segformer": ("semantic-segmentation", cfg_model(
+            "SegformerConfig", "SegformerForSemanticSegmentation", num_encoder_blocks=2, depths=[1, 1],
+            sr_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+            mlp_ratios=[2, 2], decoder_hidden_size=32, num_labels=3)),
+        "yolos": ("object-detection", cfg_model("YolosConfig", "YolosForObjectDetection", hidden_size=HIDDEN,
+                                                num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                intermediate_size=FFN, image_size=[32, 32], patch_size=8,
+                                                num_detection_tokens=4)),
+        "swinv2": ("image-classification", cfg_model("Swinv2Config", "Swinv2ForImageClassification", embed_dim=16,
+                                                     depths=[1, 1], num_heads=[2, 2], window_size=4, **vision,
+                                                     patch_size=2, num_labels=3)),
+        "detr": ("object-detection", cfg_model(
+            "DetrConfig", "DetrForObjectDetection", use_timm_backbone=False, use_pretrained_backbone=False,
+            backbone_config=dict(model_type="resnet", embedding_size=8, hidden_sizes=[8, 16, 16, 16], depths=[1, 1, 1, 1],
+                                 out_features=["stage4"]),
+            d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=5)),
+    })
     return {**{
         "bert": ("feature-extraction", bert),
         "bert_mlm": ("fill-mask", bert_mlm),

@@ -73,10 +73,6 @@ void FusionReport::record_rejection(const std::string& pattern, const Node& root
 }
 
 void FusionReport::add_subgraph(const FusionReport& body, const std::string& where) {
-  nodes_before_ += body.nodes_before_;
-  nodes_after_ += body.nodes_after_;
-  for (const auto& [op, n] : body.ops_before_) ops_before_[op] += n;
-  for (const auto& [op, n] : body.ops_after_) ops_after_[op] += n;
   for (const PatternStats& b : body.patterns_) {
     PatternStats& s = stats_for(b.pattern);
     s.matched += b.matched;

@@ -58,9 +58,9 @@ class FusionReport {
   void record_pass_run(const std::string& pass, const std::string& category, int rewrites,
                        const ChangeCounts& changes, double millis);
   void set_iterations(int n, bool reached_fixed_point);
-  // Adds what a run over a control-flow body did (subgraph_fusion.h), after end(): its node and
-  // op counts join this graph's, its pattern and pass records join these, each rejection
-  // reason prefixed with `where` (e.g. "If 'x' then_branch").
+  // Adds what a run over a control-flow body did (subgraph_fusion.h): its pattern and pass
+  // records join these, each rejection reason prefixed with `where` (e.g. "If 'x'
+  // then_branch"). Node and op counts stay the top-level graph's (docs/report_schema.md).
   void add_subgraph(const FusionReport& body, const std::string& where);
   // Called after every record_pass_run with the pass name (fuseopt's progress
   // line); never changes what is recorded.

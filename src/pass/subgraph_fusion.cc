@@ -51,6 +51,10 @@ std::string free_name(const Graph& outer, const Graph& body, const Scope& scope,
   return n;
 }
 
+bool read_outer(const LoadedSubgraph& ls, const std::string& name) {
+  return std::find(ls.outer_refs.begin(), ls.outer_refs.end(), name) != ls.outer_refs.end();
+}
+
 // One branch: load, fuse, write back into n's attribute `attr_index`. Returns false (branch
 // unchanged) when it cannot be fused; `report` then holds nothing.
 bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions& opts, const std::string& where,
@@ -78,13 +82,15 @@ bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions&
   }
   PassManager pm(opts);
   pm.run(body, report);
-  // A branch output must be computed inside the branch: one the passes turned into a constant
-  // (a folded Constant node, Optimum's placeholder presents) or into an outer value read as it
-  // is goes out through an Identity again (ONNX Runtime refuses an outer-scope value returned
-  // directly, and a hoisted constant would be one).
+  // A branch output must come from inside the branch: ONNX Runtime refuses an outer-scope value
+  // returned directly. One the passes folded to a constant (Optimum's placeholder presents) stays
+  // the branch's own initializer (not moved out below, so a second run finds nothing to fold); an
+  // outer value read as it is goes out through an Identity.
+  std::set<const Value*> own_constants;
   for (size_t i = 0; i < body.outputs.size(); ++i) {
     Value* o = body.outputs[i];
-    if (o->producer) continue;
+    if (o->const_data && !read_outer(ls, o->name)) own_constants.insert(o);
+    if (o->producer || own_constants.count(o)) continue;
     const std::string name = o->name;
     body.rename_value(o, free_name(g, body, scope, name + "_value"));
     Node* id = body.add_node("Identity", "", {o}, {name}, name + "_out");
@@ -100,7 +106,12 @@ bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions&
   // Constants: the outer ones it still reads stay outer reads; those the passes made (packed
   // weights, folded shapes) move out, under a name no branch defines, shared by equal bytes.
   const std::set<std::string> read(ls.outer_refs.begin(), ls.outer_refs.end());
+  std::vector<Value*> kept;
   for (Value* v : std::vector<Value*>(body.initializers)) {
+    if (own_constants.count(v)) {
+      kept.push_back(v);
+      continue;
+    }
     Value* ov = g.find(v->name);
     if (read.count(v->name) && ov && ov->const_data == v->const_data) continue;  // still the outer weight
     const size_t h = tensor_hash(*v->const_data);
@@ -127,7 +138,7 @@ bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions&
     g.initializers.push_back(nv);
     scope.hoisted.emplace(h, nv);
   }
-  body.initializers.clear();  // every constant is an outer read now (kept as values for to_proto's value_info)
+  body.initializers = kept;  // every other constant is an outer read now (kept as values for to_proto's value_info)
   // Values the passes defined must not shadow an outer name.
   for (Value* v : body.all_values())
     if (v->producer && !v->is_graph_output && g.find(v->name)) body.rename_value(v, free_name(g, body, scope, v->name));

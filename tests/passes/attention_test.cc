@@ -499,3 +499,50 @@ TEST_CASE("Attention: bmm-style [B*H, S, D] attention with an ALiBi term (BLOOM)
   CHECK(count_op(b.graph(), "Gather") == 3);  // the per-head interleaved split stays outside
   require_same_outputs(*before, b.graph(), {{"x", rand_tensor({B, S, D}, 41, -2, 2)}}, 1e-4f);
 }
+
+namespace {
+// transformers' bmm attention (DETR; the BART family before 4.48): scores on [B*H, S, S] views,
+// viewed as [B, H, S, S] to add the mask, viewed back flat for the Softmax and P·V.
+// merge_dims: the view back before the Softmax ({B*H, S, S}; anything else is not that view).
+void build_flat_softmax(GraphBuilder& b, std::vector<int64_t> merge_dims) {
+  Value* x = b.input("x", DType::Float, {B, S, D});
+  auto proj = [&](const std::string& n, uint32_t seed) {
+    Value* p = b.op("MatMul", {x, b.constant("W" + n, rand_tensor({D, D}, seed))});
+    Value* t = b.op("Transpose", {b.op("Reshape", {p, ints(b, n + "_heads", {B, S, H, Dh})})},
+                    {Attribute::make_ints("perm", {0, 2, 1, 3})});
+    return b.op("Reshape", {t, ints(b, n + "_flat", {B * H, S, Dh})});
+  };
+  Value* q3 = b.op("Mul", {proj("q", 1), b.scalar("scaling", 1.0f / std::sqrt(float(Dh)))});
+  Value* kt3 = b.op("Transpose", {proj("k", 2)}, {Attribute::make_ints("perm", {0, 2, 1})});
+  Value* v3 = proj("v", 3);
+  Value* s3 = b.op("MatMul", {q3, kt3}, {}, "qk");
+  Value* s4 = b.op("Reshape", {s3, ints(b, "scores4", {B, H, S, S})});
+  s4 = b.op("Add", {s4, b.constant("mask4", rand_tensor({B, 1, S, S}, 6, -2, 0))}, {}, "mask_add");
+  Value* s3b = b.op("Reshape", {s4, ints(b, "scores3", merge_dims)}, {}, "scores_flat_again");
+  Value* p = b.op("Softmax", {s3b}, {Attribute::make_int("axis", -1)});
+  if (merge_dims != std::vector<int64_t>{B * H, S, S}) p = b.op("Reshape", {p, ints(b, "p3", {B * H, S, S})});
+  Value* o3 = b.op("MatMul", {p, v3});
+  Value* o4 = b.op("Transpose", {b.op("Reshape", {o3, ints(b, "o4", {B, H, S, Dh})})}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+  b.output(b.op("Reshape", {o4, ints(b, "merge", {0, 0, -1})}));
+}
+}  // namespace
+
+TEST_CASE("Attention: bmm-style scores masked in the 4-D view, softmax on the flat view (DETR, BART < 4.48)",
+          "[passes][Attention]") {
+  GraphBuilder b(17);
+  build_flat_softmax(b, {B * H, S, S});
+  auto before = clone_graph(b.graph());
+  FusionReport r = fuse(b.graph());
+  INFO(reasons(r, "Attention"));
+  REQUIRE(matched(r, "Attention") == 1);
+  CHECK(count_op(b.graph(), "Softmax") == 0);
+  require_same_outputs(*before, b.graph(), {{"x", rand_tensor({B, S, D}, 41, -2, 2)}}, 1e-4f);
+}
+
+TEST_CASE("Attention: a softmax over a [B*H, 1, S*S_kv] view (not per query row) is not fused", "[passes][Attention]") {
+  GraphBuilder b(17);
+  build_flat_softmax(b, {B * H, 1, S * S});  // normalises each head's whole score matrix: not attention
+  FusionReport r = fuse(b.graph());
+  CHECK(matched(r, "Attention") == 0);
+  CHECK(count_op(b.graph(), "Softmax") == 1);
+}

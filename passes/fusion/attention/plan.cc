@@ -214,6 +214,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // Scores chain back to the QK MatMul (in bmm-style exports partly in the [B·H, S, S_kv] view).
   Value* s = sm->input(0);
   bool scores_flat = false;
+  bool scores_merged = false;  // a [B, H, S, S_kv] -> [B·H, S, S_kv] view seen (walking back from the Softmax)
   bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too
   // Logit soft-capping a·tanh(b·QKᵀ) (Gemma-2: cap·tanh(scale·QKᵀ / cap)): walking backwards, the
   // factors seen before the Tanh are the outer a, those after it the inner b. It is exactly
@@ -231,6 +232,16 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
     if (pl.flat && !scores_flat && splits_bh(n)) {
       scores_flat = true;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
+    // The softmax on the [B·H, S, S_kv] view of [B, H, S, S_kv] scores whose mask was added in
+    // the 4-D view (transformers' bmm attention: DETR, and the BART family before 4.48:
+    // view(B, H, S, S_kv) + mask, view(B·H, S, S_kv), softmax): walking back, the merge comes
+    // first, then the mask terms (4-D, not flat), then the split above.
+    if (pl.flat && !scores_flat && !scores_merged && merges_bh(n)) {
+      scores_merged = true;
       pl.core.push_back(n);
       s = n->input(0);
       continue;
