@@ -16,19 +16,8 @@ import subprocess
 import sys
 import tempfile
 
-
-def all_nodes(graph):
-    """The graph's nodes and those of its If/Loop/Scan bodies (Optimum's merged decoders hold
-    the whole model in the two branches of one If)."""
-    out = []
-    for n in graph.node:
-        out.append(n)
-        for a in n.attribute:
-            if a.HasField("g"):
-                out += all_nodes(a.g)
-            for g in a.graphs:
-                out += all_nodes(g)
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
+from _fuseopt_testlib import all_nodes  # noqa: E402  (If/Loop/Scan bodies included)
 
 
 def main():

@@ -62,7 +62,6 @@ bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions&
   const Attribute attr = n->attrs[attr_index];
   LoadedSubgraph ls = load_subgraph(attr, g, where);
   Graph& body = *ls.graph;
-  std::set<std::string> outer_inputs;  // outer values the body reads that stay inputs of the loaded body
   for (const std::string& name : ls.outer_refs) {
     Value* ov = g.find(name);
     Value* bv = body.find(name);
@@ -74,10 +73,9 @@ bool fuse_branch(Graph& g, Node* n, size_t attr_index, const PassManagerOptions&
       bv->dtype = ov->const_data->dtype;
       bv->shape = shape_of(*ov->const_data);
       body.initializers.push_back(bv);
-    } else {
+    } else {  // an outer value computed at run time: a typed input of the branch
       bv->dtype = ov->dtype;
       bv->shape = ov->shape;
-      outer_inputs.insert(name);
     }
   }
   PassManager pm(opts);

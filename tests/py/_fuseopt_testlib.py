@@ -51,6 +51,20 @@ def expecter(failures, quiet_ok=False):
     return expect
 
 
+def all_nodes(graph):
+    """The graph's nodes and those of its If/Loop/Scan bodies, recursively (Optimum's merged
+    decoders hold the whole model in the two branches of one If; src/pass/subgraph_fusion.h)."""
+    out = []
+    for n in graph.node:
+        out.append(n)
+        for a in n.attribute:
+            if a.HasField("g"):
+                out += all_nodes(a.g)
+            for g in a.graphs:
+                out += all_nodes(g)
+    return out
+
+
 def run_fuseopt(bin_dir, *args, timeout=600):
     exe = os.path.join(bin_dir, "fuseopt")
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)

@@ -63,31 +63,17 @@ def is_layer_gemm(n, inits):
     return True
 
 
-def all_nodes(graph):
-    """The graph's nodes and those of its If/Loop/Scan bodies (Optimum's merged decoders hold
-    the whole model in the two branches of one If; src/pass/subgraph_fusion.h)."""
-    out = []
-    for n in graph.node:
-        out.append(n)
-        for a in n.attribute:
-            if a.HasField("g"):
-                out += all_nodes(a.g)
-            for g in a.graphs:
-                out += all_nodes(g)
-    return out
-
-
 def attention_blocks(orig):
     """Attention blocks of an export: its Softmax nodes, or from opset 23 the standard
     Attention nodes the dynamo exporter writes for scaled_dot_product_attention."""
-    return sum(1 for n in all_nodes(orig.graph)
+    return sum(1 for n in lib.all_nodes(orig.graph)
                if n.op_type == "Softmax" or (n.op_type == "Attention" and n.domain in ("", "ai.onnx")))
 
 
 def structural(name, orig, model):
     fails = []
     layers = attention_blocks(orig)
-    nodes = all_nodes(model.graph)
+    nodes = lib.all_nodes(model.graph)
     ops = Counter(n.op_type for n in nodes)
     inits = {t.name: t for t in model.graph.initializer}
     prod = {o: n for n in model.graph.node for o in n.output}

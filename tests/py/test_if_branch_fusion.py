@@ -23,18 +23,8 @@ import _fuseopt_testlib as lib  # noqa: E402
 
 def branch_nodes(model, op=None):
     """Every node inside If branches (recursively), optionally of one op type."""
-    import onnx
-    out = []
-
-    def walk(graph, inside):
-        for n in graph.node:
-            if inside and (op is None or n.op_type == op):
-                out.append(n)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g, True)
-    walk(model.graph, False)
-    return out
+    inside = [n for top in model.graph.node for a in top.attribute if a.HasField("g") for n in lib.all_nodes(a.g)]
+    return [n for n in inside if op is None or n.op_type == op]
 
 
 def synthetic(onnx, np, refusable=False):

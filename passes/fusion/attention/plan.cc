@@ -117,12 +117,6 @@ std::optional<PathShape> path_shape(const Plan& pl, const Value* x) {
   return r;
 }
 
-namespace {
-
-bool path_shape_rebuildable(const Plan& pl, const Value* x) { return path_shape(pl, x).has_value(); }
-
-}  // namespace
-
 // Structural walk; "" on success (legality problems go to plan.fail).
 std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl = Plan{};
@@ -574,7 +568,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       }
       const Node* n = x->producer;
       if (!n || (n->is("Shape") && (n->input(0) == pl.k.present || n->input(0) == pl.v.present))) continue;
-      if (n->is("Shape") && path_shape_rebuildable(pl, n->input(0))) {
+      if (n->is("Shape") && path_shape(pl, n->input(0))) {
         // transformers' SDPA path slices the mask to the repeated keys' length
         // (mask[..., :key.shape[-2]] after repeat_kv): the rewrite rebuilds that shape too.
         if (std::find(pl.path_shape_reads.begin(), pl.path_shape_reads.end(), n) == pl.path_shape_reads.end())

@@ -210,7 +210,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
       a = std::clamp(a < 0 ? a + r : a, int64_t{0}, r);
       b = std::clamp(b < 0 ? b + r : b, int64_t{0}, r);
       out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
-                           {}, 1, "attn_present_shape_part")->output(0);
+                           {}, 1, "attn_shape_part")->output(0);
     }
     rw.replace_all_uses(c->output(0), out);
     rw.erase_node(c);
@@ -309,19 +309,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     std::vector<Node*> readers;
     for (Node* c : sv->consumers())
       if (c->is("Shape")) readers.push_back(c);
-    for (Node* c : readers) {
-      Value* out = full;
-      if (c->has_attr("start") || c->has_attr("end")) {
-        const int64_t r = static_cast<int64_t>(parts.size());
-        int64_t a = c->attr_int("start", 0), b = c->attr_int("end", r);
-        a = std::clamp(a < 0 ? a + r : a, int64_t{0}, r);
-        b = std::clamp(b < 0 ? b + r : b, int64_t{0}, r);
-        out = rw.create_node("", "Slice", {full, rw.add_int64s("attn_s", {a}), rw.add_int64s("attn_e", {std::max(a, b)})},
-                             {}, 1, "attn_shape_part")->output(0);
-      }
-      rw.replace_all_uses(c->output(0), out);
-      rw.erase_node(c);
-    }
+    for (Node* c : readers) replace_shape(c, full, static_cast<int64_t>(parts.size()));
   }
   std::vector<Node*> walked;
   for (HeadPath* hp : {&pl.q, &pl.k, &pl.v}) walked.insert(walked.end(), hp->nodes.begin(), hp->nodes.end());
