@@ -15,7 +15,9 @@
 //            masked_rows_zero (default 0; 1: a query row none of whose scores is above
 //            -inf, i.e. no visible key, outputs 0 instead of NaN: torch SDPA's NaN guard),
 //            softcap (default 0 = none; > 0: s = softcap·tanh(scale·q·k / softcap) before
-//            attn_bias and mask, as ONNX opset-23 Attention's softcap; Gemma-2)
+//            attn_bias and mask, as ONNX opset-23 Attention's softcap; Gemma-2),
+//            window (default 0 = none; > 0: a sliding window, key j hidden from query i
+//            when i + S_kv - S - j >= window, as causal's -inf; Mistral, Gemma-2, StarCoder2)
 //   output : Y [B, S, H·Dv]; query head h reads kv head h / (H / Hkv) (GQA).
 //            With a past: present_key [B, Hkv, S_past + S_new, Dh] = past_key then the
 //            new keys, present_value likewise (outputs 1, 2, optional), and attention
@@ -140,6 +142,8 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
   const bool rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
   const float softcap = node.attr_float("softcap", 0.0f);
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
+  const int64_t window = node.attr_int("window", 0);
+  ATT_CHECK(window >= 0, "window " << window << " must be >= 0 (0: no sliding window)");
 
   if (mask) dm::check_attention_mask(ctx, *mask, B, Skv);
   BiasView bv;
@@ -169,7 +173,8 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
         float mx = neg_inf;
         for (int64_t j = 0; j < Skv; ++j) {
           float s;
-          if (causal && j > i + (Skv - S)) {
+          const int64_t q_pos = i + (Skv - S);  // the query's position among the keys (bottom-right)
+          if ((causal && j > q_pos) || (window > 0 && q_pos - j >= window)) {
             s = neg_inf;
           } else {
             const float* kj = kb + j * k_row;

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_generic_kernel(Attentio
       if (i >= a.Sq) continue;  // warp-uniform
       const float* qr = q_s + (warp * kRowsPerWarp + r) * Dh;
       float s = -INFINITY;
-      if (key_valid && !(a.causal && j > i + causal_off)) {
+      if (key_valid && !(a.causal && j > i + causal_off) && !(a.window > 0 && i + causal_off - j >= a.window)) {
         float acc = 0.f;
         const float* kr = k_s + lane * ks;
         for (int d = 0; d < Dh; ++d) acc += qr[d] * kr[d];
@@ -162,14 +162,27 @@ void launch_generic(const AttentionArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-const char* attention_kernel_name(const AttentionArgs& a) {
+namespace {
+// The window dropped where it hides nothing: the largest query-key distance, i + Skv - Sq - j
+// at i = Sq - 1, j = 0, is Skv - 1, so a window of at least Skv keys keeps every key and the
+// fast kernels (which have no window) give the same result.
+AttentionArgs without_idle_window(AttentionArgs a) {
+  if (a.window > 0 && a.Skv <= a.window) a.window = 0;
+  return a;
+}
+}  // namespace
+
+const char* attention_kernel_name(const AttentionArgs& args) {
+  const AttentionArgs a = without_idle_window(args);
   if (a.softcap > 0.f) return "generic";  // only the generic kernel soft-caps
+  if (a.window > 0) return attention_mma_supported(a) ? "mma" : "generic";  // the Hopper kernel has no window
   if (hopper_attention_applies(a)) return "hopper";
   return attention_mma_supported(a) ? "mma" : "generic";
 }
 
 void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
-  const AttentionArgs a = with_head_strides(args);
+  const AttentionArgs a = without_idle_window(with_head_strides(args));
+  FUSE_CHECK(a.window >= 0, "Attention CUDA kernel: window " << a.window << " must be >= 0");
   FUSE_CHECK(a.B >= 0 && a.H > 0 && a.Hkv > 0 && a.H % a.Hkv == 0,
              "Attention CUDA kernel: num_heads " << a.H << " is not a multiple of kv_num_heads " << a.Hkv);
   FUSE_CHECK(a.Dh > 0 && a.Dh <= 256 && a.Dv > 0 && a.Dv <= 256,
@@ -179,7 +192,9 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
   if (a.softcap > 0.f) {
     // Soft-capping (Gemma-2) is implemented in the generic kernel only: correctness first.
     FUSED_DISPATCH_FLOAT(a.dtype, T, launch_generic<T>(a, stream));
-  } else if (launch_hopper_attention(a, stream)) {
+  } else if (a.window > 0 && attention_mma_supported(a)) {
+    launch_attention_mma(a, stream);  // a window that hides keys: the mma.sync kernel skips and masks them
+  } else if (a.window == 0 && launch_hopper_attention(a, stream)) {
     // sm_90a kernel (fused_attention_hopper.cu): launched where it applies
   } else if (attention_mma_supported(a)) {
     launch_attention_mma(a, stream);

@@ -9,7 +9,9 @@
 //            what the kernels read in place through their head strides). S = 1 over a cache: the
 //            split-KV (flash-decoding) kernel, fused_attention_decode.cu (kFlashDecodeMinKeys).
 //   attrs  : num_heads, kv_num_heads (= num_heads), scale (= 1/sqrt(Dh)),
-//            causal, mask_filter_value (= -inf), masked_rows_zero (= 0), softcap (= 0: none; > 0 runs the generic kernel)
+//            causal, mask_filter_value (= -inf), masked_rows_zero (= 0), softcap (= 0: none; > 0 runs the generic kernel),
+//            window (= 0: none; where it hides keys, i.e. past + new keys > window, the mma.sync or generic kernel)
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -76,8 +78,14 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   const float fill = node.attr_float("mask_filter_value", -std::numeric_limits<float>::infinity());
   const bool rows_zero = node.attr_int("masked_rows_zero", 0) != 0;
   ATT_CHECK(!(softcap < 0.0f) && !std::isnan(softcap), "softcap " << softcap << " must be >= 0");
-  // The decode kernel does not soft-cap (launch_attention sends softcap > 0 to the generic kernel).
-  const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && fd_on &&
+  const int64_t window = node.attr_int("window", 0);
+  ATT_CHECK(window >= 0, "window " << window << " must be >= 0 (0: no sliding window)");
+  // A window hides a key only when the keys outnumber it (the farthest query-key distance is
+  // total_keys - 1); below that the paths without a window give the same result.
+  const bool window_hides = window > 0 && total_keys > window;
+  // The decode kernels neither soft-cap nor slide a window (launch_attention sends those to the
+  // generic / mma.sync kernels).
+  const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && !window_hides && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
   // A KV cache the session holds (Session::hold_kv_cache): the pasts are views of its blocks
   // (seq_capacity rows per (b, h)) and the presents are the same blocks grown in place, so only
@@ -104,7 +112,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // the cache is read once, from the past, and written to the present on the way). FUSEOPT_DECODE_APPEND
   // =0 sends the step to the two-launch paths below; FUSEOPT_FLASH_DECODE=0 does too (prefill kernels).
   const bool fd_off = fd_env && *fd_env && std::string(fd_env) == "0";
-  if (past_k && S == 1 && Skv == 1 && !bias && softcap == 0.0f && !fd_off && B > 0 &&
+  if (past_k && S == 1 && Skv == 1 && !bias && softcap == 0.0f && !window_hides && !fd_off && B > 0 &&
       cuda_fused::decode_append_mode() != 0) {
     const int64_t St = l.Sp + 1;
     if (mask) dm::check_attention_mask(ctx, *mask, B, St);
@@ -195,6 +203,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   a.mask_filter_value = fill;
   a.masked_rows_zero = rows_zero;
   a.softcap = softcap;
+  a.window = window_hides ? static_cast<int>(std::min<int64_t>(window, int64_t(1) << 30)) : 0;
 
   if (mask) {
     dm::check_attention_mask(ctx, *mask, B, Skv);

@@ -121,11 +121,14 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
     kv_end = max(0, min(a.Skv, last_row + causal_off + 1));
   }
   const int n_tiles = (kv_end + kBc - 1) / kBc;
+  // Sliding window: key tiles wholly left of the block's first row's window are hidden from
+  // every row of the block (j <= q0 + causal_off - window): skip them.
+  const int first_tile = a.window > 0 ? min(n_tiles, max(0, q0 + causal_off - a.window + 1) / kBc) : 0;
 
   load_tile<T, D, kRowsBlk>(q_s, qb, a.q_seq_stride, q0, a.Sq);
-  if (n_tiles > 0) {
-    load_tile<T, D, kBc>(k_s, kb, a.k_seq_stride, 0, a.Skv);
-    load_tile<T, D, kBc>(v_s, vb, a.v_seq_stride, 0, a.Skv);
+  if (first_tile < n_tiles) {
+    load_tile<T, D, kBc>(k_s, kb, a.k_seq_stride, first_tile * kBc, a.Skv);
+    load_tile<T, D, kBc>(v_s, vb, a.v_seq_stride, first_tile * kBc, a.Skv);
   }
   cp_async_commit();
 
@@ -182,10 +185,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   // the first kBc threads before the tile's barrier (the previous tile's
   // readers have passed the barrier that ends their iteration).
   __shared__ bool col_masked[kBc];
-  if (n_tiles > 0) load_bias(0);
+  if (first_tile < n_tiles) load_bias(first_tile * kBc);
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int stage = tile & 1;
+  for (int tile = first_tile; tile < n_tiles; ++tile) {
+    const int stage = (tile - first_tile) & 1;
     bool key_masked = false;
     if (a.mask && threadIdx.x < kBc) {
       const int j = tile * kBc + threadIdx.x;
@@ -244,7 +247,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
     // in the instruction cache; the checked path keeps per-element code to
     // a few selects (key-level facts are computed once per column).
     const bool checks = any_elem_checks || tile_masked || k0 + kBc > a.Skv ||
-                        (a.causal && k0 + kBc - 1 > warp_row0 + causal_off);
+                        (a.causal && k0 + kBc - 1 > warp_row0 + causal_off) ||
+                        (a.window > 0 && warp_row0 + 16 * MT - 1 + causal_off - k0 >= a.window);
     if (!checks) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -283,6 +287,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
             else if (a.bias) v = bias_call(a.bias, a.bias_dtype, a.mask_filter_value, v, bias_idx);
             v = col_rep[nb][c & 1] ? col_val[nb][c & 1] : v;
             if (a.causal && j > i + causal_off) v = -INFINITY;
+            if (a.window > 0 && i + causal_off - j >= a.window) v = -INFINITY;
             s[mt][nb][c] = v;
           }
       }

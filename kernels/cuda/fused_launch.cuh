@@ -101,6 +101,11 @@ struct AttentionArgs {
   // Logit soft-capping (Gemma-2): s = softcap·tanh(scale·q·k / softcap) before bias and
   // masks; 0 = none. Only the generic kernel implements it (launch_attention routes there).
   float softcap = 0.f;
+  // Sliding window (Mistral, Gemma-2, StarCoder2): key j is hidden (-inf, as causal) from
+  // query i when i + Skv - Sq - j >= window; 0 = none. launch_attention drops a window that
+  // hides nothing at these lengths (Skv <= window) and sends the others to the mma.sync
+  // kernel (or the generic one where that does not apply); the Hopper kernel has none.
+  int window = 0;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 

@@ -14,6 +14,9 @@
 //                                             standard op aligns top-left without past keys);
 //                                             otherwise Where(j <= i + S_kv - S_q, mask, -inf)
 //                                             folded into attn_mask
+//   window (> 0: key j hidden when          ->  no such attribute: Where(j > i + S_kv - S_q - window,
+//     i + S_kv - S_q - j >= window)                mask, -inf) folded into attn_mask, with causal folded
+//                                                  in too (is_causal is not used then)
 //   softcap (> 0: cap·tanh(s / cap) after   ->  softcap (same place in the standard op: after the
 //     the scale, before bias and masks)            scale, before attn_mask)
 //   qk_matmul_output                      ->  not used (absent)
@@ -209,7 +212,8 @@ std::string dim_key(const Value* v, size_t axis) {
 Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal) {
   Value* mask = n->input(kMask);
   Value* bias = n->input(kBias);
-  if (!mask && !bias && !fold_causal) return nullptr;
+  const int64_t window = n->attr_int("window", 0);
+  if (!mask && !bias && !fold_causal && window <= 0) return nullptr;
   const DType t = q->dtype;
   float fill = fill_of(*n);
   if (fill == -std::numeric_limits<float>::max()) fill = std::nextafter(fill, 0.0f);
@@ -217,7 +221,7 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
   key.precision(9);
   Value* past = n->input(kPastKey);
   key << "attn_mask," << (mask ? mask->name : "") << "," << (bias ? bias->name : "") << "," << fill << ","
-      << fold_causal << "," << dim_key(q, 1) << "," << dim_key(k, 1) << "," << (past ? dim_key(past, 2) : "");
+      << fold_causal << "," << window << "," << dim_key(q, 1) << "," << dim_key(k, 1) << "," << (past ? dim_key(past, 2) : "");
   if (auto it = c.shared.find(key.str()); it != c.shared.end()) return it->second;
 
   const std::string hint = "attn_mask";
@@ -245,8 +249,8 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
     m = c.node("Where", {keep, m ? m : c.scalar(t, 0.0, "zero"), c.scalar(t, fill, "mask_fill")}, {}, 1, hint)
             ->output(0);
   }
-  if (fold_causal) {
-    // visible[i, j] = j <= i + (S_kv - S_q)
+  if (fold_causal || window > 0) {
+    // visible[i, j] = j <= i + (S_kv - S_q) (causal) and j > i + (S_kv - S_q) - window (window)
     Value* sq = c.dim_0d(q, 1);
     Value* skv = c.dim_0d(k, 1);
     if (past)  // the keys are the past ones, then the new ones
@@ -258,11 +262,17 @@ Value* build_mask(EmitContext& c, Node* n, Value* q, Value* k, bool fold_causal)
                ->output(0);
     rows = c.node("Unsqueeze", {rows, c.int64s({1})}, {}, 1, hint + "_rows")->output(0);  // [S_q, 1]
     Value* cols = c.node("Range", {zero, skv, one}, {}, 1, hint + "_cols")->output(0);  // [S_kv]
-    Value* visible = c.node("LessOrEqual", {cols, rows}, {}, 1, hint + "_causal")->output(0);
-    m = c.node("Where", {visible, m ? m : c.scalar(t, 0.0, "zero"),
-                         c.scalar(t, -std::numeric_limits<double>::infinity(), "neg_inf")},
-               {}, 1, hint)
-            ->output(0);
+    Value* neg_inf = c.scalar(t, -std::numeric_limits<double>::infinity(), "neg_inf");
+    if (fold_causal) {
+      Value* visible = c.node("LessOrEqual", {cols, rows}, {}, 1, hint + "_causal")->output(0);
+      m = c.node("Where", {visible, m ? m : c.scalar(t, 0.0, "zero"), neg_inf}, {}, 1, hint)->output(0);
+    }
+    if (window > 0) {
+      Value* lower = c.node("Sub", {rows, c.scalar(DType::Int64, static_cast<double>(window), "window")}, {}, 1,
+                            hint + "_window")->output(0);
+      Value* in_window = c.node("Greater", {cols, lower}, {}, 1, hint + "_window")->output(0);
+      m = c.node("Where", {in_window, m ? m : c.scalar(t, 0.0, "zero"), neg_inf}, {}, 1, hint)->output(0);
+    }
   } else {
     // ONNX Runtime reads the mask's axis -2 as S_q: broadcast it there explicitly.
     const bool has_sq = m->shape && m->shape->size() >= 2 && same_dim(m, m->shape->size() - 2, q, 1);
@@ -299,7 +309,8 @@ void attention_rewrite(EmitContext& c, Node* n) {
   const bool causal = n->attr_int("causal", 0) != 0;
   const bool packed = n->input(kKey) == nullptr;
   const bool same_len = packed || same_dim(q, 1, k, 1);
-  const bool fold_causal = causal && !same_len;
+  // A window is folded into attn_mask; causal goes with it (the two are one bottom-right mask).
+  const bool fold_causal = causal && (!same_len || n->attr_int("window", 0) > 0);
   Value* m = build_mask(c, n, q, k, fold_causal);
 
   std::vector<Attribute> attrs{Attribute::make_int("q_num_heads", H), Attribute::make_int("kv_num_heads", Hkv)};

@@ -3,9 +3,9 @@
 //   keep = And(And(ones, kv_idx <= q_idx), attention_mask[b, kv])
 //   scores + Where(keep, 0, finfo.min)
 // Positive forms become causal=1 + the compact `mask` input and no attn_bias; forms
-// that are almost causal (strict <, offset ranges, a sliding window) or gather
+// that are almost causal (strict <, offset ranges, kv < q + W) or gather
 // something that is not attention_mask[b, kv] keep the tensor as attn_bias (the
-// fusion still fires, exactly). Every case runs both graphs on the CPU Session.
+// fusion still fires, exactly). A sliding window kv > q - W becomes window = W. Every case runs both graphs on the CPU Session.
 #include <cmath>
 #include <limits>
 
@@ -22,7 +22,7 @@ namespace {
 constexpr int64_t B = 2, S = 5, H = 2, Dh = 4, D = H * Dh;
 
 enum class Pad { GatherND, FlatGather, Unsqueeze, SliceExpand, None };
-enum class Cmp { Causal, CausalGe, Less, Bidirectional, SlidingWindow };
+enum class Cmp { Causal, CausalGe, Less, Bidirectional, SlidingWindow, SlidingWindowGe, WindowOnly, FutureWindow };
 
 struct Spec {
   Pad pad = Pad::GatherND;
@@ -34,6 +34,12 @@ struct Spec {
   bool keep_where = false;      // Where(keep, scores, min) instead of scores + Where(keep, 0, min)
   bool outer_expand = false;    // TorchScript's Expand of the And to [B, 1, S, S]
   bool mask_own_dims = false;   // the mask input has its own symbols (dynamo KV-cache steps); S from x
+  // The sliding window's W (the Cmp::*Window* forms). 3 of S = 5 hides keys, and no padded
+  // query's window is all padding: such a row (all its keys filled with finfo.min in the
+  // original, uniform over all S keys) is uniform over its window's keys in the op — the
+  // divergence docs/fused_ops.md states for causal rows at padded positions.
+  int64_t window = 3;
+  bool window_input = false;    // W read from a graph input (not a constant)
   DType t = DType::Float;       // the model's float type (Float16: model.half() before the export)
   float fill = -std::numeric_limits<float>::max();  // the Where's fill (finfo(t).min)
 };
@@ -74,14 +80,25 @@ Value* keep_mask(GraphBuilder& b, const Spec& s, Value* x, Value* mask) {
   Value* q_r = s.q_offset == s.kv_offset ? kv_r : range(s.q_offset, seq);
   Value* kv = unsq(b, unsq(b, kv_r, {0, 1}), {2});  // [1, 1, 1, S]
   Value* q = unsq(b, unsq(b, q_r, {0, 1}), {3});    // [1, 1, S, 1]
+  Value* win = s.window_input ? b.input("window", DType::Int64, {}) : i64(b, "window", s.window);
   Value* cmp = nullptr;
   switch (s.cmp) {
     case Cmp::Causal: cmp = b.op("LessOrEqual", {kv, q}); break;
     case Cmp::CausalGe: cmp = b.op("GreaterOrEqual", {q, kv}); break;
     case Cmp::Less: cmp = b.op("Less", {kv, q}); break;
     case Cmp::Bidirectional: cmp = b.op("GreaterOrEqual", {kv, i64(b, "zero", 0)}); break;
-    case Cmp::SlidingWindow:
-      cmp = b.op("And", {b.op("LessOrEqual", {kv, q}), b.op("Greater", {kv, b.op("Sub", {q, i64(b, "window", 2)})})});
+    case Cmp::SlidingWindow:  // transformers' sliding_window_overlay: kv_idx > q_idx - W
+      cmp = b.op("And", {b.op("LessOrEqual", {kv, q}), b.op("Greater", {kv, b.op("Sub", {q, win})})});
+      break;
+    case Cmp::SlidingWindowGe:  // q_idx - (W - 1) <= kv_idx, written the other way round
+      cmp = b.op("And", {b.op("LessOrEqual", {b.op("Sub", {q, i64(b, "window_m1", s.window - 1)}), kv}),
+                         b.op("GreaterOrEqual", {q, kv})});
+      break;
+    case Cmp::WindowOnly:  // no causal leaf: later keys stay visible
+      cmp = b.op("Greater", {kv, b.op("Sub", {q, win})});
+      break;
+    case Cmp::FutureWindow:  // kv_idx < q_idx + W: bounds the keys from above, not a window of the past
+      cmp = b.op("And", {b.op("LessOrEqual", {kv, q}), b.op("Less", {kv, b.op("Add", {q, win})})});
       break;
   }
   Tensor t(DType::Bool, {});
@@ -144,9 +161,12 @@ void build(GraphBuilder& b, const Spec& s) {
   b.output(o);
 }
 
-std::map<std::string, Tensor> feeds() {
+std::map<std::string, Tensor> feeds(const Spec& s = {}) {
   // Right padding (the exporters' test data): batch 1 masks its last 2 keys.
-  return {{"x", rand_tensor({B, S, D}, 41, -2, 2)}, {"mask", Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S})}};
+  std::map<std::string, Tensor> f = {{"x", rand_tensor({B, S, D}, 41, -2, 2)},
+                                     {"mask", Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S})}};
+  if (s.window_input) f["window"] = Tensor::from_ints({s.window}, {});
+  return f;
 }
 
 // Why the mask term stayed attn_bias: the plan's notes (what `fuseopt -vv` logs).
@@ -173,7 +193,7 @@ const Node* fused(const Spec& s, GraphBuilder& b) {
   REQUIRE(matched(r, "Attention") == 1);
   CHECK(count_op(b.graph(), "Softmax") == 0);
   // The CPU backend widens half nodes to fp32; the original rounds between them.
-  require_same_outputs(*before, b.graph(), feeds(), s.t == DType::Float ? 1e-4f : 5e-3f);
+  require_same_outputs(*before, b.graph(), feeds(s), s.t == DType::Float ? 1e-4f : 5e-3f);
   for (const auto& n : b.graph().nodes())
     if (n->op_type == "Attention") return n.get();
   FAIL("no Attention node");
@@ -181,10 +201,11 @@ const Node* fused(const Spec& s, GraphBuilder& b) {
 }
 
 // causal=1 + mask = the graph input, no attn_bias, and the S x S mask build is gone.
-void expect_compact(const Spec& s, bool causal, bool padding) {
+void expect_compact(const Spec& s, bool causal, bool padding, int64_t window = 0) {
   GraphBuilder b(18);
   const Node* a = fused(s, b);
   CHECK(a->attr_int("causal", -1) == (causal ? 1 : 0));
+  CHECK(a->attr_int("window", 0) == window);
   CHECK(a->inputs.size() == (padding ? 4u : 3u));  // Q, K, V (+ mask), no attn_bias (input 4)
   if (padding) {
     REQUIRE(a->input(3));
@@ -260,7 +281,8 @@ TEST_CASE("Attention mask: almost-causal forms stay attn_bias, with the reason",
     Spec s;
     s.cmp = Cmp::Less;
     expect_bias(s);
-    CHECK_THAT(notes(s), Contains("Less") && Contains("is not a causal or key-padding term"));
+    CHECK_THAT(notes(s), Contains("Less") && Contains("is not a causal or key-padding term") &&
+                             Contains("nor a sliding window"));
   }
   SECTION("offset ranges: q from 1 (j <= i + 1)") {
     Spec s;
@@ -275,11 +297,74 @@ TEST_CASE("Attention mask: almost-causal forms stay attn_bias, with the reason",
     expect_bias(s);
     CHECK_THAT(notes(s), Contains("the key index is not Range(0, S_kv)"));
   }
-  SECTION("a sliding window term (Mistral)") {
+  SECTION("kv < q + W bounds the keys from above: not a window over the past") {
+    Spec s;
+    s.cmp = Cmp::FutureWindow;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("Less") && Contains("nor a sliding window"));
+  }
+}
+
+TEST_CASE("Attention mask: a sliding window (kv > q - W) -> causal=1 + window=W + mask", "[passes][Attention]") {
+  // W = 3 of S = 5 keys: the window hides keys, so the check compares a real difference.
+  for (bool symbolic : {false, true}) {
+    for (Cmp cmp : {Cmp::SlidingWindow, Cmp::SlidingWindowGe}) {
+      INFO("symbolic " << symbolic << " form " << int(cmp));
+      Spec s;
+      s.cmp = cmp;
+      s.symbolic = symbolic;
+      expect_compact(s, true, true, 3);
+    }
+  }
+  SECTION("window 2, no padding") {
     Spec s;
     s.cmp = Cmp::SlidingWindow;
+    s.window = 2;
+    s.pad = Pad::None;
+    expect_compact(s, true, false, 2);
+  }
+  SECTION("a window without a causal leaf (later keys stay visible)") {
+    Spec s;
+    s.cmp = Cmp::WindowOnly;
+    expect_compact(s, false, true, 3);
+  }
+  SECTION("a window wider than the sequence hides nothing and is kept all the same") {
+    Spec s;
+    s.cmp = Cmp::SlidingWindow;
+    s.window = 4096;
+    expect_compact(s, true, true, 4096);
+  }
+}
+
+TEST_CASE("Attention mask: sliding windows that are not provable stay attn_bias, with the reason", "[passes][Attention]") {
+  SECTION("W from a graph input (not a constant)") {
+    Spec s;
+    s.cmp = Cmp::SlidingWindow;
+    s.window_input = true;
     expect_bias(s);
-    CHECK_THAT(notes(s), Contains("Greater"));
+    CHECK_THAT(notes(s), Contains("Greater") && Contains("nor a sliding window"));
+  }
+  SECTION("W = 0 hides every key") {
+    Spec s;
+    s.cmp = Cmp::SlidingWindow;
+    s.window = 0;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("hides every key"));
+  }
+  SECTION("a window over key indices that are not Range(0, S_kv) (both ranges from 1)") {
+    Spec s;
+    s.cmp = Cmp::WindowOnly;
+    s.q_offset = s.kv_offset = 1;
+    s.pad = Pad::None;
+    expect_bias(s);
+    CHECK_THAT(notes(s), Contains("the key index is not Range(0, S_kv)"));
+  }
+  SECTION("q from 1 is the same comparison one key narrower: window 2, exact") {
+    Spec s;
+    s.cmp = Cmp::WindowOnly;
+    s.q_offset = 1;
+    s.pad = Pad::None;
+    expect_compact(s, false, false, 2);
   }
 }
 

@@ -36,6 +36,15 @@ EXPECT = {
     "optimum_qwen2_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
     "optimum_phi3_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2},
     "optimum_gpt2_kv": {"causal": 1, "attn_bias": False},
+    # Sliding windows (kv_idx > q_idx - W, transformers' sliding_window_overlay): causal + mask +
+    # window = W instead of the whole [B, 1, S_q, S_kv] mask as attn_bias. Gemma-2 alternates
+    # windowed and full layers: the set of windows its layers carry.
+    "optimum_mistral_kv": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2,
+                           "windows": {4096}},
+    "mistral_kv_op17_ts": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "kv_num_heads": 2,
+                           "windows": {4096}},
+    "gemma2_kv_op17_ts": {"causal": 1, "mask": "attention_mask", "attn_bias": False, "windows": {0, 4096}},
+    "gemma2_kv_op18_dynamo": {"causal": 1, "attn_bias": False, "windows": {0, 4096}},
 }
 
 
@@ -81,6 +90,11 @@ def check(args, d, tmp, onnx):
     presents = [o for o in outs if o.startswith("present") and "key" in o]
     if seq2seq and len(with_past) != len(presents):
         fails.append(f"{name}: {len(with_past)} Attention with past for {len(presents)} present keys")
+    if "windows" in want:
+        got_windows = {next((onnx.helper.get_attribute_value(x) for x in a.attribute if x.name == "window"), 0)
+                       for a in attn}
+        if got_windows != want["windows"]:
+            fails.append(f"{name}: windows {sorted(got_windows)}, want {sorted(want['windows'])}")
     for a in attn:
         ins = list(a.input) + [""] * (7 - len(a.input))
         if not (ins[5] and ins[6]):

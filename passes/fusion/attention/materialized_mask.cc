@@ -90,19 +90,21 @@ std::optional<Lin> lin_of(const Value* v, int depth = 0) {
     x->rank = std::max(x->rank, (*sd)[0]);
     return x;
   }
-  if (p->is("Add") || p->is("Mul")) {
+  if (p->is("Add") || p->is("Sub") || p->is("Mul")) {
     auto a = lin_of(p->input(0), depth + 1), b = lin_of(p->input(1), depth + 1);
     if (!a || !b) return std::nullopt;
     Lin l;
     l.rank = std::max(a->rank, b->rank);
-    if (p->is("Add")) {
+    if (!p->is("Mul")) {  // a + b, or a - b (the sliding window's q_idx - W)
+      const SymExpr sign = SymExpr::constant(p->is("Sub") ? -1 : 1);
       l.terms = a->terms;
-      for (const LinTerm& t : b->terms) {
+      for (LinTerm t : b->terms) {
         for (const LinTerm& u : l.terms)
           if (u.axis_r == t.axis_r) return std::nullopt;  // same axis twice: not needed by any export
+        t.coef = t.coef * sign;
         l.terms.push_back(t);
       }
-      l.offset = a->offset + b->offset;
+      l.offset = a->offset + b->offset * sign;
       return l;
     }
     if (!a->terms.empty() && !b->terms.empty()) return std::nullopt;
@@ -270,6 +272,42 @@ bool causal_leaf(const Node* n, const Dims& d, std::string& why) {
     return false;
   }
   return true;
+}
+
+// A sliding window: kv_idx > q_idx - W (Mistral, Gemma-2/3, StarCoder2, Cohere-2: transformers'
+// sliding_window_overlay), i.e. key j stays visible to query i while q_pos - j < W with
+// q_pos = i + S_kv - S_q as causal=1 aligns it; kv_idx >= q_idx - c is the same with W = c + 1.
+// kv_idx = j (Range(0, S_kv) on the last axis), the other side q_idx - c with q_idx on the
+// query axis as in causal_leaf and c a constant. W (>= 1) on success, else 0 and why.
+int64_t window_leaf(const Node* n, const Dims& d, std::string& why) {
+  const Value *kv = nullptr, *lower = nullptr;
+  if (n->is("Greater") || n->is("GreaterOrEqual")) kv = n->input(0), lower = n->input(1);
+  else if (n->is("Less") || n->is("LessOrEqual")) lower = n->input(0), kv = n->input(1);
+  else return 0;
+  const bool strict = n->is("Greater") || n->is("Less");
+  if (!d.Sq || d.Skv.empty()) { why = "the query/key sequence lengths are not known symbolically"; return 0; }
+  auto lk = lin_of(kv), ll = lin_of(lower);
+  if (!ll || ll->terms.size() != 1 || ll->terms[0].axis_r != 1 || ll->terms[0].coef != SymExpr::constant(1) ||
+      ll->terms[0].extent != *d.Sq) {
+    why = n->label() + " (" + n->op_type + ") is not a causal or key-padding term, nor a sliding window (its lower "
+          "bound is not q_idx - W on the query axis)";
+    return 0;
+  }
+  for (const SymExpr& skv : d.Skv) {
+    if (!is_axis(lk, 0, skv, SymExpr::constant(0))) continue;
+    // lower = i + offset = q_pos - c with c = (S_kv - S_q) - offset, a constant.
+    auto c = (skv - *d.Sq - ll->offset).constant_value();
+    if (!c) continue;
+    const int64_t w = strict ? *c : *c + 1;
+    if (w < 1) {
+      why = n->label() + ": a sliding window of " + std::to_string(w) + " keys hides every key";
+      return 0;
+    }
+    return w;
+  }
+  why = n->label() + " (" + n->op_type + ") is not a sliding-window term: the key index is not Range(0, S_kv) along "
+        "the last axis, or the window is not a constant";
+  return 0;
 }
 
 // idx >= c (or c <= idx, idx > c) for an index idx = offset + Σ p[axis] (every coefficient
@@ -536,9 +574,16 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
       continue;
     }
     if (!n) return fail("'" + (v ? v->name : std::string("?")) + "' is not a proven mask term");
-    if (n->is("LessOrEqual") || n->is("GreaterOrEqual")) {
-      if (!causal_leaf(n, d, why)) return fail(why);
-      kp.causal = true;
+    if (n->is("LessOrEqual") || n->is("GreaterOrEqual") || n->is("Less") || n->is("Greater")) {
+      std::string causal_why;
+      if ((n->is("LessOrEqual") || n->is("GreaterOrEqual")) && causal_leaf(n, d, causal_why)) {
+        kp.causal = true;
+        continue;
+      }
+      const int64_t w = window_leaf(n, d, why);
+      if (w == 0) return fail(causal_why.empty() ? why : causal_why + "; " + why);
+      if (kp.window && kp.window != w) return fail("two different sliding windows");
+      kp.window = w;
       continue;
     }
     Value* m = nullptr;

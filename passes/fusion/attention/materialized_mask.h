@@ -12,6 +12,8 @@
 //     coordinates [.., i, j], kv_idx = j (a Range(0, S_kv) on the last axis) and
 //     q_idx = i + S_kv - S_q (a Range on the query axis of length S_q): causal=1,
 //     bottom-right aligned as docs/fused_ops.md defines it;
+//   - sliding window: kv_idx > q_idx - W (or kv_idx >= q_idx - W + 1) with the same indices
+//     and W a constant >= 1: window=W (key j hidden from query i when i + S_kv - S_q - j >= W);
 //   - key padding: M[b, j] for a rank-2 M of the keys' [B, S_kv] (GatherND of M at
 //     the index grid (b, j), a Gather of Flatten(M) at b·S_kv + j, or M[:, None, None, :]
 //     through Unsqueeze / Expand / a Slice of the whole key axis): the op's `mask`.
@@ -32,6 +34,7 @@ namespace fuseopt::attn {
 
 struct KeepProof {
   bool causal = false;      // a causal leaf was proven
+  int64_t window = 0;       // a sliding-window leaf was proven: keys at q_pos - j >= window are hidden
   Value* padding = nullptr; // the [B, S_kv] key-padding mask (nonzero = keep), if a leaf is one
   double fill = 0.0;        // what the original graph gives masked scores (<= -1e30, or -65504 added in float16)
   // Set when `padding`'s dims are not provably [B, S_kv] but a GatherND at the proven (b, j)

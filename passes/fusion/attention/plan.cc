@@ -416,6 +416,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       why = "a second key-padding term or another Where mask term";
       kp.reset();
     }
+    if (kp && kp->window && pl.window && kp->window != pl.window) {
+      why = "a second sliding window of another width";
+      kp.reset();
+    }
     if (kp && kp->slice_ends[0] && g.opset("") < 10) {  // the rewrite's Slice takes its ends as an input
       why = "the mask's dims are not provably [B, S_kv] and Slice before opset 10 cannot cut it to them";
       kp.reset();
@@ -426,6 +430,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       continue;
     }
     pl.causal = pl.causal || kp->causal;
+    if (kp->window) pl.window = kp->window;
     if (kp->padding) {
       pl.mask = kp->padding;
       pl.mask_slice_ends[0] = kp->slice_ends[0];

@@ -29,6 +29,7 @@ struct Plan {
   std::vector<MaskTerm> terms;   // every mask term, forward order
   bool combined = false;         // several terms incl. a Where: one float bias built outside
   bool causal = false;           // a causal mask term was proven (and removed from `terms`)
+  int64_t window = 0;            // a sliding-window term was proven: keys at q_pos - j >= window hidden
   bool nan_to_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax -> masked_rows_zero = 1
   bool flat = false;             // bmm-style: P·V (and maybe Q·Kᵀ) on [B·H, S, D] views
   Value* keep = nullptr;         // bool Where condition (true = keep)

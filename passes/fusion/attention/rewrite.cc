@@ -187,6 +187,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   // key gives 0 (docs/fused_ops.md), which the kernels do in their 1/l step for free.
   if (pl.nan_to_zero) attrs.push_back(Attribute::make_int("masked_rows_zero", 1));
   if (pl.softcap > 0) attrs.push_back(Attribute::make_float("softcap", static_cast<float>(pl.softcap)));
+  if (pl.window > 0) attrs.push_back(Attribute::make_int("window", pl.window));
   const bool cache = pl.k.present != nullptr;
   // Shape(present) readers (e.g. a causal mask sized from the cache) read the same shape
   // built from the inputs instead: [B, Hkv, S_past + S_new, D] = past's with S_new added.

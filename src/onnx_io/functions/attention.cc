@@ -2,7 +2,7 @@
 // for the semantics). The body follows the node's variant, chosen as an IR-10
 // overload: packed QKV or separate Q/K/V, grouped K/V heads, attn_bias float
 // (added) or bool (keep where true), key-padding mask, causal, KV cache (past ->
-// present), logit soft-capping (softcap > 0). Head counts,
+// present), logit soft-capping (softcap > 0), a sliding window (window > 0). Head counts,
 // scale and mask_filter_value are read through attribute references, so one
 // body serves every layer of a variant. Needs a default-domain opset >= 13
 // (the Attention fusion does not fire below that).
@@ -26,6 +26,7 @@ std::string attention_overload(const Graph& g, const Node& n) {
   if (Value* b = n.input(4)) ov += b->dtype == DType::Bool ? "_boolbias" : "_bias";
   if (has_in(n, 3)) ov += "_mask";
   if (n.attr_int("causal", 0)) ov += "_causal";
+  if (n.attr_int("window", 0) > 0) ov += "_window";
   if (n.attr_float("softcap", 0.0f) > 0.0f) ov += "_softcap";
   if (has_in(n, 5)) ov += "_past";
   if (n.attr_int("masked_rows_zero", 0)) ov += "_rows0";
@@ -145,15 +146,21 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
     std::string keep = unsqueeze(f, f.node("Cast", {"mask"}, "", {to}), {1, 2});  // [B, 1, 1, Skv]
     s = f.node("Where", {keep, s, f.scalar_attr("mask_filter_value", "query")});
   }
-  if (ov.find("_causal") != std::string::npos) {
+  const bool causal = ov.find("_causal") != std::string::npos;
+  const bool window = ov.find("_window") != std::string::npos;
+  if (causal || window) {
+    // Each query's position among the keys (bottom-right: i + S_kv - S_q) against each key's.
     std::string shp = f.node("Shape", {s});
     std::string sq = f.node("Gather", {shp, int_scalar(f, 2)});
     std::string skv = f.node("Gather", {shp, int_scalar(f, 3)});
     std::string zero = int_scalar(f, 0), one = int_scalar(f, 1);
     std::string rows = f.node("Add", {f.node("Range", {zero, sq, one}), f.node("Sub", {skv, sq})});
     std::string cols = f.node("Range", {zero, skv, one});
-    std::string visible = f.node("LessOrEqual", {cols, unsqueeze(f, rows, {1})});  // [S, Skv]
-    s = f.node("Where", {visible, s, f.scalar(-std::numeric_limits<float>::infinity(), "query")});
+    std::string q_pos = unsqueeze(f, rows, {1});  // [S, 1]
+    std::string neg_inf = f.scalar(-std::numeric_limits<float>::infinity(), "query");
+    if (causal) s = f.node("Where", {f.node("LessOrEqual", {cols, q_pos}), s, neg_inf});  // [S, Skv]
+    if (window)  // key j stays visible while q_pos - j < window, i.e. j > q_pos - window
+      s = f.node("Where", {f.node("Greater", {cols, f.node("Sub", {q_pos, int_attr_scalar(f, "window")})}), s, neg_inf});
   }
   std::string p = f.node("Softmax", {s}, "", {FnBuilder::attr_int("axis", -1)});
   // masked_rows_zero: the exporter's own guard Where(IsNaN(P), 0, P) (a row of -inf scores is
