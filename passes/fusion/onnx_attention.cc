@@ -108,7 +108,7 @@ Status read_heads(const Node* n, Heads& h) {
 // 4-D Q/K/V traced back like the decomposed attention's operands (attn::trace_head): their
 // [B, S, heads·D] sources, GQA repeat_kv undone (kv_num_heads = the cache's heads), a KV-cache
 // Concat(past, new) on the keys' and values' way turned into the op's past inputs and present
-// outputs, and a boolean attn_mask proven causal + key padding (attn::prove_materialized_mask:
+// outputs, and a boolean attn_mask proven causal (+ sliding window) + key padding (attn::prove_materialized_mask:
 // transformers' sdpa mask) passed as the compact mask. Where any of it does not hold, the
 // simple form above is used (every input as the node reads it, the mask as attn_bias).
 struct Traced {
@@ -260,6 +260,7 @@ class OnnxAttentionFusion : public FusionPass {
     std::vector<Value*> in;
     int64_t kv_heads = h.hkv;
     bool causal = n->attr_int("is_causal", 0) != 0;
+    int64_t window = 0;  // a sliding window proven in the boolean attn_mask
     Value *present_k = nullptr, *present_v = nullptr;  // traced KV cache: the Concats' outputs
     if (t) {
       auto src = [&](const attn::HeadPath& hp) { return hp.materialize ? attn::materialize(rw, hp) : hp.src; };
@@ -267,6 +268,7 @@ class OnnxAttentionFusion : public FusionPass {
       if (t->keep) {
         mask = attn::sliced_mask(rw, t->keep->padding, t->keep->slice_ends);
         causal = causal || t->keep->causal;
+        window = t->keep->window;
       }
       in = {src(t->q), src(t->k), src(t->v), mask, t->keep ? nullptr : n->input(3), t->k.past, t->v.past};
       kv_heads = t->k.heads;
@@ -311,6 +313,7 @@ class OnnxAttentionFusion : public FusionPass {
         "scale", n->has_attr("scale") ? n->attr_float("scale", 1.0f) : 1.0f / std::sqrt(static_cast<float>(h.d))));
     if (n->attr_float("softcap", 0.0f) > 0.0f)
       attrs.push_back(Attribute::make_float("softcap", n->attr_float("softcap", 0.0f)));
+    if (window > 0) attrs.push_back(Attribute::make_int("window", window));
     const bool cache = in.size() > 5 && in[5] != nullptr;
     Node* f = rw.create_node("fuseopt", "Attention", in, attrs, cache ? 3 : 1, n->name);
     if (cache) {

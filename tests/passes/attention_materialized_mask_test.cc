@@ -380,7 +380,7 @@ TEST_CASE("Attention mask: a gather from a tensor that is not the keys' [B, S_kv
 // gather's index grid) into constant tensors --------------------------------------------
 namespace {
 
-enum class Table { Causal, OffByOne, TopLeft, Flipped };
+enum class Table { Causal, OffByOne, TopLeft, Flipped, Window };
 enum class ConstPad { GatherND, FlatGather, GatherNDBatch0, None };
 
 struct ConstSpec {
@@ -400,6 +400,7 @@ Tensor const_table(const ConstSpec& s) {
       if (s.table == Table::OffByOne) lim += 1;      // one more key per row
       if (s.table == Table::TopLeft) lim = i;        // top-left aligned
       bool keep = j <= lim;
+      if (s.table == Table::Window) keep = keep && i + s.skv - s.sq - j < 3;  // a 3-key sliding window
       if (s.table == Table::Flipped && i == s.sq - 1 && j == 1) keep = !keep;
       const int64_t p = i * s.skv + j;
       if (add) reinterpret_cast<float*>(t.bytes.data())[p] = keep ? 0.0f : -std::numeric_limits<float>::max();
@@ -538,6 +539,25 @@ TEST_CASE("Attention mask: constant-folded causal table + constant padding grid 
     s.additive = true;
     s.pad = ConstPad::None;
     expect_const_compact(s, false);
+  }
+}
+
+TEST_CASE("Attention mask: a constant-folded causal table under a sliding window -> causal=1 + window", "[passes][Attention]") {
+  for (auto [sq, skv] : {std::pair<int64_t, int64_t>{3, 7}, {5, 5}}) {
+    for (bool additive : {false, true}) {
+      INFO("S_q " << sq << ", S_kv " << skv << ", additive " << additive);
+      ConstSpec s;
+      s.sq = sq;
+      s.skv = skv;
+      s.table = Table::Window;
+      s.additive = additive;
+      if (additive) s.pad = ConstPad::None;
+      GraphBuilder b(18);
+      const Node* a = const_fused(s, b);
+      CHECK(a->attr_int("causal", -1) == 1);
+      CHECK(a->attr_int("window", 0) == 3);
+      CHECK(a->input(4) == nullptr);
+    }
   }
 }
 

@@ -20,7 +20,10 @@ constexpr int64_t B = 2, S = 5, H = 4, Dh = 3, D = H * Dh;
 struct Spec {
   int scale = 0;           // 0 Mul on scores, 1 Div on scores, 2 sqrt-scale on Q and Kᵀ, 3 none, 4 scale is a graph input
   int mask = 1;            // 0 none, 1 HF additive (1-m)*min, 2 bool Where(m, s, -inf), 3 T5 bias + additive mask,
-                           // 4 HF additive over a bool mask (provably key padding)
+                           // 4 HF additive over a bool mask (provably key padding), 7 transformers 4's
+                           // 6-8 causal forms (below), 10 transformers 4's _prepare_4d_attention_mask
+                           // Where(bool(inv), min, inv) with inv = 1 - float(Expand(m)), 11 the same sliced
+                           // [..., :S_kv], 12 the same over a float mask
   int64_t kv_heads = H;    // < H: GQA with repeat_kv
   bool rotary = false;     // Q and K multiplied by a [S, Dh] table after the head transpose
   bool packed = false;     // one GEMM + Split for Q, K, V
@@ -53,7 +56,8 @@ Value* repeat_kv(GraphBuilder& b, Value* x, int64_t hkv, const std::string& n) {
 void build(GraphBuilder& b, const Spec& s) {
   const int64_t hkv = s.kv_heads;
   Value* x = b.input("x", DType::Float, {B, S, D});
-  Value* mask = s.mask && s.mask < 6 ? b.input("mask", DType::Int64, {B, S}) : nullptr;
+  Value* mask = (s.mask && s.mask < 6) || s.mask >= 10 ? b.input("mask", s.mask == 12 ? DType::Float : DType::Int64, {B, S})
+                                                        : nullptr;
   Value *q, *k, *v;
   if (s.packed) {
     Value* w = b.constant("Wqkv", rand_tensor({D, (H + 2 * hkv) * Dh}, 1));
@@ -124,6 +128,14 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* mb = b.op("Cast", {m4}, {Attribute::make_int("to", 9)});
     sc = b.op("Where", {mb, sc, b.scalar("neg_inf", -std::numeric_limits<float>::infinity())}, {}, "mask_where");
   }
+  if (s.mask >= 10 && s.mask <= 12) {  // the term keeps keys where m == 1 (not where m != 0)
+    Value* e = b.op("Expand", {b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})}), ints(b, "m_to", {B, 1, S, S})});
+    Value* inv = b.op("Sub", {b.scalar("one", 1.0f), b.op("Cast", {e}, {Attribute::make_int("to", 1)})});
+    Value* cond = b.op("Cast", {b.op("Cast", {inv}, {Attribute::make_int("to", 9)})}, {Attribute::make_int("to", 9)});
+    Value* term = b.op("Where", {cond, b.scalar("min", -std::numeric_limits<float>::max()), inv}, {}, "inverted_mask");
+    if (s.mask == 11) term = b.op("Slice", {term, ints(b, "sl_s", {0}), ints(b, "sl_e", {S}), ints(b, "sl_ax", {3})});
+    sc = b.op("Add", {sc, term}, {}, "mask_add");
+  }
   if (s.mask == 5) {  // Where(m, s, -10000) then + (1 - m) * -10000: fills too small to combine exactly
     Value* m4 = b.op("Unsqueeze", {mask, ints(b, "m_axes", {1, 2})});
     sc = b.op("Where", {b.op("Cast", {m4}, {Attribute::make_int("to", 9)}), sc, b.scalar("small_fill", -1e4f)});
@@ -163,6 +175,9 @@ void build(GraphBuilder& b, const Spec& s) {
 std::map<std::string, Tensor> feeds(const Spec& s) {
   std::map<std::string, Tensor> f{{"x", rand_tensor({B, S, D}, 41, -2, 2)}};
   if (s.mask && s.mask < 6) f["mask"] = Tensor::from_ints({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S});
+  // A 2 is masked by the inverted form (1 - 2 != 0): the op's mask must be m == 1, not m != 0.
+  if (s.mask == 10 || s.mask == 11) f["mask"] = Tensor::from_ints({1, 1, 2, 1, 1, 1, 1, 1, 0, 0}, {B, S});
+  if (s.mask == 12) f["mask"] = Tensor::from_floats({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {B, S});
   if (s.scale == 4) f["c_in"] = Tensor::scalar_float(0.5f);
   return f;
 }
@@ -278,6 +293,31 @@ TEST_CASE("Attention: HF (1 - mask) * min is `mask` only when the mask is provab
       CHECK(a->input(3) == nullptr);
       REQUIRE(a->input(4));
       CHECK(a->input(4)->dtype == DType::Float);
+    }
+    require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
+  }
+}
+
+TEST_CASE("Attention: transformers 4's inverted mask Where(bool(1 - m), min, 1 - m) is mask == 1", "[passes][Attention]") {
+  for (int mode : {10, 11, 12}) {
+    INFO("mode " << mode);
+    Spec s;
+    s.mask = mode;
+    GraphBuilder b(17);
+    build(b, s);
+    auto before = clone_graph(b.graph());
+    REQUIRE(matched(fuse(b.graph()), "Attention") == 1);
+    const Node* a = find(b.graph(), "Attention");
+    if (mode == 12) {  // a float mask: 1.0001 would round to 1 in fp16, so no proof; the tensor stays
+      CHECK(a->input(3) == nullptr);
+      CHECK(a->input(4) != nullptr);
+    } else {  // Equal(mask, 1) as the op's mask, the [B, 1, S, S] term and its Slice gone
+      REQUIRE(a->input(3));
+      REQUIRE(a->input(3)->producer);
+      CHECK(a->input(3)->producer->op_type == "Equal");
+      CHECK(a->input(3)->producer->input(0)->name == "mask");
+      CHECK(a->input(4) == nullptr);
+      CHECK(a->attr_float("mask_filter_value", 0) == -std::numeric_limits<float>::max());
     }
     require_same_outputs(*before, b.graph(), feeds(s), 1e-4f);
   }

@@ -82,6 +82,33 @@ TEST_CASE("OnnxAttention: 4-D between head transposes becomes fuseopt.Attention,
   CHECK(count_op(b.graph(), "Transpose") == 0);  // both sides folded into reshapes
 }
 
+TEST_CASE("OnnxAttention: a bool attn_mask proven causal under a sliding window keeps the window",
+          "[passes][OnnxAttention]") {
+  // transformers' sdpa mask for a sliding-window layer: kv_idx <= q_idx and kv_idx > q_idx - 3,
+  // over Ranges of the sequence length, as the 4-D [1, 1, S, S] attn_mask of the standard op.
+  GraphBuilder b(23);
+  Value* q = b.input("q", DType::Float, {-1, -1, 64}, {"batch", "seq"});
+  Value* k = b.input("k", DType::Float, {-1, -1, 64}, {"batch", "seq"});
+  Value* v = b.input("v", DType::Float, {-1, -1, 64}, {"batch", "seq"});
+  auto ints = [&](const std::string& n, std::vector<int64_t> x) {
+    const int64_t len = static_cast<int64_t>(x.size());
+    return b.constant(n, Tensor::from_ints(x, {len}));
+  };
+  auto scalar = [&](const std::string& n, int64_t x) { return b.constant(n, Tensor::from_ints({x}, {})); };
+  Value* seq = b.op("Squeeze", {b.op("Shape", {k}, {Attribute::make_int("start", 1), Attribute::make_int("end", 2)})});
+  Value* r = b.op("Range", {scalar("r0", 0), seq, scalar("r1", 1)});
+  Value* kv = b.op("Unsqueeze", {r, ints("kv_axes", {0, 1, 2})});  // [1, 1, 1, S]
+  Value* qi = b.op("Unsqueeze", {r, ints("q_axes", {0, 1, 3})});   // [1, 1, S, 1]
+  Value* keep = b.op("And", {b.op("LessOrEqual", {kv, qi}), b.op("Greater", {kv, b.op("Sub", {qi, scalar("w", 3)})})});
+  Node* att = b.node("Attention", {to_heads(b, q, 4, 16), to_heads(b, k, 4, 16), to_heads(b, v, 4, 16), keep}, 1, {});
+  b.output(from_heads(b, att->outputs[0], 64));
+  Node* f = fuses_to_one_attention(b, {{2, 7, 64}, {2, 7, 64}, {2, 7, 64}}, 11);
+  REQUIRE(f);
+  CHECK(f->attr_int("causal", 0) == 1);
+  CHECK(f->attr_int("window", 0) == 3);
+  CHECK(f->inputs.size() <= 4);  // no attn_bias
+}
+
 TEST_CASE("OnnxAttention: 3-D GQA with a bool mask (a fully masked row gives 0) and softcap", "[passes][OnnxAttention]") {
   GraphBuilder b(23);
   Value* q = b.input("q", DType::Float, {2, 5, 64});

@@ -21,6 +21,34 @@ std::vector<int64_t> unsqueeze_axes(const Node* u) {
 
 // ---- key-padding mask proofs ---------------------------------------------------
 
+namespace {
+
+// transformers 4's _prepare_4d_attention_mask (BERT-family SDPA exports, Optimum's):
+//   inv = 1 - float(Expand(M[:, None, None, :], [B, 1, S_q, S_kv]));  Where(bool(inv), c, inv)
+// with M an integer or bool [B, S_kv] mask and c <= -1e30. inv is 0 exactly where float(M) == 1,
+// which for an integer M is M == 1 (no other integer rounds to 1.0 in any float type), and the
+// term is then inv = 0; elsewhere c. So the term keeps the keys where M == 1. Expand only
+// replicates M's values over the query axis. A float M is not taken (1.0001 rounds to 1 in fp16).
+std::optional<AdditivePadding> inverted_float_padding(const Node* where) {
+  auto c = const_scalar(where->input(1));
+  Value* inv = where->input(2);
+  if (!c || !(*c <= -1e30) || !inv || peel_bool_casts(where->input(0)) != inv || where->input(0) == inv) return std::nullopt;
+  const Node* sub = inv->producer;
+  if (!sub || !sub->is("Sub") || const_scalar(sub->input(0)) != 1.0) return std::nullopt;
+  const Node* cast = sub->input(1) ? sub->input(1)->producer : nullptr;
+  if (!cast || !cast->is("Cast") || !dtype_is_float(static_cast<DType>(cast->attr_int("to", 0)))) return std::nullopt;
+  Value* x = cast->input(0);
+  while (x && x->producer && x->producer->is("Expand")) x = x->producer->input(0);
+  Value* m = x ? from_rank2(x) : nullptr;
+  if (!m || !(dtype_is_integer(dtype_of(m)) || dtype_of(m) == DType::Bool)) return std::nullopt;
+  // from_rank2 peels Casts to bool, which would turn "== 1" into "!= 0": only Unsqueezes here.
+  for (Value* v = x; v != m; v = v->producer->input(0))
+    if (!v->producer || !v->producer->is("Unsqueeze")) return std::nullopt;
+  return AdditivePadding{m, *c, dtype_of(m) != DType::Bool};
+}
+
+}  // namespace
+
 // Peels Casts to bool (Cast(x, BOOL) keeps exactly "x != 0", the mask input's meaning).
 Value* peel_bool_casts(Value* v) {
   while (v && v->producer && v->producer->is("Cast") && v->producer->attr_int("to", 0) == int64_t(DType::Bool))
@@ -52,7 +80,7 @@ bool is_bool(const Value* v) { return dtype_of(v) == DType::Bool; }
 //   (1 - float(Mb[:, None, None, :])) * c   or   Where(Mb[:, None, None, :], 0, c)
 // with Mb boolean (values exactly 0/1) and c <= -1e30 (so s + c == c for any
 // finite score: adding it is the same as replacing the score by c).
-std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
+std::optional<AdditivePadding> additive_key_padding(Value* t) {
   Node* n = t ? t->producer : nullptr;
   if (!n) return std::nullopt;
   auto big_negative = [](std::optional<double> c) { return c && *c <= -1e30; };
@@ -60,7 +88,8 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
     auto zero = const_scalar(n->input(1));
     auto c = const_scalar(n->input(2));
     if (zero == 0.0 && big_negative(c) && is_bool(n->input(0)))
-      if (Value* m = from_rank2(n->input(0))) return std::make_pair(m, *c);
+      if (Value* m = from_rank2(n->input(0))) return AdditivePadding{m, *c};
+    if (auto one_kept = inverted_float_padding(n)) return one_kept;
     return std::nullopt;
   }
   if (!n->is("Mul")) return std::nullopt;
@@ -70,7 +99,7 @@ std::optional<std::pair<Value*, double>> additive_key_padding(Value* t) {
     if (!big_negative(c) || !sub || !sub->is("Sub") || const_scalar(sub->input(0)) != 1.0) continue;
     Node* cast = sub->input(1) ? sub->input(1)->producer : nullptr;
     if (!cast || !cast->is("Cast") || !is_bool(cast->input(0))) continue;
-    if (Value* m = from_rank2(cast->input(0))) return std::make_pair(m, *c);
+    if (Value* m = from_rank2(cast->input(0))) return AdditivePadding{m, *c};
   }
   return std::nullopt;
 }

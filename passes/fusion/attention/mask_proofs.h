@@ -30,7 +30,15 @@ Value* peel_bool_casts(Value* v);
 // v = M[:, None, None, :] for a rank-2 M (Unsqueeze [1,2], or [1] then [2]); returns M.
 Value* from_rank2(Value* v);
 // The [B, S_kv] keep-mask an additive term provably encodes, with its fill (<= -1e30).
-std::optional<std::pair<Value*, double>> additive_key_padding(Value* t);
+struct AdditivePadding {
+  Value* mask;
+  double fill;
+  // The term keeps a key where the mask equals 1 (not where it is nonzero): transformers 4's
+  // _prepare_4d_attention_mask, Where(bool(inv), fill, inv) with inv = 1 - float(M). The op's
+  // `mask` is then Equal(M, 1) (M integer; a bool M is passed as is).
+  bool keep_is_one = false;
+};
+std::optional<AdditivePadding> additive_key_padding(Value* t);
 // The mask's dims are provably [B, S_kv] of the keys.
 bool mask_dims_match(const Value* m, const HeadPath& k);
 

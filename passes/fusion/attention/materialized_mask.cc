@@ -176,11 +176,13 @@ bool for_grid(const std::vector<int64_t>& g, const StaticDims& sd, F&& f) {
 bool causal_keep(int64_t i, int64_t j, const StaticDims& sd) { return j <= i + sd.Skv - sd.Sq; }
 
 // A constant table of the [1 or B, 1, S_q, S_kv] or [S_q, S_kv] term that is, element by
-// element, the bottom-right causal pattern: keep(i, j) = j <= i + S_kv - S_q. `additive`:
+// element, the bottom-right causal pattern: keep(i, j) = j <= i + S_kv - S_q, or that pattern
+// under a sliding window (and q_pos - j < W, q_pos = i + S_kv - S_q: a static-shape export of
+// Mistral / StarCoder2 whose length passes the window; *window = W, else 0). `additive`:
 // a float term (0 = keep, fill <= -1e30 elsewhere, one fill value); otherwise a keep
 // condition (nonzero = keep: a bool, or a number under a Cast to bool).
 bool const_causal(const Tensor& t, const std::string& name, const Dims& d, bool additive, double* fill,
-                  std::string& why) {
+                  int64_t* window, std::string& why) {
   auto sd = static_dims(d);
   const std::string what = name + ": constant " + dims_str(t.dims);
   if (!sd) {
@@ -205,11 +207,20 @@ bool const_causal(const Tensor& t, const std::string& name, const Dims& d, bool 
     why = what + " is not a float additive mask";
     return false;
   }
+  // The window the table would have: one more than the farthest key it keeps (a table with
+  // keys kept beyond the diagonal fails the element check below either way).
+  int64_t w = 0;
+  for (int64_t p = 0; p < t.numel(); ++p) {
+    const int64_t i = (p / sd->Skv) % sd->Sq, j = p % sd->Skv;
+    const double v = t.as_double(p);
+    if (additive ? v == 0.0 : v != 0.0) w = std::max(w, i + sd->Skv - sd->Sq - j + 1);
+  }
+  if (w >= sd->Skv || w < 1) w = 0;  // every causal key kept somewhere (or none at all): no window
   std::optional<double> f;
   for (int64_t p = 0; p < t.numel(); ++p) {
     const int64_t i = (p / sd->Skv) % sd->Sq, j = p % sd->Skv;
     const double v = t.as_double(p);
-    const bool want = causal_keep(i, j, *sd);
+    const bool want = causal_keep(i, j, *sd) && (w == 0 || i + sd->Skv - sd->Sq - j < w);
     bool ok;
     if (!additive) {
       ok = (v != 0.0) == want;
@@ -220,12 +231,13 @@ bool const_causal(const Tensor& t, const std::string& name, const Dims& d, bool 
       f = v;
     }
     if (!ok) {
-      why = what + " is not the bottom-right causal table" + sizes + ": element [" + std::to_string(i) + ", " +
-            std::to_string(j) + "] differs";
+      why = what + " is not the bottom-right causal table" + (w ? " of a " + std::to_string(w) + "-key window" : "") +
+            sizes + ": element [" + std::to_string(i) + ", " + std::to_string(j) + "] differs";
       return false;
     }
   }
   if (fill) *fill = f.value_or(-3.4028234663852886e38);
+  *window = w;
   return true;
 }
 
@@ -498,7 +510,21 @@ Value* unsqueezed_leaf(Value* v, const Dims& d, const HeadPath& k) {
   return m && mask_dims_match(m, k) ? m : nullptr;
 }
 
+Dims dims_of(const HeadPath& q, const HeadPath& k) {
+  Dims d;
+  d.B = dim_expr(src_dim(q, 0));
+  d.Sq = dim_expr(src_dim(q, 1));
+  d.Skv = kv_lens(k);
+  return d;
+}
+
 }  // namespace
+
+Value* peel_key_prefix_slices(Value* v, const HeadPath& q, const HeadPath& k) {
+  const Dims d = dims_of(q, k);
+  while (v && v->producer && key_prefix_slice(v->producer, d)) v = v->producer->input(0);
+  return v;
+}
 
 std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPath& q, const HeadPath& k,
                                                  std::string* why_out) {
@@ -509,12 +535,9 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
   };
   if (t.flat) return fail("a mask term on the [B*H, S, S_kv] view");
   KeepProof kp;
-  Dims d;
-  d.B = dim_expr(src_dim(q, 0));
-  d.Sq = dim_expr(src_dim(q, 1));
-  d.Skv = kv_lens(k);
+  const Dims d = dims_of(q, k);
   if (const Tensor* c = t.where ? nullptr : const_of(t.v)) {  // the whole additive mask folded
-    if (!const_causal(*c, t.v->name, d, /*additive=*/true, &kp.fill, why)) return fail(why);
+    if (!const_causal(*c, t.v->name, d, /*additive=*/true, &kp.fill, &kp.window, why)) return fail(why);
     kp.causal = true;
     if (why_out) why_out->clear();
     return kp;
@@ -569,7 +592,10 @@ std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPa
     }
     if (all_true(v) || (n && always_true_compare(n))) continue;
     if (const Tensor* c = v ? const_of(v) : nullptr) {  // a constant-folded causal term
-      if (!const_causal(*c, v->name, d, /*additive=*/false, nullptr, why)) return fail(why);
+      int64_t w = 0;
+      if (!const_causal(*c, v->name, d, /*additive=*/false, nullptr, &w, why)) return fail(why);
+      if (w && kp.window && kp.window != w) return fail("two different sliding windows");
+      if (w) kp.window = w;
       kp.causal = true;
       continue;
     }

@@ -46,6 +46,10 @@ struct KeepProof {
 // Proves the mask term `t` (an additive Where(keep, 0, fill) or a keep Where on the
 // scores) is exactly causal and/or key padding. On failure returns nullopt and
 // says why in `why` (for -v logs and tests).
+// v through Slices that keep the whole key axis (transformers 4's attention_mask[..., :key_len]:
+// [0, S_kv) or [0, INT_MAX) of the last axis), or v itself.
+Value* peel_key_prefix_slices(Value* v, const HeadPath& q, const HeadPath& k);
+
 std::optional<KeepProof> prove_materialized_mask(const MaskTerm& t, const HeadPath& q, const HeadPath& k,
                                                  std::string* why = nullptr);
 

@@ -534,12 +534,14 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
         pl.keep = nullptr;
       }
     } else if (!pl.add_bias.empty()) {
-      auto kp = additive_key_padding(pl.add_bias[0]);
-      if (kp && mask_dims_match(kp->first, pl.k)) {
-        pl.mask = kp->first;
-        pl.fill = static_cast<double>(static_cast<float>(kp->second) * static_cast<float>(pl.terms[0].factor));
+      auto kp = additive_key_padding(peel_key_prefix_slices(pl.add_bias[0], pl.q, pl.k));
+      if (kp && mask_dims_match(kp->mask, pl.k)) {
+        pl.mask = kp->mask;
+        pl.mask_keep_is_one = kp->keep_is_one;
+        pl.fill = static_cast<double>(static_cast<float>(kp->fill) * static_cast<float>(pl.terms[0].factor));
         pl.add_bias.clear();
         pl.terms.clear();
+        pl.mask_notes.clear();  // the materialised-mask proof's notes: this term is the mask after all
       }
     }
   }
@@ -553,6 +555,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pl.fill = static_cast<double>(static_cast<float>(kp->fill) * static_cast<float>(pl.terms[0].factor));
       pl.add_bias.clear();
       pl.terms.clear();
+      pl.mask_notes.clear();
     }
   }
   pl.num_heads = H;

@@ -42,6 +42,7 @@ struct Plan {
   Value* mask = nullptr;         // proven key-padding mask [B, S_kv] (replaces the mask term)
   Value* mask_slice_ends[2] = {nullptr, nullptr};  // set: `mask` is read as mask[:B, :S_kv] (scalar B, S_kv)
   bool mask_inverted = false;    // `mask` marks the keys to ignore (torch key_padding_mask): pass Not(mask)
+  bool mask_keep_is_one = false; // the term keeps keys where `mask` == 1 (transformers 4's inverted mask): pass Equal(mask, 1)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   bool seq_first_output = false; // the root reshapes [S, B, H, Dv] to [S·B, H·Dv] (torch MHA)

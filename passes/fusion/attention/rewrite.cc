@@ -173,6 +173,9 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     if (pl.keep) ab = pl.keep_inverted ? rw.create_node("", "Not", {pl.keep}, {}, 1, "attn_keep")->output(0) : pl.keep;
   }
   Value* mask = sliced_mask(rw, pl.mask, pl.mask_slice_ends);
+  if (mask && pl.mask_keep_is_one)  // the term kept keys where the mask is 1, not where it is nonzero
+    mask = rw.create_node("", "Equal", {mask, rw.add_scalar("attn_mask_one", dtype_of(mask), 1.0)}, {}, 1, "attn_keep")
+               ->output(0);
   in[3] = mask && pl.mask_inverted ? rw.create_node("", "Not", {mask}, {}, 1, "attn_keep")->output(0) : mask;
   in[4] = ab;
   in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)
