@@ -1,7 +1,8 @@
 // The activations fuseopt.FusedMatMul / LayerNormLinear fold in, shared by the
 // CPU kernels so every fused op computes them the same way. tanh is BERT's
 // pooler (dense + tanh on the first token), also RoBERTa's classification head;
-// relu2 (squared ReLU, r * r with r = max(x, 0)) is Nemotron's and Persimmon's MLP.
+// relu2 (squared ReLU, r * r with r = max(x, 0)) is Nemotron's and Persimmon's MLP;
+// quick_gelu (x * sigmoid(1.702 x)) is CLIP's; silu (x * sigmoid(x)) a plain SiLU.
 #pragma once
 #include <cmath>
 #include <string>
@@ -11,7 +12,7 @@
 
 namespace fuseopt::cpu {
 
-enum class Activation { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
+enum class Activation { None, Relu, Gelu, GeluTanh, Tanh, Relu2, QuickGelu, Silu };
 
 inline Activation parse_activation(const Node& n) {
   const std::string a = n.attr_string("activation", "none");
@@ -21,7 +22,10 @@ inline Activation parse_activation(const Node& n) {
   if (a == "gelu_tanh") return Activation::GeluTanh;
   if (a == "tanh") return Activation::Tanh;
   if (a == "relu2") return Activation::Relu2;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
+  if (a == "quick_gelu") return Activation::QuickGelu;
+  if (a == "silu") return Activation::Silu;
+  throw Error(n.label() + ": unknown activation '" + a +
+              "' (none, relu, gelu, gelu_tanh, tanh, relu2, quick_gelu, silu)");
 }
 
 inline float apply_activation(Activation act, float x) {
@@ -39,6 +43,9 @@ inline float apply_activation(Activation act, float x) {
       const float r = apply_activation(Activation::Relu, x);
       return r * r;
     }
+    // The graph's Mul(x, Sigmoid(Mul(x, 1.702))) in fp32, the sigmoid as 1 / (1 + exp(-z)).
+    case Activation::QuickGelu: return x * (1.0f / (1.0f + std::exp(-(x * 1.702f))));
+    case Activation::Silu: return x * (1.0f / (1.0f + std::exp(-x)));
   }
   return x;
 }

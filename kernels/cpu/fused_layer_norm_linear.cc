@@ -3,7 +3,8 @@
 //   inputs : 0 X [..., K], 1 gamma [K], 2 beta [K]?, 3 W [K, N] (transB=0) or [N, K],
 //            4 bias [N]?, 5 skip (shape of X)?
 //   outputs: 0 Y [..., N], 1 Sum (shape of X)? = X + skip
-//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1), activation (none/relu/gelu/gelu_tanh/tanh/relu2)
+//   attrs  : epsilon (1e-5), rms (0/1), transB (0/1),
+//            activation (none/relu/gelu/gelu_tanh/tanh/relu2/quick_gelu/silu)
 //   Z = X (+ skip); Y = act(norm(Z) · op(W) + bias)
 // Statistics and dot products accumulate in fp32; the variance is computed
 // from the centred values (two passes), like ONNX LayerNormalization.
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/fused_activation.h"
 #include "runtime/kernel.h"
 #include "runtime/parallel.h"
 #include "util/error.h"
@@ -21,34 +23,9 @@ namespace {
 
 #define LNL_CHECK(cond, msg) FUSE_CHECK(cond, ctx.node().label() << ": " << msg)
 
-enum class Act { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
-
-Act parse_activation(const std::string& a, const Node& n) {
-  if (a.empty() || a == "none") return Act::None;
-  if (a == "relu") return Act::Relu;
-  if (a == "gelu") return Act::Gelu;
-  if (a == "gelu_tanh") return Act::GeluTanh;
-  if (a == "tanh") return Act::Tanh;
-  if (a == "relu2") return Act::Relu2;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
-}
-
-inline float apply(Act a, float x) {
-  switch (a) {
-    case Act::Relu: return x > 0.0f ? x : 0.0f;
-    case Act::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case Act::GeluTanh: {
-      const float c = 0.7978845608028654f;  // sqrt(2/pi)
-      return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
-    }
-    case Act::Tanh: return std::tanh(x);
-    case Act::Relu2: {  // squared ReLU (Nemotron, Persimmon): r * r, r the ReLU above
-      const float r = apply(Act::Relu, x);
-      return r * r;
-    }
-    default: return x;
-  }
-}
+// The activations come from kernels/cpu/fused_activation.h (shared with FusedMatMul).
+using cpu::Activation;
+using cpu::apply_activation;
 
 }  // namespace
 
@@ -67,7 +44,7 @@ FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::C
   const bool transB = node.attr_int("transB", 0) != 0;
   const bool rms = node.attr_int("rms", 0) != 0;
   const float eps = node.attr_float("epsilon", 1e-5f);
-  const Act act = parse_activation(node.attr_string("activation", "none"), node);
+  const Activation act = cpu::parse_activation(node);
   LNL_CHECK(w->rank() == 2, "W must be 2-D, got rank " << w->rank());
   const int64_t N = transB ? w->shape[0] : w->shape[1];
   LNL_CHECK((transB ? w->shape[1] : w->shape[0]) == K, "W " << shape_str(w->shape) << " does not match K=" << K);
@@ -170,7 +147,7 @@ FUSEOPT_KERNEL(FusedLayerNormLinearCpu, "fuseopt", "LayerNormLinear", Backend::C
         }
       }
       float* yr = yp + r * N;
-      for (int64_t n = 0; n < N; ++n) yr[n] = apply(act, acc[n] + (biasp ? biasp[n] : 0.0f));
+      for (int64_t n = 0; n < N; ++n) yr[n] = apply_activation(act, acc[n] + (biasp ? biasp[n] : 0.0f));
     }
   });
 }

@@ -66,10 +66,15 @@ __global__ void add_relu_bcast_kernel(const T* __restrict__ a, const T* __restri
 }
 
 // The activation of the pass after the GEMM, in fp32.
-enum class PassAct { GeluErf, Tanh, Relu2 };
+enum class PassAct { GeluErf, Tanh, Relu2, QuickGelu, Silu };
 template <class T, PassAct A> __device__ __forceinline__ float pass_act(float v) {
   if constexpr (A == PassAct::GeluErf) {
     return gelu_erf_for<T>(v);
+  } else if constexpr (A == PassAct::QuickGelu) {
+    // CLIP's x * sigmoid(1.702 x) in fp32 (the CPU reference's formula; expf, not __expf).
+    return v * (1.f / (1.f + expf(-(v * 1.702f))));
+  } else if constexpr (A == PassAct::Silu) {
+    return v * (1.f / (1.f + expf(-v)));
   } else if constexpr (A == PassAct::Relu2) {
     // Squared ReLU on the fp32 value, one rounding; NaN stays NaN (the CPU reference's ReLU).
     return v > 0.f ? v * v : (v == v ? 0.f : v);
@@ -199,6 +204,16 @@ void launch_bias_tanh(DType dt, void* y, const void* bias, int64_t rows, int64_t
 void launch_bias_relu2(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
   launch_bias_act<PassAct::Relu2>(dt, y, bias, rows, n, stream);
   FUSED_LAUNCH_CHECK("bias+relu2");
+}
+
+void launch_bias_quick_gelu(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  launch_bias_act<PassAct::QuickGelu>(dt, y, bias, rows, n, stream);
+  FUSED_LAUNCH_CHECK("bias+quick_gelu");
+}
+
+void launch_bias_silu(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  launch_bias_act<PassAct::Silu>(dt, y, bias, rows, n, stream);
+  FUSED_LAUNCH_CHECK("bias+silu");
 }
 
 void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,

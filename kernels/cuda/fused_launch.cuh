@@ -33,6 +33,9 @@ void launch_bias_tanh(DType dt, void* y, const void* bias, int64_t rows, int64_t
 // The same with squared ReLU (Nemotron, Persimmon; no cuBLASLt epilogue squares):
 // y[r, j] = r * r with r = max(y[r, j] + bias[j], 0).
 void launch_bias_relu2(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream);
+// CLIP's QuickGELU y * sigmoid(1.702 y) and SiLU y * sigmoid(y), in place (after a GEMM's bias epilogue).
+void launch_bias_quick_gelu(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream);
+void launch_bias_silu(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream);
 
 // y[M, N] = c broadcast from [cm, cn] (cm in {1, M}, cn in {1, N}): Gemm's C.
 void launch_broadcast_2d(DType dt, const void* c, int64_t cm, int64_t cn, void* y, int64_t M, int64_t N,

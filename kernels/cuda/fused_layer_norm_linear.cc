@@ -84,7 +84,7 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   // Decode rows with W stored [N, K] (the runtime's weight layout): one launch, the same norm
   // computed by the GEMV's blocks (gemv_nk_fused.h); Z never stored.
   const bool w_const = ctx.input_is_constant(3);
-  if (trans_b && cuda_fused::launch_norm_gemv_nk({na, w->data, bias ? bias->data : nullptr, y->data, N,
+  if (trans_b && !cuda_gemm::pass_only(act) && cuda_fused::launch_norm_gemv_nk({na, w->data, bias ? bias->data : nullptr, y->data, N,
                                                   cuda_gemm::gemv_act(act), w_const},
                                                  stream))
     return;

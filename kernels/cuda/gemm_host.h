@@ -30,7 +30,10 @@
 namespace fuseopt::cuda_gemm {
 
 // The fused ops' `activation` attribute.
-enum class Act { None, Relu, Gelu, GeluTanh, Tanh, Relu2 };
+enum class Act { None, Relu, Gelu, GeluTanh, Tanh, Relu2, QuickGelu, Silu };
+// Activations only the pass after the GEMM applies (no epilogue of any GEMM kernel here has them):
+// the weight-streaming, small-M and Hopper kernels decline them, cuBLASLt runs with its bias epilogue.
+inline bool pass_only(Act a) { return a == Act::QuickGelu || a == Act::Silu; }
 Act parse_act(const Node& n);
 
 // The activation as the weight-streaming kernels name it.

@@ -34,7 +34,10 @@ Act parse_act(const Node& n) {
   if (a == "gelu_tanh") return Act::GeluTanh;
   if (a == "tanh") return Act::Tanh;
   if (a == "relu2") return Act::Relu2;
-  throw Error(n.label() + ": unknown activation '" + a + "' (none, relu, gelu, gelu_tanh, tanh, relu2)");
+  if (a == "quick_gelu") return Act::QuickGelu;
+  if (a == "silu") return Act::Silu;
+  throw Error(n.label() + ": unknown activation '" + a +
+              "' (none, relu, gelu, gelu_tanh, tanh, relu2, quick_gelu, silu)");
 }
 
 namespace {
@@ -63,13 +66,14 @@ cuda_fused::GemvAct gemv_act(Act a) {
 
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
               int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+  if (pass_only(act)) return false;
   return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha, b_const);
 }
 
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
   // No tanh or squared-ReLU epilogue in that kernel: cuBLASLt + the activation pass.
-  if (act == Act::Tanh || act == Act::Relu2) return false;
+  if (act == Act::Tanh || act == Act::Relu2 || pass_only(act)) return false;
   if (act == Act::Gelu && cuda_fused::launch_gemm_bias_gelu(dt, a, b, bias, y, M, N, K, stream)) return true;
   const size_t ws = cuda_fused::small_gemm_workspace(dt, M, N, K);
   return cuda_fused::launch_small_gemm(dt, small_act(act), a, b, bias, y, M, N, K, stream,
@@ -79,7 +83,7 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
 bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
                      int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
   using cuda_fused::HopperGemmAct;
-  if (act == Act::Tanh) return false;  // no tanh in its epilogue
+  if (act == Act::Tanh || pass_only(act)) return false;  // no tanh, QuickGELU or SiLU in its epilogue
   cuda_fused::HopperGemm g;
   g.dt = dt;
   g.a = a;
@@ -110,6 +114,8 @@ void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, 
   if (act == Act::Gelu) cuda_fused::launch_bias_gelu_erf(dt, y, nullptr, rows, N, stream);
   if (act == Act::Tanh) cuda_fused::launch_bias_tanh(dt, y, nullptr, rows, N, stream);
   if (act == Act::Relu2) cuda_fused::launch_bias_relu2(dt, y, nullptr, rows, N, stream);
+  if (act == Act::QuickGelu) cuda_fused::launch_bias_quick_gelu(dt, y, nullptr, rows, N, stream);
+  if (act == Act::Silu) cuda_fused::launch_bias_silu(dt, y, nullptr, rows, N, stream);
 }
 
 int64_t aligned_columns(DType dt, int64_t M, int64_t N, int64_t K, bool trans_b) {

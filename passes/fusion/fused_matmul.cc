@@ -11,6 +11,9 @@
 //   relu2 = Pow(Relu(y), 2) | Mul(r, r) with r = Relu(y)
 //                                           (squared ReLU: Nemotron, Persimmon;
 //                                            the exponent is checked in check())
+//   quick_gelu = Mul(y, Sigmoid(Mul(y, 1.702)))  (CLIP's QuickGELU, Stable Diffusion's
+//                                            text encoder; 1.702 as float32 exactly)
+//   silu  = Mul(y, Sigmoid(y))               (a plain SiLU after one GEMM)
 //
 // A MatMul with neither bias nor activation is left alone (nothing to fuse).
 #include <cmath>
@@ -26,7 +29,8 @@ namespace {
 namespace cap {
 const ValueCapture A{"A"}, W{"W"}, bias{"bias"}, shape{"shape"}, exponent{"exponent"};
 const NodeCapture bias_add{"bias_add"}, gemm{"gemm"}, mm{"mm"}, relu{"relu"}, reshape{"reshape"},
-    tanh{"tanh"}, w_t{"w_t"}, relu2{"relu2"}, relu2_relu{"relu2_relu"};
+    tanh{"tanh"}, w_t{"w_t"}, relu2{"relu2"}, relu2_relu{"relu2_relu"}, quick_gelu{"quick_gelu"},
+    quick_gelu_scale{"quick_gelu_scale"}, silu{"silu"}, sigmoid{"sigmoid"};
 }  // namespace cap
 
 // The GELU spellings live in gelu_patterns.h (shared with GatedMatMul).
@@ -55,7 +59,8 @@ class FusedMatMulFusion : public FusionPass {
  public:
   std::string name() const override { return "FusedMatMul"; }
   std::string description() const override {
-    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU | Tanh | squared Relu) with a constant weight -> "
+    return "MatMul|Gemm (+ bias) (+ Relu | GELU | tanh-GELU | Tanh | squared Relu | QuickGELU | SiLU) with a constant "
+           "weight -> "
            "fuseopt.FusedMatMul";
   }
 
@@ -68,7 +73,12 @@ class FusedMatMulFusion : public FusionPass {
     // Squared ReLU: the one Relu node read twice by the Mul (the capture binds it once).
     Pattern r = Op("Relu", y).as(cap::relu2_relu);
     Pattern relu2 = AnyOf({Op("Pow", r, cap::exponent).as(cap::relu2), Op("Mul", r, r).as(cap::relu2)});
-    return AnyOf({relu2, Op("Relu", y).as(cap::relu), erf_gelu(y), tanh_gelu(y), Op("Tanh", y).as(cap::tanh), core});
+    // y * sigmoid(1.702 * y) and y * sigmoid(y): y is read twice (its captures bind it once).
+    Pattern scaled = Op("Mul", y, Const().equals(1.702, 1e-7)).commutative().as(cap::quick_gelu_scale);
+    Pattern quick_gelu = Op("Mul", y, Op("Sigmoid", scaled).as(cap::sigmoid)).commutative().as(cap::quick_gelu);
+    Pattern silu = Op("Mul", y, Op("Sigmoid", y).as(cap::sigmoid)).commutative().as(cap::silu);
+    return AnyOf({relu2, quick_gelu, silu, Op("Relu", y).as(cap::relu), erf_gelu(y), tanh_gelu(y),
+                  Op("Tanh", y).as(cap::tanh), core});
   }
 
   MatchResult match(const Graph&, Node* root) const override {
@@ -76,7 +86,7 @@ class FusedMatMulFusion : public FusionPass {
     if (!r) return r;
     const Match& m = *r.match;
     const bool act = m.has(cap::relu) || m.has(fusion::gelu_cap::gelu) || m.has(fusion::gelu_cap::gelu_tanh) ||
-                     m.has(cap::tanh) || m.has(cap::relu2);
+                     m.has(cap::tanh) || m.has(cap::relu2) || m.has(cap::quick_gelu) || m.has(cap::silu);
     // A bare MatMul (no bias, no activation) is not a fusion candidate at all.
     if (!act && !m.has(cap::bias_add) && !m.has(cap::gemm)) {
       MatchResult none;
@@ -164,7 +174,9 @@ class FusedMatMulFusion : public FusionPass {
         }
       }
     }
-    std::string act = m.has(cap::relu2)                    ? "relu2"
+    std::string act = m.has(cap::quick_gelu)               ? "quick_gelu"
+                      : m.has(cap::silu)                   ? "silu"
+                      : m.has(cap::relu2)                  ? "relu2"
                       : m.has(cap::relu)                   ? "relu"
                       : m.has(fusion::gelu_cap::gelu)      ? "gelu"
                       : m.has(fusion::gelu_cap::gelu_tanh) ? "gelu_tanh"

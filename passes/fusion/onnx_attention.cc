@@ -26,9 +26,13 @@
 //     have the same length, which must be provable (the same dim on Q and K);
 //   - a mask whose last dim is shorter than the total key count is padded with -inf by ONNX:
 //     the mask's last dim must provably be the total (K's length, or present_key's with a past);
-//   - the qk_matmul_output output, the nonpad_kv_seqlen input (opset 24) and a sliding window
-//     (left/right_window_size other than -1, opset 25) have no fuseopt equivalent: refused (the
-//     ONNX Attention kernels run them);
+//   - opset 25's sliding window keeps key j for query i while p - L <= j <= p + R (p = i + P,
+//     L = left_window_size, R = right_window_size, -1 = unbounded: the ONNX reference's
+//     _apply_sliding_window). With the query length provably the new keys' (as for is_causal),
+//     p is fuseopt's q_pos, so L >= 0 is window = L + 1 and R = 0 is causal; R > 0 is implied by
+//     is_causal, and without it (keys after the query visible, but not all) it is refused;
+//   - the qk_matmul_output output and the nonpad_kv_seqlen input (opset 24) have no fuseopt
+//     equivalent: refused (the ONNX Attention kernels run them);
 //   - rule 5: Q, K, V, the past and a float mask share one float dtype; rule 3: head counts and
 //     head sizes known (4-D: from the shapes; 3-D: q_num_heads / kv_num_heads).
 #include <algorithm>
@@ -169,9 +173,12 @@ class OnnxAttentionFusion : public FusionPass {
     if (!n->input(0) || !n->input(1) || !n->input(2))
       return Status::reject("rule 7: ", n->label(), ": Q, K and V are all needed");
     if (n->input(6)) return Status::reject("rule 7: ", n->label(), ": nonpad_kv_seqlen has no fuseopt.Attention equivalent");
-    if (n->attr_int("left_window_size", -1) != -1 || n->attr_int("right_window_size", -1) != -1)
-      return Status::reject("rule 7: ", n->label(),
-                            ": a sliding window (left/right_window_size, opset 25) has no fuseopt.Attention equivalent");
+    const int64_t left = n->attr_int("left_window_size", -1), right = n->attr_int("right_window_size", -1);
+    if (left < -1 || right < -1)
+      return Status::reject("rule 7: ", n->label(), ": left/right_window_size must be -1 or >= 0");
+    if (right > 0 && n->attr_int("is_causal", 0) == 0)
+      return Status::reject("rule 7: ", n->label(), ": a sliding window reaching ", right,
+                            " keys past the query (right_window_size) without is_causal: fuseopt's window looks back only");
     if (live_output(n->output(3)))
       return Status::reject("rule 7: ", n->label(), ": the qk_matmul_output output has no fuseopt.Attention equivalent");
     const Value *past_k = n->input(4), *past_v = n->input(5);
@@ -187,7 +194,12 @@ class OnnxAttentionFusion : public FusionPass {
     pl.root = n;
     Heads& h = pl.h;
     if (Status s = read_heads(n, h); !s) return s;
-    // ONNX's causal diagonal is the new keys' upper-left one; fuseopt's the bottom-right one.
+    // ONNX's causal diagonal (and a window's centre) is the new keys' upper-left one; fuseopt's the
+    // bottom-right one.
+    if ((left >= 0 || right >= 0) && !(h.q_seq && h.k_seq && *h.q_seq == *h.k_seq))
+      return Status::reject("rule 7: ", n->label(), ": a sliding window with a query length (", h.q_seq ? h.q_seq->str() : "?",
+                            ") not provably the new keys' (", h.k_seq ? h.k_seq->str() : "?",
+                            "): ONNX centres it on the query's position after the past keys, fuseopt bottom-right");
     if (n->attr_int("is_causal", 0) != 0 && !(h.q_seq && h.k_seq && *h.q_seq == *h.k_seq))
       return Status::reject("rule 7: ", n->label(), ": is_causal with a query length (", h.q_seq ? h.q_seq->str() : "?",
                             ") not provably the new keys' (", h.k_seq ? h.k_seq->str() : "?",
@@ -302,6 +314,11 @@ class OnnxAttentionFusion : public FusionPass {
       }
     }
     while (!in.empty() && !in.back()) in.pop_back();
+    // Opset 25's window (check() proved the alignment): L looks back L keys (window L + 1, the
+    // narrower of it and a window the mask proved), R = 0 is causal.
+    if (const int64_t left = n->attr_int("left_window_size", -1); left >= 0)
+      window = window > 0 ? std::min(window, left + 1) : left + 1;
+    if (n->attr_int("right_window_size", -1) == 0) causal = true;
     std::vector<Attribute> attrs = {Attribute::make_int("num_heads", h.hq), Attribute::make_int("kv_num_heads", kv_heads),
                                     Attribute::make_int("causal", causal ? 1 : 0),
                                     Attribute::make_int("masked_rows_zero", 1),

@@ -52,6 +52,15 @@ TEST_CASE("FusedMatMul: alpha and relu", "[kernels][FusedMatMul]") {
   expect_near(make("relu", B(), false, 2.0f).run()[0], {0, 9, 0, 5}, {2, 2});
 }
 
+TEST_CASE("FusedMatMul: QuickGELU (CLIP) and SiLU, with and without bias", "[kernels][FusedMatMul]") {
+  // A·B + bias = [[-3.75, 3], [-4.5, 1]] -> x * sigmoid(1.702 x) / x * sigmoid(x) (numpy, float32)
+  expect_near(make("quick_gelu", B()).run()[0], {-0.006330134f, 2.9819288f, -0.002122005f, 0.8457958f}, {2, 2}, 1e-6f);
+  expect_near(make("silu", B()).run()[0], {-0.08616514f, 2.8577225f, -0.04944124f, 0.7310586f}, {2, 2}, 1e-6f);
+  // A·B = [[-4, 6], [-4.75, 4]] without the bias
+  expect_near(make("silu", Bt(), true, 1.0f, false).run()[0], {-0.07194484f, 5.9851646f, -0.04074306f, 3.928055f},
+              {2, 2}, 1e-6f);
+}
+
 TEST_CASE("FusedMatMul: squared ReLU (relu2), with alpha and without bias", "[kernels][FusedMatMul]") {
   // A·B + bias = [[-3.75, 3], [-4.5, 1]] -> max(., 0)^2
   expect_near(make("relu2", B()).run()[0], {0, 9, 0, 1}, {2, 2});

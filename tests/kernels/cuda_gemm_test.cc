@@ -109,7 +109,7 @@ TEST_CASE("cuda Gemm attributes and C broadcasts", "[cuda][gemm]") {
 
 TEST_CASE("cuda FusedMatMul epilogues", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2", "quick_gelu", "silu"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int with_bias = 0; with_bias < 2; ++with_bias)
@@ -258,7 +258,7 @@ TEST_CASE("odd-N GEMM split policy (aligned_columns)", "[gemm]") {
 
 TEST_CASE("cuda LayerNormLinear", "[cuda][gemm][norm]") {
   if (!cuda_check::gpu_ready()) return;
-  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2"};
+  const char* acts[] = {"none", "relu", "gelu", "gelu_tanh", "tanh", "relu2", "quick_gelu", "silu"};
   for (DType dt : kFloatTypes)
     for (const char* act : acts)
       for (int variant = 0; variant < 4; ++variant) {

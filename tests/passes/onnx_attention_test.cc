@@ -201,20 +201,51 @@ TEST_CASE("OnnxAttention rule 7: a mask shorter than the keys (ONNX pads it with
   rejected(b, "attn_mask");
 }
 
-TEST_CASE("OnnxAttention rule 7: a sliding window (opset 25)", "[passes][OnnxAttention][legality]") {
-  // left/right_window_size bound the keys around each query's absolute position; fuseopt.Attention
-  // has no window, so the node stays ONNX's (its kernels take the window). -1 on both sides is no
-  // window: that node fuses.
-  for (int64_t left : {-1, 2}) {
+TEST_CASE("OnnxAttention: opset 25's sliding window becomes window = left + 1 (right 0: causal)",
+          "[passes][OnnxAttention]") {
+  // left/right_window_size bound the keys around each query's absolute position (the ONNX
+  // reference's _apply_sliding_window); with S_q = S_kv that position is fuseopt's q_pos. The
+  // CPU ONNX Attention kernel (the reference the check compares against) applies the window.
+  struct Case {
+    int64_t left, right, causal, want_window, want_causal;
+  };
+  for (Case c : {Case{-1, -1, 1, 0, 1}, Case{2, -1, 1, 3, 1}, Case{0, -1, 1, 1, 1}, Case{3, 0, 0, 4, 1},
+                 Case{2, 5, 1, 3, 1}, Case{-1, 0, 0, 0, 1}}) {
+    INFO("left " << c.left << " right " << c.right << " is_causal " << c.causal);
+    GraphBuilder b(25);
+    Value* q = b.input("q", DType::Float, {1, 7, 32});
+    Value* k = b.input("k", DType::Float, {1, 7, 32});
+    Node* att = b.node("Attention", {q, k, k}, 1,
+                       {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
+                        Attribute::make_int("is_causal", c.causal), Attribute::make_int("left_window_size", c.left),
+                        Attribute::make_int("right_window_size", c.right)});
+    b.output(att->outputs[0]);
+    Node* f = fuses_to_one_attention(b, {{1, 7, 32}, {1, 7, 32}}, 7);
+    REQUIRE(f);
+    CHECK(f->attr_int("window", 0) == c.want_window);
+    CHECK(f->attr_int("causal", 0) == c.want_causal);
+  }
+}
+
+TEST_CASE("OnnxAttention rule 7: opset 25's window reaching past the query, or of unproven alignment",
+          "[passes][OnnxAttention][legality]") {
+  SECTION("right_window_size 2 without is_causal: later keys visible, but not all") {
     GraphBuilder b(25);
     Value* q = b.input("q", DType::Float, {1, 5, 32});
+    Node* att = b.node("Attention", {q, q, q}, 1,
+                       {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
+                        Attribute::make_int("left_window_size", 2), Attribute::make_int("right_window_size", 2)});
+    b.output(att->outputs[0]);
+    rejected(b, "looks back only");
+  }
+  SECTION("a query length that is not provably the keys'") {
+    GraphBuilder b(25);
+    Value* q = b.input("q", DType::Float, {1, 3, 32});
     Value* k = b.input("k", DType::Float, {1, 5, 32});
     Node* att = b.node("Attention", {q, k, k}, 1,
                        {Attribute::make_int("q_num_heads", 2), Attribute::make_int("kv_num_heads", 2),
-                        Attribute::make_int("is_causal", 1), Attribute::make_int("left_window_size", left),
-                        Attribute::make_int("right_window_size", -1)});
+                        Attribute::make_int("left_window_size", 2)});
     b.output(att->outputs[0]);
-    if (left == -1) fuses_to_one_attention(b, {{1, 5, 32}, {1, 5, 32}}, 7);
-    else rejected(b, "sliding window");
+    rejected(b, "sliding window");
   }
 }

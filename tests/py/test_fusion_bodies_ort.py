@@ -137,6 +137,23 @@ def build_models():
                               helper.make_node("MatMul", ["n", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])]
                              + sq_pow, [("x", [2, 3, D])], ["y"], common + [W, b8],
                              ("LayerNormLinear", PASSES + ",LayerNormLinear")))
+        # CLIP's QuickGELU x * sigmoid(1.702 x) and a plain SiLU x * sigmoid(x) after a linear layer.
+        qg = [helper.make_node("Mul", ["h", "k1702"], ["s"]), helper.make_node("Sigmoid", ["s"], ["g"]),
+              helper.make_node("Mul", ["h", "g"], ["y"])]
+        out.append(model(f"mm_bias_quick_gelu_op{opset}", opset,
+                         [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])]
+                         + qg, [("x", [2, 3, D])], ["y"], [W, b8, const("k1702", 1.702)], "FusedMatMul"))
+        out.append(model(f"gemm_transB_silu_op{opset}", opset,
+                         [helper.make_node("Gemm", ["x", "Wt", "b8"], ["h"], transB=1),
+                          helper.make_node("Sigmoid", ["h"], ["g"]), helper.make_node("Mul", ["g", "h"], ["y"])],
+                         [("x", [6, D])], ["y"], [Wt, b8], "FusedMatMul"))
+        if opset >= 17:  # CLIP's pre-norm MLP: LayerNormalization -> Linear -> QuickGELU: LayerNormLinear
+            out.append(model(f"lnl_quick_gelu_op{opset}", opset,
+                             [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["n"], axis=-1,
+                                               epsilon=1e-5),
+                              helper.make_node("MatMul", ["n", "W"], ["p"]), helper.make_node("Add", ["p", "b8"], ["h"])]
+                             + qg, [("x", [2, 3, D])], ["y"], common + [W, b8, const("k1702", 1.702)],
+                             ("LayerNormLinear", PASSES + ",LayerNormLinear")))
         out.append(model(f"mm_relu_op{opset}", opset,
                          [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["b8", "p"], ["h"]),
                           helper.make_node("Relu", ["h"], ["y"])], [("x", [2, 3, D])], ["y"], [W, b8], "FusedMatMul"))
@@ -185,6 +202,8 @@ def main():
                 failures.append(f"{name}: expected {expect} in the optimized graph, got {ops}")
             if "relu2" in name and any(op in ops for op in ("Relu", "Pow", "Mul")):
                 failures.append(f"{name}: the squared ReLU was not folded: {ops}")
+            if ("quick_gelu" in name or "silu" in name) and any(op in ops for op in ("Sigmoid", "Mul")):
+                failures.append(f"{name}: the sigmoid gate was not folded: {ops}")
             try:
                 onnx.checker.check_model(dst, full_check=True)
             except Exception as e:  # noqa: BLE001

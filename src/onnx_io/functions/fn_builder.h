@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "util/error.h"
 
 namespace fuseopt::fnbody {
 
@@ -161,6 +162,35 @@ inline std::vector<std::string> attr_names(const Node& n) {
   std::vector<std::string> v;
   for (const auto& a : n.attrs) v.push_back(a.name);
   return v;
+}
+
+// act(x) in standard ONNX, named `y` ("" for a fresh name): the activations of FusedMatMul and
+// LayerNormLinear (docs/fused_ops.md), each in the spelling its exports use. Unknown names are
+// refused where the op is built, never silently left out.
+inline std::string activation_body(FnBuilder& f, const std::string& act, const std::string& x, const std::string& y) {
+  if (act == "relu") return f.node("Relu", {x}, y);
+  if (act == "gelu") {  // 0.5 * x * (1 + erf(x / sqrt(2)))
+    std::string e = f.node("Erf", {f.node("Div", {x, f.scalar(1.41421356237f, x)})});
+    std::string one_plus = f.node("Add", {e, f.scalar(1.0f, x)});
+    return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
+  }
+  if (act == "gelu_tanh") {  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+    std::string x3 = f.node("Mul", {f.node("Mul", {x, x}), x});
+    std::string inner = f.node("Add", {x, f.node("Mul", {x3, f.scalar(0.044715f, x)})});
+    std::string t = f.node("Tanh", {f.node("Mul", {inner, f.scalar(0.7978845608f, x)})});
+    std::string one_plus = f.node("Add", {t, f.scalar(1.0f, x)});
+    return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
+  }
+  if (act == "tanh") return f.node("Tanh", {x}, y);
+  if (act == "relu2") {  // squared ReLU as r * r (the exports' Pow(r, 2) is the same square)
+    std::string r = f.node("Relu", {x});
+    return f.node("Mul", {r, r}, y);
+  }
+  if (act == "quick_gelu")  // x * sigmoid(1.702 * x), CLIP's spelling
+    return f.node("Mul", {x, f.node("Sigmoid", {f.node("Mul", {x, f.scalar(1.702f, x)})})}, y);
+  if (act == "silu") return f.node("Mul", {x, f.node("Sigmoid", {x})}, y);
+  FUSE_CHECK(act == "none" || act.empty(), "function body: unknown activation '" << act << "'");
+  return f.node("Identity", {x}, y);
 }
 
 }  // namespace fuseopt::fnbody

@@ -33,32 +33,6 @@ std::string overload_of(const Graph& g, const Node& n) {
   return (s.empty() ? "plain" : s) + fnbody::dtype_suffix(g, n);
 }
 
-// y -> act(y); `x` names follow the op's own spelling of the activation.
-std::string activation(fnbody::FnBuilder& f, const std::string& act, const std::string& x, const std::string& y) {
-  if (act == "relu") return f.node("Relu", {x}, y);
-  if (act == "gelu") {
-    // 0.5 * x * (1 + erf(x / sqrt(2)))
-    std::string e = f.node("Erf", {f.node("Div", {x, f.scalar(1.41421356237f, x)})});
-    std::string one_plus = f.node("Add", {e, f.scalar(1.0f, x)});
-    return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
-  }
-  if (act == "gelu_tanh") {
-    // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-    std::string x3 = f.node("Mul", {f.node("Mul", {x, x}), x});
-    std::string inner = f.node("Add", {x, f.node("Mul", {x3, f.scalar(0.044715f, x)})});
-    std::string t = f.node("Tanh", {f.node("Mul", {inner, f.scalar(0.7978845608f, x)})});
-    std::string one_plus = f.node("Add", {t, f.scalar(1.0f, x)});
-    return f.node("Mul", {f.node("Mul", {x, f.scalar(0.5f, x)}), one_plus}, y);
-  }
-  if (act == "tanh") return f.node("Tanh", {x}, y);
-  if (act == "relu2") {
-    // Squared ReLU as r * r (the exports' Pow(r, 2) is the same square; Mul needs no exponent constant).
-    std::string r = f.node("Relu", {x});
-    return f.node("Mul", {r, r}, y);
-  }
-  return f.node("Identity", {x}, y);
-}
-
 onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& ov) {
   const Variant v = variant_of(n);
   std::vector<std::string> inputs{"A", "B"};
@@ -70,7 +44,7 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   std::string y = f.node("MatMul", {"A", b});
   if (v.alpha) y = f.node("Mul", {y, f.scalar_attr("alpha", y)});
   if (v.bias) y = f.node("Add", {y, "bias"});
-  activation(f, v.act, y, "Y");
+  fnbody::activation_body(f, v.act, y, "Y");
   return f.take();
 }
 

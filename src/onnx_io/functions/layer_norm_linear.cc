@@ -58,23 +58,8 @@ onnx::FunctionProto build_lnl(const Graph& g, const Node& n, const std::string& 
   }
   std::string a = f.node("MatMul", {y, w});
   if (n.input(4)) a = f.node("Add", {a, "bias"});
-  const std::string act = n.attr_string("activation", "none");
-  if (act == "relu") {
-    a = f.node("Relu", {a});
-  } else if (act == "gelu") {
-    std::string e = f.node("Erf", {f.node("Div", {a, f.scalar(1.41421356237f, "X")})});
-    a = f.node("Mul", {f.node("Mul", {a, f.scalar(0.5f, "X")}), f.node("Add", {e, f.scalar(1.0f, "X")})});
-  } else if (act == "gelu_tanh") {
-    std::string cube = f.node("Mul", {f.node("Mul", {a, a}), a});
-    std::string inner = f.node("Add", {a, f.node("Mul", {cube, f.scalar(0.044715f, "X")})});
-    std::string t = f.node("Tanh", {f.node("Mul", {inner, f.scalar(0.7978845608f, "X")})});
-    a = f.node("Mul", {f.node("Mul", {a, f.scalar(0.5f, "X")}), f.node("Add", {t, f.scalar(1.0f, "X")})});
-  } else if (act == "tanh") {
-    a = f.node("Tanh", {a});
-  } else if (act == "relu2") {
-    std::string r = f.node("Relu", {a});  // squared ReLU: r * r, as FusedMatMul's body
-    a = f.node("Mul", {r, r});
-  }
+  if (const std::string act = n.attr_string("activation", "none"); act != "none" && !act.empty())
+    a = fnbody::activation_body(f, act, a, "");
   f.node("Identity", {a}, "Y");
   return f.take();
 }
