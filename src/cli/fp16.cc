@@ -7,6 +7,8 @@
 #include <set>
 
 #include "ir/shape_inference.h"
+#include "onnx_io/onnx_io.h"
+#include "onnx_io/subgraph_load.h"
 #include "runtime/parameter_inputs.h"
 #include "util/error.h"
 
@@ -66,24 +68,83 @@ Value* add_cast(Graph& g, Value* v, DType to, const std::string& suffix, Fp16Res
 }
 
 // Cast after v: every reader of v (and the graph-output position, with v's
-// name) moves to the Cast's output, which is returned.
-Value* cast_after(Graph& g, Value* v, DType to, const std::string& suffix, Fp16Result& r) {
+// name) moves to the Cast's output, which is returned. `take_name`: the Cast's
+// output takes v's name (v is renamed): If branches read outer values by name.
+Value* cast_after(Graph& g, Value* v, DType to, const std::string& suffix, Fp16Result& r, bool take_name = false) {
   Value* out = add_cast(g, v, to, suffix, r);
   Node* cast = out->producer;
   g.replace_all_uses(v, out);  // also takes the Cast's own read: restore it
   g.set_input(cast, 0, v);
+  if (take_name) {
+    const std::string name = v->name;
+    const std::string tmp = g.unique_name(name + "_pre_cast");
+    g.rename_value(v, tmp);
+    g.rename_value(out, name);
+  }
   return out;
+}
+
+// The outer-scope names the If branches of g read.
+std::set<std::string> branch_reads(const Graph& g) {
+  std::set<std::string> names;
+  for (const auto& n : g.nodes())
+    for (const Attribute& a : n->attrs)
+      for (std::string& name : subgraph_outer_reads(a)) names.insert(std::move(name));
+  return names;
+}
+
+// `frozen`: values whose final dtype is given (a branch's outer reads: as the converted outer
+// graph has them), typed as before the conversion until the graph's own floats are converted;
+// `before`: the outer values' dtypes before the conversion (for this graph's branches);
+// `top`: the model's own graph.
+using DTypes = std::map<const Value*, DType>;
+void convert_graph(Graph& g, const Fp16Options& opts, const DTypes& frozen, Fp16Result& r, bool top = false);
+
+// One If branch: loaded as a Graph whose inputs are the outer values it reads (typed as the
+// converted outer graph has them, and left so: `frozen`; a float32 one is cast to float16 inside),
+// converted like the outer graph (its outputs become float16 as the If's outputs did), written
+// back reading the outer values by name.
+void convert_branch(Graph& g, Node* n, size_t attr_index, const std::map<std::string, DType>& before,
+                    Fp16Result& r) {
+  const Attribute attr = n->attrs[attr_index];
+  const std::string where = n->label() + " " + attr.name;
+  LoadedSubgraph ls = load_subgraph(attr, g, where);
+  Graph& body = *ls.graph;
+  DTypes frozen;
+  for (const std::string& name : ls.outer_refs) {
+    Value* ov = g.find(name);
+    Value* bv = body.find(name);
+    FUSE_CHECK(ov && bv, "--fp16: " << where << " reads '" << name << "', which is not defined");
+    auto it = before.find(name);
+    bv->dtype = it != before.end() ? it->second : ov->dtype;  // as the body was written, for its inference
+    bv->shape = ov->shape;
+    frozen[bv] = ov->dtype;  // as the outer graph has it now
+  }
+  convert_graph(body, Fp16Options{}, frozen, r, false);
+  const std::set<std::string> outer(ls.outer_refs.begin(), ls.outer_refs.end());
+  n->attrs[attr_index] = subgraph_attribute(body, attr.name, outer, g.functions, g.ir_version);
 }
 
 }  // namespace
 
 Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
   Fp16Result r;
+  convert_graph(g, opts, DTypes{}, r, true);
+  return r;
+}
+
+namespace {
+
+void convert_graph(Graph& g, const Fp16Options& opts, const DTypes& frozen, Fp16Result& r, bool top) {
   for (const auto& n : g.nodes())
-    FUSE_CHECK(!n->has_subgraph(), "--fp16: " << n->label()
-                                              << " has a subgraph (If/Loop/Scan), which --fp16 does not convert");
+    FUSE_CHECK(!n->has_subgraph() || n->is("If"),
+               "--fp16: " << n->label() << " has a Loop/Scan body, which --fp16 does not convert (If branches it does)");
+  const std::set<std::string> read_by_branches = branch_reads(g);
 
   infer_shapes(g);  // every value's dtype (--passes none leaves them as loaded)
+  std::map<std::string, DType> before;  // what this graph's branches read, as they were written
+  for (const std::string& name : read_by_branches)
+    if (const Value* v = g.find(name)) before[name] = v->dtype;
 
   // 1. Which float constants stay fp32.
   auto keep_fp32 = [](const Value* v) { return parameter_only(v) || only_fp32_consumers(v); };
@@ -147,9 +208,16 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
   // 3. Every other float value becomes float16 (inputs, outputs, intermediates).
   std::map<const Value*, bool> was_float_io;
   for (Value* v : g.all_values()) {
-    if (v->dtype != DType::Float || kept.count(v)) continue;
+    if (v->dtype != DType::Float || kept.count(v) || frozen.count(v)) continue;
     if (v->is_graph_input || v->is_graph_output) was_float_io[v] = true;
     v->dtype = DType::Float16;
+  }
+  // A branch's outer reads take the outer graph's dtypes; one that stayed float32 there (an input
+  // kept by --keep-io-types) is cast to float16 for the branch's readers.
+  for (auto [cv, dt] : frozen) {
+    Value* v = const_cast<Value*>(cv);
+    v->dtype = dt;
+    if (dt == DType::Float && !v->uses.empty()) cast_after(g, v, DType::Float16, "_fp16", r);
   }
 
   // 4. Standard ops that compute in fp32: Casts around them.
@@ -170,7 +238,7 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
       v->dtype = DType::Float;  // computed in fp32
       any = true;
       if (opts.keep_io_types && v->is_graph_output && v->uses.empty()) continue;  // a float output already
-      cast_after(g, v, DType::Float16, "_fp16", r);
+      cast_after(g, v, DType::Float16, "_fp16", r, read_by_branches.count(v->name) > 0);
     }
     if (any) r.fp32_nodes++;
   }
@@ -207,6 +275,22 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
     }
   }
 
+  // 6. If branches, converted the same way; the If nodes then read the outer values by name again.
+  for (Node* n : nodes) {
+    if (!n->is("If") || !n->has_subgraph()) continue;
+    for (size_t i = 0; i < n->attrs.size(); ++i)
+      if (n->attrs[i].kind == Attribute::Kind::Graph) convert_branch(g, n, i, before, r);
+    g.clear_implicit_inputs(n);
+    std::set<std::string> seen;
+    for (const Attribute& a : n->attrs)
+      for (const std::string& name : subgraph_outer_reads(a))
+        if (seen.insert(name).second) {
+          Value* v = g.find(name);
+          FUSE_CHECK(v, "--fp16: " << n->label() << ": a converted branch reads '" << name << "', which is not defined");
+          g.add_implicit_input(n, v);
+        }
+  }
+
   g.topo_sort();
   g.verify();
   infer_shapes(g);  // a dtype the conversion got wrong is a contradiction here
@@ -214,7 +298,7 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
   // Known gap (src/onnx_io/functions): before opset 15 (no CastLike) the bodies of
   // fuseopt.Attention and fuseopt.LayerNormLinear are written for float32 only, so
   // ONNX Runtime / onnx.checker reject them in a float16 model; fuserun runs it.
-  if (g.opset("") < 15) {
+  if (top && g.opset("") < 15) {
     std::set<std::string> ops;
     for (const auto& n : g.nodes())
       if (n->domain == "fuseopt" && (n->op_type == "Attention" || n->op_type == "LayerNormLinear")) ops.insert(n->op_type);
@@ -225,7 +309,7 @@ Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts) {
                    "will not load this model (fuserun runs it); --emit standard or an opset >= 15 export avoids it",
                    g.opset(""), list);
   }
-  return r;
 }
 
+}  // namespace
 }  // namespace fuseopt::cli

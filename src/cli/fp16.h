@@ -27,8 +27,9 @@ struct Fp16Result {
   int casts_inserted = 0;
 };
 
-// Throws Error (naming the node) on what it does not convert: a node with a
-// subgraph (If/Loop/Scan).
+// If branches are converted the same way (each loaded as a graph, the outer values it reads
+// typed as the converted outer graph has them). Throws Error (naming the node) on what it does
+// not convert: a Loop or Scan body.
 Fp16Result convert_to_fp16(Graph& g, const Fp16Options& opts = {});
 
 }  // namespace fuseopt::cli

@@ -11,6 +11,9 @@
 3. Optimum's merged decoder (models/exported/optimum_*_merged, an If on use_cache_branch with
    the whole decoder in each branch): every Softmax in the branches becomes a fused Attention,
    outputs equal to the reference (both branches, ONNX Runtime and fuserun).
+4. `--fp16` (and `--fp16 --keep-io-types`) on the merged decoders: the branches are converted
+   too (float16 weights and values inside them, the If's float outputs float16), onnx.checker
+   (full) accepts the model, ONNX Runtime runs both branches within 1e-2 of the fp32 reference.
 """
 import os
 import subprocess
@@ -185,6 +188,39 @@ def main():
                     if CUDA["usable"]:
                         expect(rc == 0, f"{name} use_cache_branch={use_cache}: fuserun --backend cuda --precision {prec} "
                                         f"--check ({tail[0][:200]})")
+            # 4. --fp16 converts the branches too
+            for keep in (False, True):
+                flags = ["--fp16"] + (["--keep-io-types"] if keep else [])
+                what = f"{name} {' '.join(flags)}"
+                out16 = os.path.join(tmp, name + ("_keep" if keep else "") + ".fp16.onnx")
+                r = lib.run_fuseopt(args.bin, src3, out16, "-q", *flags)
+                if not expect(r.returncode == 0, f"{what} exits 0 ({r.stderr.strip()[-300:]})"):
+                    continue
+                m16 = onnx.load(out16)
+                try:
+                    onnx.checker.check_model(m16, full_check=True)
+                    expect(True, f"{what}: onnx.checker (full) accepts it")
+                except Exception as e:  # noqa: BLE001
+                    expect(False, f"{what}: onnx.checker: {str(e).splitlines()[0]}")
+                inside = [t for top in m16.graph.node for a in top.attribute if a.HasField("g")
+                          for t in a.g.initializer if t.data_type in (1, 10) and len(t.dims) >= 2]
+                outer = [t for t in m16.graph.initializer if t.data_type in (1, 10) and len(t.dims) >= 2]
+                expect(all(t.data_type == 10 for t in inside + outer) and (inside or outer),
+                       f"{what}: every float weight (outer and in the branches) is float16")
+                io_types = {i.name: i.type.tensor_type.elem_type for i in m16.graph.input}
+                for use_cache in (False, True):
+                    f16 = dict(feeds, use_cache_branch=np.array([use_cache])) if "use_cache_branch" in feeds else dict(feeds)
+                    want = run_ort(src3, f16)
+                    f16 = {k: (v.astype(np.float16) if io_types.get(k) == 10 else v) for k, v in f16.items()}
+                    try:
+                        got = run_ort(out16, f16)
+                    except Exception as e:  # noqa: BLE001
+                        expect(False, f"{what} use_cache_branch={use_cache}: ONNX Runtime: {str(e).splitlines()[0]}")
+                        continue
+                    errs = [float(np.linalg.norm(g.astype(np.float64) - w) / max(np.linalg.norm(w), 1e-30))
+                            for g, w in zip(got, want) if w.size]
+                    expect(max(errs) < 1e-2, f"{what} use_cache_branch={use_cache}: ONNX Runtime within 1e-2 of fp32 "
+                                             f"(worst {max(errs):.1e})")
     print(f"{len(failures)} failures" + ("" if CUDA["usable"] else " (no usable GPU: CUDA runs skipped)"))
     return 1 if failures else 0
 
