@@ -1,6 +1,7 @@
 // The exported spellings of GELU (erf form and tanh form) as patterns over a
 // value pattern `y`, shared by FusedMatMul (activation after one GEMM) and
-// GatedMatMul (activation on the gate half of a gated MLP). Header-only.
+// GatedMatMul (activation on the gate half of a gated MLP), and ONNX's own Gelu op (opset 20)
+// in either form. Header-only.
 // Captures (gelu_cap): erf form gelu (root), gelu_m1, g_scale, g_erf, g_p;
 // tanh form gelu_tanh (root), gelu_tanh_m1, t_cube, t_sq, t_c, t_in, t_k,
 // t_ky, t_tanh, t_p.
@@ -32,12 +33,20 @@ inline Pattern half_times(const Pattern& x, const Pattern& p, const NodeCapture&
   });
 }
 
-// 0.5 * y * (1 + erf(y / sqrt(2)))  (Div by 1.4142135 or Mul by 0.70710678)
+// ONNX's own Gelu (opset 20, what the dynamo exporter writes for F.gelu from opset 20 on):
+// approximate "none" is the erf form, "tanh" the tanh form, each exactly the formula below.
+inline Pattern gelu_op(const Pattern& y, const std::string& approximate) {
+  return Op("Gelu", y).where_node(
+      [approximate](const Node& n) { return n.attr_string("approximate", "none") == approximate; },
+      "Gelu with approximate = '" + approximate + "'");
+}
+
+// 0.5 * y * (1 + erf(y / sqrt(2)))  (Div by 1.4142135 or Mul by 0.70710678), or Gelu(y)
 inline Pattern erf_gelu(const Pattern& y) {
   Pattern scaled = AnyOf({Op("Div", y, Const().equals(1.41421356, 1e-5)).as(gelu_cap::g_scale),
                           times(y, Const().equals(0.70710678, 1e-5)).as(gelu_cap::g_scale)});
   Pattern p = Op("Add", Op("Erf", scaled).as(gelu_cap::g_erf), Const().equals(1.0)).commutative().as(gelu_cap::g_p);
-  return half_times(y, p, gelu_cap::gelu, gelu_cap::gelu_m1);
+  return AnyOf({half_times(y, p, gelu_cap::gelu, gelu_cap::gelu_m1), gelu_op(y, "none").as(gelu_cap::gelu)});
 }
 
 // 0.5 * y * (1 + tanh(sqrt(2/pi) * (y + 0.044715 * y^3)))  (Pow or Mul spellings,
@@ -55,7 +64,8 @@ inline Pattern tanh_gelu(const Pattern& y) {
                        times(times(y, Const().equals(0.7978845608, 1e-5)).as(gelu_cap::t_ky), fast_inner).as(gelu_cap::t_k)});
   Pattern t = Op("Tanh", arg).as(gelu_cap::t_tanh);
   Pattern p = Op("Add", t, Const().equals(1.0)).commutative().as(gelu_cap::t_p);
-  return half_times(y, p, gelu_cap::gelu_tanh, gelu_cap::gelu_tanh_m1);
+  return AnyOf({half_times(y, p, gelu_cap::gelu_tanh, gelu_cap::gelu_tanh_m1),
+                gelu_op(y, "tanh").as(gelu_cap::gelu_tanh)});
 }
 
 }  // namespace fuseopt::fusion

@@ -1,5 +1,5 @@
 // FusedMatMul fusion: bias / Relu / erf-GELU / tanh-GELU / Tanh in their exporter
-// spellings, Gemm (transB, alpha, beta, scalar C), a Transpose on the weight,
+// spellings (and ONNX's Gelu op), Gemm (transB, alpha, beta, scalar C), a Transpose on the weight,
 // an activation behind GPT-2's Reshape; legality rules 1-5 as negative tests.
 #include "fused_matmul_graphs.h"
 
@@ -86,6 +86,23 @@ TEST_CASE("FusedMatMul: every GELU spelling folds into the activation", "[passes
     const bool tanh = g == Gelu::TanhPow || g == Gelu::TanhMul || g == Gelu::TanhFast;
     CHECK(only_fused(b.graph())->attr_string("activation", "") == (tanh ? "gelu_tanh" : "gelu"));
     require_same_outputs(*before, b.graph(), feeds());
+  }
+}
+
+TEST_CASE("FusedMatMul: ONNX's Gelu op (opset 20: the dynamo exporter's F.gelu) folds in, either form",
+          "[passes][FusedMatMul]") {
+  for (const char* approximate : {"none", "tanh"}) {
+    INFO("approximate " << approximate);
+    GraphBuilder b(20);
+    Value* y = linear(b, b.input("a", DType::Float, {2, M, K}));
+    b.output(b.op("Gelu", {y}, {Attribute::make_string("approximate", approximate)}, "gelu_op"));
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "FusedMatMul");
+    CHECK(matched(r, "FusedMatMul") == 1);
+    CHECK(b.graph().num_nodes() == 1);
+    CHECK(only_fused(b.graph())->attr_string("activation", "") ==
+          (std::string(approximate) == "tanh" ? "gelu_tanh" : "gelu"));
+    require_same_outputs(*before, b.graph(), feeds(), 1e-5f);
   }
 }
 

@@ -107,6 +107,25 @@ TEST_CASE("GatedMatMul: every activation spelling, either Mul operand order", "[
   }
 }
 
+TEST_CASE("GatedMatMul: GeGLU through ONNX's Gelu op (opset 20), either form", "[passes][GatedMatMul]") {
+  for (const char* approximate : {"none", "tanh"}) {
+    INFO("approximate " << approximate);
+    GraphBuilder b(20);
+    Value* x = b.input("a", DType::Float, {2, M, K});
+    Value* g = b.op("Gelu", {linear(b, x, "gate", 1, false)}, {Attribute::make_string("approximate", approximate)},
+                    "gate_gelu");
+    b.output(b.op("Mul", {g, linear(b, x, "up", 2, false)}, {}, "gate_up"));
+    auto before = clone_graph(b.graph());
+    FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+    CHECK(matched(r, "GatedMatMul") == 1);
+    CHECK(b.graph().num_nodes() == 1);
+    REQUIRE(only_gated(b.graph()));
+    CHECK(only_gated(b.graph())->attr_string("activation", "") ==
+          (std::string(approximate) == "tanh" ? "gelu_tanh" : "gelu"));
+    require_same_outputs(*before, b.graph(), feeds(), 1e-5f);
+  }
+}
+
 TEST_CASE("GatedMatMul: biases on both, one or the other GEMM", "[passes][GatedMatMul]") {
   for (auto [gb, ub] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     INFO("gate bias " << gb << ", up bias " << ub);
