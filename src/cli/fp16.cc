@@ -280,15 +280,7 @@ void convert_graph(Graph& g, const Fp16Options& opts, const DTypes& frozen, Fp16
     if (!n->is("If") || !n->has_subgraph()) continue;
     for (size_t i = 0; i < n->attrs.size(); ++i)
       if (n->attrs[i].kind == Attribute::Kind::Graph) convert_branch(g, n, i, before, r);
-    g.clear_implicit_inputs(n);
-    std::set<std::string> seen;
-    for (const Attribute& a : n->attrs)
-      for (const std::string& name : subgraph_outer_reads(a))
-        if (seen.insert(name).second) {
-          Value* v = g.find(name);
-          FUSE_CHECK(v, "--fp16: " << n->label() << ": a converted branch reads '" << name << "', which is not defined");
-          g.add_implicit_input(n, v);
-        }
+    rebind_outer_reads(g, n, "--fp16: ");
   }
 
   g.topo_sort();

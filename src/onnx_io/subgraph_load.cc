@@ -122,4 +122,16 @@ LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const st
   return r;
 }
 
+void rebind_outer_reads(Graph& g, Node* n, const std::string& who) {
+  g.clear_implicit_inputs(n);
+  std::set<std::string> seen;
+  for (const Attribute& a : n->attrs)
+    for (const std::string& name : subgraph_outer_reads(a))
+      if (seen.insert(name).second) {
+        Value* v = g.find(name);
+        FUSE_CHECK(v, who << n->label() << ": a rewritten branch reads '" << name << "', which is not defined");
+        g.add_implicit_input(n, v);
+      }
+}
+
 }  // namespace fuseopt

@@ -27,6 +27,10 @@ std::vector<std::string> subgraph_defined_names(const Attribute& attr);
 // Whether a graph attribute's body (or one nested in it) has a node of `domain`.
 bool subgraph_has_domain(const Attribute& attr, const std::string& domain);
 
+// After n's bodies were rewritten: n's implicit inputs become the outer values its bodies read
+// now, found by name in g; throws Error (naming n, prefixed by `who`) for a name g does not define.
+void rebind_outer_reads(Graph& g, Node* n, const std::string& who);
+
 // `attr` must be a graph attribute; throws Error naming `label` otherwise.
 LoadedSubgraph load_subgraph(const Attribute& attr, const Graph& outer, const std::string& label);
 

@@ -177,15 +177,7 @@ std::vector<std::pair<std::string, FusionReport>> fuse_if_branches(Graph& g, con
       reports.emplace_back(where, std::move(r));
     }
     // The outer values the rewritten branches read (packed weights instead of the originals).
-    g.clear_implicit_inputs(n);
-    std::set<std::string> seen;
-    for (const Attribute& a : n->attrs)
-      for (const std::string& name : subgraph_outer_reads(a))
-        if (seen.insert(name).second) {
-          Value* v = g.find(name);
-          FUSE_CHECK(v, n->label() << ": a rewritten branch reads '" << name << "', which is not defined");
-          g.add_implicit_input(n, v);
-        }
+    rebind_outer_reads(g, n, "");
   }
   if (changed)  // outer constants only the original branches read
     for (Value* v : std::vector<Value*>(g.initializers))
