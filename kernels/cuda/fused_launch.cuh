@@ -62,6 +62,9 @@ struct NormArgs {
   float* inv_std = nullptr;
   float eps = 1e-5f;
   bool rms = false;
+  // y is fp32 while dtype is float16/bfloat16: a graph output the caller takes as float, written
+  // once in its delivered dtype instead of in dtype and converted after the run.
+  bool y_fp32 = false;
 };
 void launch_norm(const NormArgs& a, cudaStream_t stream);
 

@@ -12,6 +12,12 @@ namespace {
 
 const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
 
+// Y's dtype: fp32 where Y is a float graph output of a 16-bit run that nothing else reads (the
+// kernel writes it as delivered: no conversion after the run), else the input's.
+DType y_dtype(KernelContext& ctx, DType dt) {
+  return dt != DType::Float && ctx.output_delivered_dtype(0, dt) == DType::Float ? DType::Float : dt;
+}
+
 void run_norm(KernelContext& ctx, const RtTensor* x, const RtTensor* gamma, const RtTensor* beta, float eps,
               bool rms) {
   const Node& n = ctx.node();
@@ -24,7 +30,7 @@ void run_norm(KernelContext& ctx, const RtTensor* x, const RtTensor* gamma, cons
   const int64_t d = x->shape.back();
   cuda_fused::check_vector(ctx, gamma, d, "gamma");
   cuda_fused::check_vector(ctx, beta, d, "beta");
-  RtTensor* y = ctx.output(0, dt, x->shape);
+  RtTensor* y = ctx.output(0, y_dtype(ctx, dt), x->shape);
   if (d == 0 || x->numel() == 0) return;
   cuda_fused::NormArgs a;
   a.dtype = dt;
@@ -34,6 +40,7 @@ void run_norm(KernelContext& ctx, const RtTensor* x, const RtTensor* gamma, cons
   a.gamma = gamma->data;
   a.beta = beta ? beta->data : nullptr;
   a.y = y->data;
+  a.y_fp32 = y->dtype != dt;
   a.eps = eps;
   a.rms = rms;
   cuda_fused::launch_norm(a, cuda_fused::stream_of(ctx));
@@ -80,7 +87,7 @@ FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA
   FUSE_CHECK(full->shape == shape && cuda_fused::is_suffix_of(other->shape, shape),
              n.label() << ": CUDA SkipLayerNorm cannot broadcast X " << shape_str(x->shape) << " with skip "
                        << shape_str(skip->shape));
-  RtTensor* y = ctx.output(0, dt, shape);
+  RtTensor* y = ctx.output(0, y_dtype(ctx, dt), shape);
   RtTensor* sum = ctx.num_outputs() > 1 && n.output(1) ? ctx.output(1, dt, shape) : nullptr;
   if (d == 0 || y->numel() == 0) return;
   cuda_fused::NormArgs a;
@@ -94,6 +101,7 @@ FUSEOPT_KERNEL(CudaFusedSkipLayerNorm, "fuseopt", "SkipLayerNorm", Backend::CUDA
   a.gamma = gamma->data;
   a.beta = beta ? beta->data : nullptr;
   a.y = y->data;
+  a.y_fp32 = y->dtype != dt;
   a.sum = sum ? sum->data : nullptr;
   a.eps = n.attr_float("epsilon", 1e-5f);
   a.rms = n.attr_int("rms", 0) != 0;

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <type_traits>
 
 namespace fuseopt::cuda_fused {
 
@@ -42,16 +43,17 @@ constexpr size_t kMaxRowCacheBytes = 200 * 1024;
 // One row of a launch_norm call seen as N-element vectors: the operands' row
 // pointers and the per-element arithmetic every kernel below shares, so the
 // block and warp kernels compute each element the same way.
-template <class T, int N>
+template <class T, int N, bool Y32>
 struct NormRow {
   using V = Vec<T, N>;
+  using YT = std::conditional_t<Y32, float, T>;  // y's element type (NormArgs::y_fp32)
   const V* x;
   const V* skip;
   const V* bias;
   const V* gamma;
   const V* beta;
   V* sum;
-  V* y;
+  YT* y;  // this row's first element
 
   __device__ __forceinline__ NormRow(const NormArgs& a, int64_t row)
       : x(reinterpret_cast<const V*>(static_cast<const T*>(a.x) + row * a.D)),
@@ -60,7 +62,7 @@ struct NormRow {
         gamma(reinterpret_cast<const V*>(a.gamma)),
         beta(reinterpret_cast<const V*>(a.beta)),
         sum(a.sum ? reinterpret_cast<V*>(static_cast<T*>(a.sum) + row * a.D) : nullptr),
-        y(reinterpret_cast<V*>(static_cast<T*>(a.y) + row * a.D)) {}
+        y(static_cast<YT*>(a.y) + row * a.D) {}
 
   // z = (x + bias) + skip at vector i, in fp32 (the reference's order), and Sum
   // written when the call has one.
@@ -94,15 +96,24 @@ struct NormRow {
   }
   // y = (z - mean) * rstd * gamma (+ beta) at vector i.
   __device__ __forceinline__ void store_y(int64_t i, const float (&z)[N], float mean, float rstd) const {
-    V g = gamma[i], bt, o;
+    V g = gamma[i], bt;
     if (beta) bt = beta[i];
+    float v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float v = (z[k] - mean) * rstd * to_f(g.v[k]);
-      if (beta) v += to_f(bt.v[k]);
-      o.v[k] = from_f<T>(v);
+      v[k] = (z[k] - mean) * rstd * to_f(g.v[k]);
+      if (beta) v[k] += to_f(bt.v[k]);
     }
-    y[i] = o;
+    if constexpr (Y32 && N % 4 == 0) {  // fp32 y: N/4 16-byte stores
+#pragma unroll
+      for (int q = 0; q < N / 4; ++q)
+        reinterpret_cast<Vec<float, 4>*>(y + i * N)[q] = Vec<float, 4>{{v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]}};
+    } else {
+      Vec<YT, N> o;
+#pragma unroll
+      for (int k = 0; k < N; ++k) o.v[k] = from_f<YT>(v[k]);
+      reinterpret_cast<Vec<YT, N>*>(y)[i] = o;
+    }
   }
 };
 
@@ -122,7 +133,7 @@ __device__ __forceinline__ void store_stats(const NormArgs& a, int64_t row, floa
 // dynamic shared memory, so the input is read once; otherwise (rows beyond
 // kMaxRowCacheBytes: ONNX LayerNormalization over several axes) z is
 // recomputed from global memory in each pass. Same arithmetic either way.
-template <class T, int N, bool CACHED>
+template <class T, int N, bool CACHED, bool Y32>
 __global__ void norm_block_kernel(NormArgs a) {
   extern __shared__ float row_cache[];
   __shared__ float red[32];
@@ -130,7 +141,7 @@ __global__ void norm_block_kernel(NormArgs a) {
   const int64_t row = blockIdx.x;
   const int64_t D = a.D;
   const int64_t nv = D / N;
-  const NormRow<T, N> r(a, row);
+  const NormRow<T, N, Y32> r(a, row);
   auto z_again = [&](int64_t i, float (&z)[N]) {  // z of vector i in the later passes
     if constexpr (CACHED) {
 #pragma unroll
@@ -175,7 +186,7 @@ __global__ void norm_block_kernel(NormArgs a) {
 
 // One warp per row; lane l holds vectors l, l+32, ... (VPL of them) in fp32
 // registers. Same arithmetic order per element as norm_block_kernel.
-template <class T, int N, int VPL>
+template <class T, int N, int VPL, bool Y32>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormArgs a) {
   pdl_begin();  // before the early return: see kernels/cuda/pdl.cuh
   const int lane = threadIdx.x & 31;
@@ -183,7 +194,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormA
   if (row >= a.rows) return;
   const int64_t D = a.D;
   const int nv = static_cast<int>(D / N);
-  const NormRow<T, N> r(a, row);
+  const NormRow<T, N, Y32> r(a, row);
 
   float z[VPL][N];
   float local = 0.f;
@@ -219,27 +230,27 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormA
   }
 }
 
-template <class T, int N, int VPL>
+template <class T, int N, int VPL, bool Y32>
 void launch_norm_warp_t(const NormArgs& a, cudaStream_t stream) {
   const int64_t blocks = (a.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   FUSE_CHECK(blocks < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
-  pdl_launch(norm_warp_kernel<T, N, VPL>, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpRowsPerBlock), 0, stream,
+  pdl_launch(norm_warp_kernel<T, N, VPL, Y32>, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpRowsPerBlock), 0, stream,
              a);
 }
 
 // Picks the smallest vectors-per-lane count covering the row, keeping at most
 // 32 fp32 values per lane in registers; false when the row is too long.
-template <class T, int N>
+template <class T, int N, bool Y32>
 bool try_launch_norm_warp(const NormArgs& a, cudaStream_t stream) {
-  return norm_warp::with_lane_vectors<N>(a.D / N,
-                                         [&](auto vpl) { launch_norm_warp_t<T, N, decltype(vpl)::value>(a, stream); });
+  return norm_warp::with_lane_vectors<N>(
+      a.D / N, [&](auto vpl) { launch_norm_warp_t<T, N, decltype(vpl)::value, Y32>(a, stream); });
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 constexpr int64_t kFewRows = 256;  // about two rows per SM on a 132-SM H200
 
-template <class T, int N>
+template <class T, int N, bool Y32>
 void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   int64_t nv = a.D / N;
   // About four vectors per thread: several loads in flight per thread and
@@ -256,14 +267,31 @@ void launch_norm_t(const NormArgs& a, cudaStream_t stream) {
   size_t smem = static_cast<size_t>(a.D) * sizeof(float);
   FUSE_CHECK(a.rows < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
   if (smem > kMaxRowCacheBytes) {
-    pdl_launch(norm_block_kernel<T, N, false>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream, a);
+    pdl_launch(norm_block_kernel<T, N, false, Y32>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream, a);
     return;
   }
   if (smem > 48 * 1024)
-    FUSED_CUDA_CHECK(cudaFuncSetAttribute(norm_block_kernel<T, N, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FUSED_CUDA_CHECK(cudaFuncSetAttribute(norm_block_kernel<T, N, true, Y32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)),
                      "LayerNorm");
-  pdl_launch(norm_block_kernel<T, N, true>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
+  pdl_launch(norm_block_kernel<T, N, true, Y32>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), smem, stream, a);
+}
+
+// T inputs, y in T or fp32 (Y32): the warp-per-row kernel where the row vectorises and fits a
+// warp's registers, else the block kernel (vectorised or element-wise).
+template <class T, bool Y32>
+void launch_norm_as(const NormArgs& a, cudaStream_t stream) {
+  constexpr int N = 16 / sizeof(T);
+  bool vec = a.D % N == 0;
+  for (const void* p : {a.x, a.skip, a.bias, a.gamma, a.beta, static_cast<const void*>(a.y),
+                        static_cast<const void*>(a.sum)})
+    if (p && !aligned16(p)) vec = false;
+  if (vec && g_norm_warp_rows.load(std::memory_order_relaxed) && try_launch_norm_warp<T, N, Y32>(a, stream)) {
+    // launched
+  } else if (vec)
+    launch_norm_t<T, N, Y32>(a, stream);
+  else
+    launch_norm_t<T, 1, Y32>(a, stream);
 }
 
 }  // namespace
@@ -272,18 +300,14 @@ void launch_norm(const NormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;
   FUSE_CHECK(a.D > 0 && a.gamma && a.x && a.y, "LayerNorm CUDA kernel: missing operands");
   FUSE_CHECK(!a.skip || a.skip_rows > 0, "SkipLayerNorm CUDA kernel: skip_rows must be positive");
+  FUSE_CHECK(!a.y_fp32 || a.dtype != DType::Float, "LayerNorm CUDA kernel: y_fp32 is for 16-bit inputs");
   FUSED_DISPATCH_FLOAT(a.dtype, T, {
-    constexpr int N = 16 / sizeof(T);
-    bool vec = a.D % N == 0;
-    for (const void* p : {a.x, a.skip, a.bias, a.gamma, a.beta, static_cast<const void*>(a.y),
-                          static_cast<const void*>(a.sum)})
-      if (p && !aligned16(p)) vec = false;
-    if (vec && g_norm_warp_rows.load(std::memory_order_relaxed) && try_launch_norm_warp<T, N>(a, stream)) {
-      // launched
-    } else if (vec)
-      launch_norm_t<T, N>(a, stream);
+    if constexpr (std::is_same_v<T, float>)
+      launch_norm_as<T, false>(a, stream);
+    else if (a.y_fp32)
+      launch_norm_as<T, true>(a, stream);
     else
-      launch_norm_t<T, 1>(a, stream);
+      launch_norm_as<T, false>(a, stream);
   });
   FUSED_LAUNCH_CHECK("LayerNorm");
 }

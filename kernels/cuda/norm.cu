@@ -62,7 +62,9 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
     dm::check_broadcasts_to_norm(ctx, *t, norm_shape, "Scale/B");
     DM_CHECK(ctx, t->dtype == scale->dtype, "Scale and B dtypes differ");
   }
-  RtTensor* y = ctx.output(0, x.dtype, x.shape);
+  // Y as delivered when it is a float graph output of a 16-bit run nothing else reads.
+  const bool y_fp32 = x.dtype != DType::Float && ctx.output_delivered_dtype(0, x.dtype) == DType::Float;
+  RtTensor* y = ctx.output(0, y_fp32 ? DType::Float : x.dtype, x.shape);
   std::vector<int64_t> stat_shape = x.shape;
   for (int64_t i = axis; i < rank; ++i) stat_shape[i] = 1;
   // Statistics are float in the model; on a fp16/bf16 run float tensors are
@@ -84,6 +86,7 @@ FUSEOPT_KERNEL(CudaLayerNormalization, "", "LayerNormalization", Backend::CUDA,
   a.gamma = dense_param(ctx, scale, x.dtype, norm_shape, D);
   a.beta = dense_param(ctx, bias, x.dtype, norm_shape, D);
   a.y = y->data;
+  a.y_fp32 = y_fp32;
   a.eps = eps;
   // launch_norm writes fp32 statistics: straight into float outputs, else
   // into scratch and then converted to x's dtype.

@@ -86,6 +86,15 @@ class KernelContext {
   // starts). A kernel may read it before its programmatic-launch wait (the decode attention's
   // key-padding mask). False when unknown.
   virtual bool input_is_run_stable(size_t i) const { return input_is_constant(i); }
+  // The float dtype output i is handed to the caller in, when that differs from `computed`: output
+  // i is a graph output no other step reads, computed on the device in `computed` (fp16 / bf16 under
+  // --precision) and declared another float type (float). A kernel that can write that dtype
+  // directly does (the last norm of an encoder: no conversion kernel after the run); Undefined when
+  // the output stays in the computed dtype.
+  virtual DType output_delivered_dtype(size_t i, DType computed) const {
+    (void)i, (void)computed;
+    return DType::Undefined;
+  }
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

@@ -68,6 +68,7 @@ struct Slot {
   bool input_copied = false;
   bool host_produced = false;  // constant or output of a CPU-placed step
   int last_use = -1;           // step index of the last consumer
+  bool read_by_step = false;   // some step reads it (as an input or an If's implicit input)
   bool used_on_device = false;
   // run state
   bool has_dev = false, has_host = false;

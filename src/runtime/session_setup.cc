@@ -330,8 +330,8 @@ void Session::Impl::setup() {
   // Liveness: the last step that reads each slot.
   for (size_t i = 0; i < steps.size(); ++i) {
     for (int id : steps[i].ins)
-      if (id >= 0) slots[id].last_use = static_cast<int>(i);
-    for (int id : steps[i].implicit) slots[id].last_use = static_cast<int>(i);
+      if (id >= 0) slots[id].last_use = static_cast<int>(i), slots[id].read_by_step = true;
+    for (int id : steps[i].implicit) slots[id].last_use = static_cast<int>(i), slots[id].read_by_step = true;
     for (int id : steps[i].outs)
       if (id >= 0 && slots[id].last_use < static_cast<int>(i)) slots[id].last_use = static_cast<int>(i);
   }

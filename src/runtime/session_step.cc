@@ -82,6 +82,13 @@ class StepContext final : public KernelContext {
     const Slot& sl = im_.slots[st_.ins[i]];
     return sl.is_const || (sl.is_input && sl.input_copied);
   }
+  DType output_delivered_dtype(size_t i, DType computed) const override {
+    if (i >= st_.outs.size() || st_.outs[i] < 0 || st_.on_host || !im_.device) return DType::Undefined;
+    const Slot& sl = im_.slots[st_.outs[i]];
+    if (!sl.is_output || sl.read_by_step || im_.held_present(st_.outs[i])) return DType::Undefined;
+    const DType to = declared_target(computed, sl.model_dtype());
+    return dtype_is_float(to) && to != DType::Double ? to : DType::Undefined;
+  }
 
   void check_all_outputs() const {
     for (size_t i = 0; i < st_.outs.size(); ++i)

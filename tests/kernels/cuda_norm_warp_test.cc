@@ -2,7 +2,7 @@
 // rows of at most 1024 vectorisable elements) against an fp64 host reference,
 // with the block-per-row path run on the same inputs as a second check: many
 // rows (a partial last block of warps), every vectors-per-lane count, skip
-// broadcast, bias, Sum / mean / inv_std outputs, RMS; outputs NaN-poisoned.
+// broadcast, bias, Sum / mean / inv_std outputs, RMS, fp32 y from fp16 inputs; outputs NaN-poisoned.
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -113,6 +113,17 @@ TEST_CASE("cuda norm warp-per-row path vs fp64 reference", "[cuda][norm]") {
             CHECK(rel_err(download(dt, dsum.p, rows * D), want_sum) < tol);
             CHECK(rel_err(download(DType::Float, dmean.p, rows), want_mean) < 1e-4);
             CHECK(rel_err(download(DType::Float, dinv.p, rows), want_inv) < 1e-4);
+          }
+          if (dt != DType::Float) {  // y written as fp32 (a float graph output of a 16-bit run)
+            Buf dy32(rows * D * 4);
+            cuda_check::ck(cudaMemset(dy32.p, 0xff, rows * D * 4), "poison");
+            cuda_check::ck(cudaDeviceSynchronize(), "poison");
+            cuda_fused::NormArgs a32 = a;
+            a32.y = dy32.p;
+            a32.y_fp32 = true;
+            cuda_fused::launch_norm(a32, s);
+            cuda_check::ck(cudaStreamSynchronize(s), "norm fp32 y");
+            CHECK(rel_err(download(DType::Float, dy32.p, rows * D), want_y) < 1e-4);
           }
         }
         cuda_fused::set_norm_warp_rows(true);
