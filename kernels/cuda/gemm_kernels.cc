@@ -181,7 +181,14 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   std::vector<int64_t> yshape = out_batch;
   if (!a_vector) yshape.push_back(M);
   if (!b_vector) yshape.push_back(N);
-  RtTensor* y = ctx.output(0, dt, yshape);
+  const int64_t na_rows = shape_numel(abatch) * M;  // rows of the one GEMM when B has no batch
+  // A float graph output of a 16-bit run that goes through the row pack (an odd vocabulary's
+  // logits) is written as float by the pack, which then is the conversion (gemm_pack.h): no
+  // conversion kernel after the run. Such a GEMM then takes the pack path below.
+  const bool pack_fp32 = dt != DType::Float && shape_numel(bbatch) == 1 && na_rows > 8 &&
+                         aligned_columns(dt, na_rows, N, K, trans_b) != N &&
+                         ctx.output_delivered_dtype(0, dt) == DType::Float;
+  RtTensor* y = ctx.output(0, pack_fp32 ? DType::Float : dt, yshape);
   if (M == 0 || N == 0 || y->numel() == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
   if (K == 0) {
@@ -198,15 +205,15 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   auto scratch = scratch_of(ctx);
 
   // M <= 8 (decode): the weight-streaming kernel, bias and activation included.
-  if (nb == 1 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
+  if (nb == 1 && !pack_fp32 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
                           alpha, stream, ctx.input(1) == b && ctx.input_is_constant(1)))
     return;
   // Small M: one kernel of ours (for erf-GELU one launch instead of two).
-  if (nb == 1 && !trans_b && alpha == 1.f &&
+  if (nb == 1 && !pack_fp32 && !trans_b && alpha == 1.f &&
       try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   // Large M with erf-GELU / relu2 on Hopper, where switched on: our GEMM with it in its epilogue.
-  if (nb == 1 && alpha == 1.f &&
+  if (nb == 1 && !pack_fp32 && alpha == 1.f &&
       try_hopper_gemm(dt, act, a->data, b->data, trans_b, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   if (nb == 1) {
@@ -230,7 +237,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
       if (bias) tail.bias = static_cast<const char*>(bias->data) + n8 * esz;
       cuda_fused::gemm(tail, a->data, static_cast<const char*>(b->data) + n8 * K * esz, padded + n8 * esz, stream,
                        scratch);
-      cuda_fused::launch_pack_rows(dt, padded, ld, y->data, g.M, N, stream);
+      cuda_fused::launch_pack_rows(dt, padded, ld, y->data, g.M, N, stream, pack_fp32);
     }
   } else if ((na == batches || na == 1) && nb == batches) {
     // One strided-batched GEMM (A repeated with stride 0 when it has no batch).

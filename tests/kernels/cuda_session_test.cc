@@ -5,6 +5,7 @@
 // object itself (pool reuse, copies, capture/replay, timing).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/backend.h"
@@ -198,6 +199,55 @@ TEST_CASE("cuda Session: a norm whose output is a float graph output writes it a
       }
     }
   }
+}
+
+// An odd-N GEMM whose 16-bit output rows are packed (gemm_pack.h; BERT's 30522-word logits) and
+// which is a float graph output: the pack writes float (the conversion folded into it). Rows of
+// 71 floats start at 4-byte boundaries, of 30522 at 16 and 8 in turn: every store width. When
+// another node reads Y it stays 16-bit. FUSEOPT_GEMM_PAD_N=1 splits at any size.
+TEST_CASE("cuda Session: packed odd-N logits as a float graph output", "[cuda][session][gemm]") {
+  if (!gpu_ready()) return;
+  setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
+  for (int also_read = 0; also_read < 2; ++also_read) {
+    for (int64_t n : {int64_t{71}, int64_t{30522}}) {
+      for (Precision p : {Precision::FP16, Precision::BF16}) {
+        INFO("N " << n << " " << precision_name(p) << (also_read ? ", Y also read by a Relu" : ""));
+        GraphBuilder b(17);
+        Value* x = b.input("x", DType::Float, {-1, 64}, {"rows"});
+        Value* w = b.constant("w", randn({n, 64}, 0.2f));
+        Value* bias = b.constant("bias", randn({n}));
+        Value* y = b.op("FusedMatMul", {x, w, bias}, {Attribute::make_int("transB", 1)}, "", "fuseopt");
+        b.output(y);
+        if (also_read) b.output(b.op("Relu", {y}));
+        std::unique_ptr<Graph> g = b.release();
+        const std::map<std::string, Tensor> in{{"x", randn({38, 64})}};
+        SessionOptions cpu_o;
+        cpu_o.backend = Backend::CPU;
+        const auto want = Session(*g, cpu_o).run(in);
+        SessionOptions o;
+        o.backend = Backend::CUDA;
+        o.precision = p;
+        Session s(*g, o);
+        std::vector<Tensor> first, got;
+        for (int rep = 0; rep < 3; ++rep) {  // eager, captured, replayed
+          got = s.run(in);
+          if (rep == 0) first = got;
+        }
+        for (size_t i = 0; i < want.size(); ++i) {
+          INFO("output " << i);
+          REQUIRE(got[i].dtype == DType::Float);
+          REQUIRE(got[i].dims == want[i].dims);
+          CHECK(bit_identical(got[i], first[i]));
+          bool nan_ok = true;
+          const double err = norm_rel_error(got[i], want[i], &nan_ok);
+          INFO("norm-wise relative error " << err);
+          CHECK(nan_ok);
+          CHECK(err <= 1e-2);
+        }
+      }
+    }
+  }
+  unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 
 // Resize's scales set the output length (floor(len * scale)): under fp16 and
