@@ -28,15 +28,6 @@ std::atomic<bool> g_norm_warp_rows{[] {
   return !(e && e[0] == '0' && e[1] == 0);
 }()};
 void set_norm_warp_rows(bool on) { g_norm_warp_rows.store(on); }
-// The warp-per-row kernel with gamma / beta loaded before the row's reductions (their latency
-// hidden behind the shuffles) and at most 64 registers a thread (four 128-thread blocks' worth
-// of rows resident per SM, as without it). Off until measured end to end (NOTES-perf.md v31):
-// FUSEOPT_NORM_PRELOAD=1 turns it on for a run; tests flip it with set_norm_preload.
-std::atomic<bool> g_norm_preload{[] {
-  const char* e = std::getenv("FUSEOPT_NORM_PRELOAD");
-  return e && e[0] == '1' && e[1] == 0;
-}()};
-void set_norm_preload(bool on) { g_norm_preload.store(on); }
 
 namespace {
 
@@ -107,11 +98,6 @@ struct NormRow {
   __device__ __forceinline__ void store_y(int64_t i, const float (&z)[N], float mean, float rstd) const {
     V g = gamma[i], bt;
     if (beta) bt = beta[i];
-    store_y(i, z, mean, rstd, g, bt);
-  }
-  // The same with gamma / beta vector i already loaded (bt unused without beta).
-  __device__ __forceinline__ void store_y(int64_t i, const float (&z)[N], float mean, float rstd, const V& g,
-                                          const V& bt) const {
     float v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -200,9 +186,8 @@ __global__ void norm_block_kernel(NormArgs a) {
 
 // One warp per row; lane l holds vectors l, l+32, ... (VPL of them) in fp32
 // registers. Same arithmetic order per element as norm_block_kernel.
-// PRE: gamma / beta loaded before the reductions, at most 64 registers (g_norm_preload).
-template <class T, int N, int VPL, bool Y32, bool PRE>
-__global__ void __launch_bounds__(32 * kWarpRowsPerBlock, PRE ? 8 : 1) norm_warp_kernel(NormArgs a) {
+template <class T, int N, int VPL, bool Y32>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock) norm_warp_kernel(NormArgs a) {
   pdl_begin();  // before the early return: see kernels/cuda/pdl.cuh
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
@@ -210,18 +195,6 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock, PRE ? 8 : 1) norm_warp
   const int64_t D = a.D;
   const int nv = static_cast<int>(D / N);
   const NormRow<T, N, Y32> r(a, row);
-  using V = Vec<T, N>;
-  V g[PRE ? VPL : 1], bt[PRE ? VPL : 1];
-  if constexpr (PRE) {
-#pragma unroll
-    for (int j = 0; j < VPL; ++j) {
-      const int i = lane + 32 * j;
-      if (i < nv) {
-        g[j] = r.gamma[i];
-        if (r.beta) bt[j] = r.beta[i];
-      }
-    }
-  }
 
   float z[VPL][N];
   float local = 0.f;
@@ -253,11 +226,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock, PRE ? 8 : 1) norm_warp
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
     const int i = lane + 32 * j;
-    if constexpr (PRE) {
-      if (i < nv) r.store_y(i, z[j], mean, rstd, g[j], bt[j]);
-    } else {
-      if (i < nv) r.store_y(i, z[j], mean, rstd);
-    }
+    if (i < nv) r.store_y(i, z[j], mean, rstd);
   }
 }
 
@@ -265,11 +234,8 @@ template <class T, int N, int VPL, bool Y32>
 void launch_norm_warp_t(const NormArgs& a, cudaStream_t stream) {
   const int64_t blocks = (a.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
   FUSE_CHECK(blocks < (int64_t(1) << 31), "LayerNorm CUDA kernel: too many rows");
-  const dim3 grid(static_cast<unsigned>(blocks)), block(32 * kWarpRowsPerBlock);
-  if (g_norm_preload.load(std::memory_order_relaxed))
-    pdl_launch(norm_warp_kernel<T, N, VPL, Y32, true>, grid, block, 0, stream, a);
-  else
-    pdl_launch(norm_warp_kernel<T, N, VPL, Y32, false>, grid, block, 0, stream, a);
+  pdl_launch(norm_warp_kernel<T, N, VPL, Y32>, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpRowsPerBlock), 0, stream,
+             a);
 }
 
 // Picks the smallest vectors-per-lane count covering the row, keeping at most

@@ -16,7 +16,6 @@
 namespace fuseopt::cuda_fused {
 // Defined in kernels/cuda/fused_norm.cu (benchmark/test switch, default on).
 void set_norm_warp_rows(bool on);
-void set_norm_preload(bool on);
 }  // namespace fuseopt::cuda_fused
 
 using namespace fuseopt;
@@ -99,11 +98,9 @@ TEST_CASE("cuda norm warp-per-row path vs fp64 reference", "[cuda][norm]") {
             want_y[r * D + j] = ((rms ? z[j] : z[j] - m) * inv) * gamma[j] + (rms ? 0.0 : beta[j]);
         }
         const double tol = dt == DType::Float ? 1e-5 : 2e-3;
-        // 2: the warp path with gamma / beta preloaded (FUSEOPT_NORM_PRELOAD), 1: the warp path, 0: blocks.
-        for (int warp = 2; warp >= 0; --warp) {
+        for (int warp = 1; warp >= 0; --warp) {
           INFO("warp path " << warp);
           cuda_fused::set_norm_warp_rows(warp != 0);
-          cuda_fused::set_norm_preload(warp == 2);
           cuda_check::ck(cudaMemset(dy.p, 0xff, rows * D * esz), "poison");
           cuda_check::ck(cudaMemset(dsum.p, 0xff, rows * D * esz), "poison");
           cuda_check::ck(cudaMemset(dmean.p, 0xff, rows * 4), "poison");
@@ -130,7 +127,6 @@ TEST_CASE("cuda norm warp-per-row path vs fp64 reference", "[cuda][norm]") {
           }
         }
         cuda_fused::set_norm_warp_rows(true);
-        cuda_fused::set_norm_preload(false);
       }
     }
   }
