@@ -57,6 +57,35 @@ bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.dtype == b.dtype && a.dims == b.dims && a.bytes == b.bytes;
 }
 
+// g on the CPU (the reference) and on CUDA at p, run eager, captured and replayed: every output
+// float, of the reference's dims, its replay bit-identical to the eager run, no stray NaN; returns
+// each output's norm-wise relative error to the reference.
+std::vector<double> float_output_errors(const Graph& g, const std::map<std::string, Tensor>& in, Precision p) {
+  SessionOptions cpu_o;
+  cpu_o.backend = Backend::CPU;
+  const auto want = Session(g, cpu_o).run(in);
+  SessionOptions o;
+  o.backend = Backend::CUDA;
+  o.precision = p;
+  Session s(g, o);
+  std::vector<Tensor> first, got;
+  for (int rep = 0; rep < 3; ++rep) {  // eager, captured, replayed
+    got = s.run(in);
+    if (rep == 0) first = got;
+  }
+  std::vector<double> errs;
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("output " << i);
+    REQUIRE(got[i].dtype == DType::Float);
+    REQUIRE(got[i].dims == want[i].dims);
+    CHECK(bit_identical(got[i], first[i]));
+    bool nan_ok = true;
+    errs.push_back(norm_rel_error(got[i], want[i], &nan_ok));
+    CHECK(nan_ok);
+  }
+  return errs;
+}
+
 }  // namespace
 
 TEST_CASE("cuda backend: pool, copies, capture and replay", "[cuda][backend]") {
@@ -174,28 +203,11 @@ TEST_CASE("cuda Session: a norm whose output is a float graph output writes it a
       std::unique_ptr<Graph> g = b.release();
       const std::map<std::string, Tensor> in{{"x", fp16_exact(randn({37, 40}, 2.f))},
                                              {"skip", fp16_exact(randn({37, 40}))}};
-      SessionOptions cpu_o;
-      cpu_o.backend = Backend::CPU;
-      const auto want = Session(*g, cpu_o).run(in);
-      SessionOptions o;
-      o.backend = Backend::CUDA;
-      o.precision = Precision::FP16;
-      Session s(*g, o);
-      std::vector<Tensor> first, got;
-      for (int rep = 0; rep < 3; ++rep) {  // eager, captured, replayed
-        got = s.run(in);
-        if (rep == 0) first = got;
-      }
-      for (size_t i = 0; i < want.size(); ++i) {
-        INFO("output " << i);
-        REQUIRE(got[i].dtype == DType::Float);
-        CHECK(bit_identical(got[i], first[i]));
-        bool nan_ok = true;
-        const double err = norm_rel_error(got[i], want[i], &nan_ok);
-        INFO("norm-wise relative error " << err);
-        CHECK(nan_ok);
-        CHECK(err <= (also_read ? 1e-2 : 1e-5));
-        if (also_read) CHECK(err > 1e-5);  // Y went through fp16 (the Relu reads it there)
+      const std::vector<double> errs = float_output_errors(*g, in, Precision::FP16);
+      for (size_t i = 0; i < errs.size(); ++i) {
+        INFO("output " << i << " norm-wise relative error " << errs[i]);
+        CHECK(errs[i] <= (also_read ? 1e-2 : 1e-5));
+        if (also_read) CHECK(errs[i] > 1e-5);  // Y went through fp16 (the Relu reads it there)
       }
     }
   }
@@ -221,27 +233,8 @@ TEST_CASE("cuda Session: packed odd-N logits as a float graph output", "[cuda][s
         if (also_read) b.output(b.op("Relu", {y}));
         std::unique_ptr<Graph> g = b.release();
         const std::map<std::string, Tensor> in{{"x", randn({38, 64})}};
-        SessionOptions cpu_o;
-        cpu_o.backend = Backend::CPU;
-        const auto want = Session(*g, cpu_o).run(in);
-        SessionOptions o;
-        o.backend = Backend::CUDA;
-        o.precision = p;
-        Session s(*g, o);
-        std::vector<Tensor> first, got;
-        for (int rep = 0; rep < 3; ++rep) {  // eager, captured, replayed
-          got = s.run(in);
-          if (rep == 0) first = got;
-        }
-        for (size_t i = 0; i < want.size(); ++i) {
-          INFO("output " << i);
-          REQUIRE(got[i].dtype == DType::Float);
-          REQUIRE(got[i].dims == want[i].dims);
-          CHECK(bit_identical(got[i], first[i]));
-          bool nan_ok = true;
-          const double err = norm_rel_error(got[i], want[i], &nan_ok);
+        for (double err : float_output_errors(*g, in, p)) {
           INFO("norm-wise relative error " << err);
-          CHECK(nan_ok);
           CHECK(err <= 1e-2);
         }
       }
