@@ -2,7 +2,8 @@
 # Device workflow: build here for sm_90, carry the binaries to the GPU
 # machine, run the CUDA tests and a command there. See docs/gpu.md.
 #
-#   tools/gpu.sh pack                 # here: build, gather .gpu/{bin,lib} (+ non-system shared libs)
+#   tools/gpu.sh pack [--targets]     # here: build (--targets: only fuseopt, fuserun, test_kernels),
+#                                     # gather .gpu/{bin,lib} (+ non-system shared libs)
 #                                     # and .gpu/python (the module for the GPU's python3)
 #   tools/gpu.sh run [-t FILTER] [-- CMD ...]
 #                                     # on the GPU machine: CUDA tests (Catch2 filter, default "[cuda]"),
@@ -35,8 +36,13 @@ is_system_lib() {
 }
 
 pack() {
-  echo "== build (sm_90) in $BUILD"
-  flock /tmp/fuseopt-build.lock cmake --build "$BUILD" -j2 2>&1 | tail -5
+  # --targets: build only what a device call runs (fuseopt, fuserun, test_kernels, bench_kernels
+  # when built) instead of the whole tree (test_unit, test_passes: CPU-only, they stay here).
+  local targets=""
+  [ "${1:-}" = --targets ] && targets="fuseopt fuserun test_kernels"
+  echo "== build (sm_90) in $BUILD${targets:+ ($targets)}"
+  # shellcheck disable=SC2086
+  flock /tmp/fuseopt-build.lock cmake --build "$BUILD" -j2 ${targets:+--target $targets} 2>&1 | tail -5
   rm -rf "$GPU_DIR"
   mkdir -p "$GPU_DIR/bin" "$GPU_DIR/lib"
   local f

@@ -112,14 +112,15 @@ struct AlgoKey {
   int device;
   int dtype;
   bool tf32;
-  int64_t M, N, K, batch, sa, sb, sd, ldd;
+  int d_dtype;
+  int64_t M, N, K, batch, sa, sb, sd, ldd, lda;
   bool ta, tb;
   int epilogue;
   bool beta_nonzero;
   int align_a, align_b, align_d, align_bias;
   bool tuned;
   auto tie() const {
-    return std::tie(device, dtype, tf32, M, N, K, batch, sa, sb, sd, ldd, ta, tb, epilogue, beta_nonzero, align_a,
+    return std::tie(device, dtype, tf32, d_dtype, M, N, K, batch, sa, sb, sd, ldd, lda, ta, tb, epilogue, beta_nonzero, align_a,
                     align_b, align_d, align_bias, tuned);
   }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
@@ -198,6 +199,8 @@ std::string key_string(const AlgoKey& k) {
                     int64_t(k.align_b), int64_t(k.align_d), int64_t(k.align_bias)})
     add(v);
   if (k.ldd != k.N) s += ",ldd" + std::to_string(k.ldd);  // packed rows keep the older keys
+  if (k.d_dtype != k.dtype) s += ",d" + std::to_string(k.d_dtype);
+  if (k.lda != (k.ta ? k.M : k.K)) s += ",lda" + std::to_string(k.lda);
   return s;
 }
 
@@ -284,6 +287,10 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   cublasLtHandle_t h = handle_for(device);
 
   const cudaDataType_t t = cuda_type(d.dtype);
+  const DType d_type = d.d_dtype == DType::Undefined ? d.dtype : d.d_dtype;
+  FUSE_CHECK(d_type == d.dtype || d_type == DType::Float,
+             "cuBLASLt GEMM: " << dtype_name(d.dtype) << " product written as " << dtype_name(d_type));
+  const cudaDataType_t td = cuda_type(d_type);  // C, D and the bias
   const cublasComputeType_t compute =
       (d.dtype == DType::Float && d.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
@@ -298,7 +305,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (needs_bias(d.epilogue)) {
     LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d.bias, sizeof(d.bias)));
-    cudaDataType_t bt = t;
+    cudaDataType_t bt = td;
     LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
     int64_t bias_stride = 0;  // one bias for every batch item
     LT_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
@@ -312,13 +319,15 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   else
     LT_CHECK(cublasLtMatrixLayoutCreate(&ds.a, t, K, N, K));
   // Lt B = our A: row-major [M,K] -> K×M (ld K); transposed [K,M] -> M×K (ld M).
+  const uint64_t lda = d.lda > 0 ? static_cast<uint64_t>(d.lda) : (d.trans_a ? M : K);
+  FUSE_CHECK(lda >= (d.trans_a ? M : K), "cuBLASLt GEMM: leading dimension " << lda << " of A is too small");
   if (!d.trans_a)
-    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, K, M, K));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, K, M, lda));
   else
-    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, M, K, M));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ds.b, t, M, K, lda));
   const uint64_t ldd = d.ldd > 0 ? static_cast<uint64_t>(d.ldd) : N;
   FUSE_CHECK(ldd >= N, "cuBLASLt GEMM: leading dimension " << ldd << " of D is below N = " << N);
-  LT_CHECK(cublasLtMatrixLayoutCreate(&ds.c, t, N, M, ldd));
+  LT_CHECK(cublasLtMatrixLayoutCreate(&ds.c, td, N, M, ldd));
   set_batch(ds.a, d.batch, d.stride_b);
   set_batch(ds.b, d.batch, d.stride_a);
   set_batch(ds.c, d.batch, d.stride_d);
@@ -330,9 +339,11 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   FUSED_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "cuBLASLt GEMM");
   const TuneMode mode = static_cast<TuneMode>(autotune_mode().load());
   const bool split_k_pays = few_tiles(d.M, d.N, d.batch, device);
-  const bool tune = d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && split_k_pays));
-  AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, d.M, d.N, d.K,
-              d.batch, d.stride_a, d.stride_b, d.stride_d, static_cast<int64_t>(ldd), d.trans_a, d.trans_b,
+  const bool tune =
+      d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && (split_k_pays || d.tune)));
+  AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, static_cast<int>(d_type),
+              d.M, d.N, d.K, d.batch, d.stride_a, d.stride_b, d.stride_d, static_cast<int64_t>(ldd),
+              static_cast<int64_t>(lda), d.trans_a, d.trans_b,
               static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
               d.bias ? alignment_of(d.bias) : 16, tune};
   AlgoChoice choice{};

@@ -18,7 +18,10 @@ namespace fuseopt::cuda_fused {
 enum class GemmEpilogue { None, Bias, Relu, ReluBias, GeluTanh, GeluTanhBias };
 
 struct GemmDesc {
-  DType dtype = DType::Float;  // A, B, C, D and bias all in this type
+  DType dtype = DType::Float;  // A and B in this type; C, D and bias too unless d_dtype says otherwise
+  // D's (and C's and the bias') type when it is not `dtype`: Float for a 16-bit product handed
+  // out as float (an odd vocabulary's logits, gemm_row_phases.h). Undefined: `dtype`.
+  DType d_dtype = DType::Undefined;
   bool tf32 = false;           // fp32 only: CUBLAS_COMPUTE_32F_FAST_TF32
   int64_t M = 0, N = 0, K = 0;
   bool trans_a = false;  // A stored [K, M] instead of [M, K]
@@ -30,11 +33,18 @@ struct GemmDesc {
   // lets a 16-bit D whose rows are not 16-byte multiples (N = 30522) use the
   // Hopper kernels (see padded_output_ld in gemm_kernels.cc).
   int64_t ldd = 0;
+  // A's leading dimension in elements (0: packed, K or M with trans_a). Larger, it reads every
+  // P-th row of A (the row phases of gemm_row_phases.h).
+  int64_t lda = 0;
   float alpha = 1.f;
   // beta != 0 accumulates into D (D's previous contents play C).
   float beta = 0.f;
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void* bias = nullptr;  // [N], required by the *Bias epilogues
+  // Time the heuristic's candidates on the first call whatever the tuning default (not when
+  // FUSEOPT_GEMM_AUTOTUNE=0): the row-phase GEMMs, whose float-output heuristic choice was a
+  // generic kernel 4x slower than the Hopper one it chose for a neighbouring N (NOTES-perf v32).
+  bool tune = false;
 };
 
 // Returns device memory of at least `bytes` for cuBLASLt's workspace.

@@ -72,7 +72,8 @@ void apply_pass_activation(Act act, DType dt, void* y, int64_t rows, int64_t N, 
 // vocabulary 30522, GPT-2's 50257). cuBLASLt has only 2-byte aligned sm80
 // kernels for such rows: BERT-base MLM's tied decoder at 4096 x 30522 took
 // 0.80 ms (240 TFLOP/s), GPT-2's LM head at 4096 x 50257 about 2.9 ms. The
-// caller then runs that GEMM and one for the < 8 columns left into padded
+// caller then writes Y by row phases (gemm_row_phases.h) where each phase has
+// enough rows, else runs that GEMM and one for the < 8 columns left into padded
 // scratch rows, and launch_pack_rows (gemm_pack.h) packs them into Y.
 // FUSEOPT_GEMM_PAD_N=0 turns it off, =1 applies it at any size (tests); the
 // default (=2) applies it where M x N >= 2^22.

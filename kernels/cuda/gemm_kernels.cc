@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm_hopper.h"
 #include "kernels/cuda/gemm_host.h"
 #include "kernels/cuda/gemm_pack.h"
+#include "kernels/cuda/gemm_row_phases.h"
 #include "kernels/cuda/gemm_small_m.h"
 
 namespace fuseopt {
@@ -182,9 +183,9 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   if (!a_vector) yshape.push_back(M);
   if (!b_vector) yshape.push_back(N);
   const int64_t na_rows = shape_numel(abatch) * M;  // rows of the one GEMM when B has no batch
-  // A float graph output of a 16-bit run that goes through the row pack (an odd vocabulary's
-  // logits) is written as float by the pack, which then is the conversion (gemm_pack.h): no
-  // conversion kernel after the run. Such a GEMM then takes the pack path below.
+  // A float graph output of a 16-bit run that goes through the odd-N split (an odd vocabulary's
+  // logits) is written as float by the split's last step (the GEMMs of gemm_row_phases.h or the
+  // row pack of gemm_pack.h): no conversion kernel after the run. Such a GEMM takes that path.
   const bool pack_fp32 = dt != DType::Float && shape_numel(bbatch) == 1 && na_rows > 8 &&
                          aligned_columns(dt, na_rows, N, K, trans_b) != N &&
                          ctx.output_delivered_dtype(0, dt) == DType::Float;
@@ -222,6 +223,8 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
     const int64_t n8 = aligned_columns(dt, g.M, N, K, trans_b);
     if (n8 == N) {
       cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+    } else if (cuda_fused::row_phases_wanted(g.M, N, dtype_size(y->dtype))) {
+      cuda_fused::gemm_row_phases(g, y->dtype, a->data, b->data, y->data, stream, scratch);
     } else {
       // Two GEMMs into 16-byte aligned rows of ld elements, then one pack into
       // Y (see aligned_columns): columns [0, n8) with the first n8 rows of B,
@@ -260,7 +263,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
                        static_cast<char*>(y->data) + bi * M * N * esz, stream, scratch);
     }
   }
-  apply_pass_activation(act, dt, y->data, batches * M, N, stream);
+  apply_pass_activation(act, y->dtype, y->data, batches * M, N, stream);  // float Y: see pack_fp32
 }
 
 }  // namespace cuda_gemm

@@ -12,9 +12,9 @@
 
 namespace fuseopt::cuda_fused {
 
-// y[m, n] = src[m * ld + n] for m < rows, n < N (ld >= N, ld a multiple of 8,
-// src 16-byte aligned); dt is Float16 or BFloat16 (2-byte elements). y_fp32: y
-// is float (a float graph output of a 16-bit run: the pack is the conversion).
+// y[m, n] = src[m * ld + n] for m < rows, n < N (ld >= N); dt is Float16 or
+// BFloat16 (2-byte elements). y_fp32: y is float (a float graph output of a
+// 16-bit run: the pack is the conversion). Any alignment of src and y.
 void launch_pack_rows(DType dt, const void* src, int64_t ld, void* y, int64_t rows, int64_t N, cudaStream_t stream,
                       bool y_fp32 = false);
 

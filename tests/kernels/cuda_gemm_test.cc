@@ -3,9 +3,18 @@
 // poisoned with NaN, odd sizes, fp32 / tf32 / fp16 / bf16.
 #include <catch2/catch.hpp>
 
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
 
 #include "kernels/cuda/gemm_host.h"
+#include "kernels/cuda/gemm_pack.h"
+#include "kernels/cuda/gemm_row_phases.h"
 #include "support/cuda_kernel_check.h"
 
 using namespace fuseopt;
@@ -215,25 +224,125 @@ TEST_CASE("cuda FusedMatMul / LayerNormLinear squared ReLU (relu2)", "[cuda][gem
 // the rest) write padded rows and one kernel packs them (gemm_host.h aligned_columns); run twice
 // so the second call takes the cached algorithms. fp32 and an aligned N take one GEMM. N 30001
 // and 1003 leave 1 and 3 tail columns, 64 + 7 = 71 is the smallest split.
+// FUSEOPT_GEMM_ROW_PHASES=1 writes the same split straight into Y's rows, phase by phase
+// (gemm_row_phases.h): 38 rows leave phases of 5 and 4 rows at P = 8, 3 rows leave empty
+// phases; relu goes through cuBLASLt's epilogue in every phase GEMM, gelu through the pass.
 TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output rows", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
-  const char* acts[] = {"none", "gelu"};
-  for (DType dt : {DType::Float16, DType::BFloat16, DType::Float})
-    for (const char* act : acts)
-      for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{71}, int64_t{1024}}) {
-        OpCase c("fuseopt", "FusedMatMul", 3, 1);
-        c.attr(Attribute::make_string("activation", act));
-        c.attr(Attribute::make_int("transB", 1));
-        Tensor a = cuda_check::random_tensor({2, 19, 64});
-        Tensor b = cuda_check::random_tensor({n, 64});
-        Tensor bias = cuda_check::random_tensor({n});
-        c.inputs = {&a, &b, &bias};
-        INFO("activation " << act << " N " << n);
-        check_case(c, dt);
-        check_case(c, dt);
-      }
+  const char* acts[] = {"none", "gelu", "relu"};
+  for (const char* phases : {"0", "1"}) {
+    setenv("FUSEOPT_GEMM_ROW_PHASES", phases, 1);
+    for (DType dt : {DType::Float16, DType::BFloat16, DType::Float})
+      for (const char* act : acts)
+        for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{71}, int64_t{1024}})
+          for (int64_t rows : {int64_t{19}, int64_t{3}}) {
+            if (rows == 3 && n == 30001) continue;
+            OpCase c("fuseopt", "FusedMatMul", 3, 1);
+            c.attr(Attribute::make_string("activation", act));
+            c.attr(Attribute::make_int("transB", 1));
+            Tensor a = cuda_check::random_tensor({2, rows, 64});
+            Tensor b = cuda_check::random_tensor({n, 64});
+            Tensor bias = cuda_check::random_tensor({n});
+            c.inputs = {&a, &b, &bias};
+            INFO("row phases " << phases << " activation " << act << " N " << n << " rows 2 x " << rows);
+            check_case(c, dt);
+            check_case(c, dt);
+          }
+  }
+  unsetenv("FUSEOPT_GEMM_ROW_PHASES");
   unsetenv("FUSEOPT_GEMM_PAD_N");
+}
+
+// The row pack alone (gemm_pack.h), Y poisoned and placed 0–7 elements past a 16-byte boundary:
+// every element lands exactly (fp16 copied bit for bit, widened to fp32 exactly), nothing before
+// or after Y is touched; N odd and even, rows that straddle the kernel's 16-byte pieces.
+TEST_CASE("cuda GEMM row pack at any Y alignment", "[cuda][gemm]") {
+  if (!cuda_check::gpu_ready()) return;
+  std::mt19937 rng(7);
+  for (bool fp32 : {false, true})
+    for (const auto& [rows, n, ld] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {5, 37, 40}, {3, 50257, 50264}, {9, 8, 8}, {1, 3, 8}, {4, 30522, 30528}})
+      for (int shift = 0; shift < 8; ++shift) {
+        INFO((fp32 ? "fp32" : "fp16") << " Y, rows " << rows << " N " << n << " ld " << ld << " shift " << shift);
+        const size_t esz = fp32 ? 4 : 2;
+        std::vector<uint16_t> src(static_cast<size_t>(rows * ld));
+        for (auto& h : src) h = static_cast<uint16_t>(rng() % 0x7c00);  // finite fp16 bit patterns
+        const size_t pad = 64, ybytes = static_cast<size_t>(rows * n) * esz;
+        std::vector<unsigned char> host(ybytes + 2 * pad + 16, 0xA5);
+        void *dsrc = nullptr, *dy = nullptr;
+        REQUIRE(cudaMalloc(&dsrc, src.size() * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc(&dy, host.size()) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dsrc, src.data(), src.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dy, host.data(), host.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+        const size_t off = pad + static_cast<size_t>(shift) * esz % 16;
+        cuda_fused::launch_pack_rows(DType::Float16, dsrc, ld, static_cast<char*>(dy) + off, rows, n, nullptr, fp32);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        std::vector<unsigned char> got(host.size());
+        REQUIRE(cudaMemcpy(got.data(), dy, got.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+        cudaFree(dsrc);
+        cudaFree(dy);
+        int64_t wrong = 0, touched = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          if ((i < off || i >= off + ybytes) && got[i] != 0xA5) ++touched;
+        for (int64_t m = 0; m < rows; ++m)
+          for (int64_t j = 0; j < n; ++j) {
+            const uint16_t h = src[static_cast<size_t>(m * ld + j)];
+            const unsigned char* at = got.data() + off + static_cast<size_t>(m * n + j) * esz;
+            if (fp32) {
+              float f;
+              std::memcpy(&f, at, 4);
+              if (f != half_to_float(h)) ++wrong;
+            } else {
+              uint16_t v;
+              std::memcpy(&v, at, 2);
+              if (v != h) ++wrong;
+            }
+          }
+        CHECK(wrong == 0);
+        CHECK(touched == 0);
+      }
+}
+
+// Which rows each phase GEMM writes (host-side plan, no GPU needed): every row once, each
+// phase's columns from `skip` on starting at a 16-byte boundary.
+TEST_CASE("odd-N GEMM row phases (row_phases)", "[gemm]") {
+  using cuda_fused::row_phase_period;
+  CHECK(row_phase_period(30522, 4) == 2);  // BERT-MLM logits as float
+  CHECK(row_phase_period(30522, 2) == 4);
+  CHECK(row_phase_period(50257, 4) == 4);  // GPT-2 logits as float
+  CHECK(row_phase_period(50257, 2) == 8);
+  CHECK(row_phase_period(30520, 2) == 1);
+  CHECK(row_phase_period(30524, 4) == 1);
+  for (size_t esz : {size_t{2}, size_t{4}})
+    for (int64_t n : {int64_t{30522}, int64_t{50257}, int64_t{71}, int64_t{1003}, int64_t{30524}})
+      for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{38}, int64_t{4096}}) {
+        INFO("M " << m << " N " << n << " element " << esz);
+        const auto phases = cuda_fused::row_phases(m, n, esz);
+        REQUIRE(static_cast<int64_t>(phases.size()) == row_phase_period(n, esz));
+        std::vector<int> seen(static_cast<size_t>(m), 0);
+        for (const auto& ph : phases) {
+          CHECK(ph.skip * static_cast<int64_t>(esz) < 16);
+          for (int64_t i = 0; i < ph.rows; ++i) {
+            const int64_t r = ph.first_row + i * static_cast<int64_t>(phases.size());
+            REQUIRE(r < m);
+            ++seen[static_cast<size_t>(r)];
+            CHECK((r * n + ph.skip) * static_cast<int64_t>(esz) % 16 == 0);
+          }
+        }
+        for (int s : seen) CHECK(s == 1);
+      }
+  unsetenv("FUSEOPT_GEMM_ROW_PHASES");
+  CHECK(!cuda_fused::row_phases_wanted(4096, 30522, 4));  // default: padded rows + pack
+  setenv("FUSEOPT_GEMM_ROW_PHASES", "2", 1);
+  CHECK(cuda_fused::row_phases_wanted(4096, 30522, 4));   // BERT-MLM 32 x 128: 2 x 2048 rows
+  CHECK(cuda_fused::row_phases_wanted(4096, 50257, 2));   // 8 x 512 rows
+  CHECK(!cuda_fused::row_phases_wanted(1024, 50257, 2));  // 8 x 128 rows: padded rows + pack
+  setenv("FUSEOPT_GEMM_ROW_PHASES", "1", 1);
+  CHECK(cuda_fused::row_phases_wanted(38, 71, 2));
+  setenv("FUSEOPT_GEMM_ROW_PHASES", "0", 1);
+  CHECK(!cuda_fused::row_phases_wanted(4096, 30522, 4));
+  unsetenv("FUSEOPT_GEMM_ROW_PHASES");
 }
 
 // Which GEMMs split (host-side policy, no GPU needed): 16-bit, B read as [N, K]

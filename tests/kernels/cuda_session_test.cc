@@ -216,30 +216,41 @@ TEST_CASE("cuda Session: a norm whose output is a float graph output writes it a
 // An odd-N GEMM whose 16-bit output rows are packed (gemm_pack.h; BERT's 30522-word logits) and
 // which is a float graph output: the pack writes float (the conversion folded into it). Rows of
 // 71 floats start at 4-byte boundaries, of 30522 at 16 and 8 in turn: every store width. When
-// another node reads Y it stays 16-bit. FUSEOPT_GEMM_PAD_N=1 splits at any size.
+// another node reads Y it stays 16-bit. FUSEOPT_GEMM_PAD_N=1 splits at any size; with
+// FUSEOPT_GEMM_ROW_PHASES=1 the phase GEMMs write the float rows themselves (gemm_row_phases.h).
+// With erf-GELU the pass after the GEMM runs on Y in the dtype Y has (it took the 16-bit one).
 TEST_CASE("cuda Session: packed odd-N logits as a float graph output", "[cuda][session][gemm]") {
   if (!gpu_ready()) return;
   setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
-  for (int also_read = 0; also_read < 2; ++also_read) {
-    for (int64_t n : {int64_t{71}, int64_t{30522}}) {
-      for (Precision p : {Precision::FP16, Precision::BF16}) {
-        INFO("N " << n << " " << precision_name(p) << (also_read ? ", Y also read by a Relu" : ""));
-        GraphBuilder b(17);
-        Value* x = b.input("x", DType::Float, {-1, 64}, {"rows"});
-        Value* w = b.constant("w", randn({n, 64}, 0.2f));
-        Value* bias = b.constant("bias", randn({n}));
-        Value* y = b.op("FusedMatMul", {x, w, bias}, {Attribute::make_int("transB", 1)}, "", "fuseopt");
-        b.output(y);
-        if (also_read) b.output(b.op("Relu", {y}));
-        std::unique_ptr<Graph> g = b.release();
-        const std::map<std::string, Tensor> in{{"x", randn({38, 64})}};
-        for (double err : float_output_errors(*g, in, p)) {
-          INFO("norm-wise relative error " << err);
-          CHECK(err <= 1e-2);
+  for (int phases = 0; phases < 2; ++phases) {
+    setenv("FUSEOPT_GEMM_ROW_PHASES", phases ? "1" : "0", 1);
+    for (int also_read = 0; also_read < 4; ++also_read) {
+      // 2, 3: erf-GELU, the pass after the GEMM (on the float Y when nothing else reads it)
+      const char* act = also_read >= 2 ? "gelu" : "none";
+      for (int64_t n : {int64_t{71}, int64_t{30522}}) {
+        for (Precision p : {Precision::FP16, Precision::BF16}) {
+          INFO((phases ? "row phases, " : "padded rows + pack, ") << "N " << n << " " << precision_name(p)
+                                                                  << " activation " << act
+                                                                  << (also_read % 2 ? ", Y also read by a Relu" : ""));
+          GraphBuilder b(17);
+          Value* x = b.input("x", DType::Float, {-1, 64}, {"rows"});
+          Value* w = b.constant("w", randn({n, 64}, 0.2f));
+          Value* bias = b.constant("bias", randn({n}));
+          Value* y = b.op("FusedMatMul", {x, w, bias},
+                          {Attribute::make_int("transB", 1), Attribute::make_string("activation", act)}, "", "fuseopt");
+          b.output(y);
+          if (also_read % 2) b.output(b.op("Relu", {y}));
+          std::unique_ptr<Graph> g = b.release();
+          const std::map<std::string, Tensor> in{{"x", randn({38, 64})}};
+          for (double err : float_output_errors(*g, in, p)) {
+            INFO("norm-wise relative error " << err);
+            CHECK(err <= 1e-2);
+          }
         }
       }
     }
   }
+  unsetenv("FUSEOPT_GEMM_ROW_PHASES");
   unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 
