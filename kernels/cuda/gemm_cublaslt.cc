@@ -120,8 +120,8 @@ struct AlgoKey {
   int align_a, align_b, align_d, align_bias;
   bool tuned;
   auto tie() const {
-    return std::tie(device, dtype, tf32, d_dtype, M, N, K, batch, sa, sb, sd, ldd, lda, ta, tb, epilogue, beta_nonzero, align_a,
-                    align_b, align_d, align_bias, tuned);
+    return std::tie(device, dtype, tf32, d_dtype, M, N, K, batch, sa, sb, sd, ldd, lda, ta, tb, epilogue,
+                    beta_nonzero, align_a, align_b, align_d, align_bias, tuned);
   }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };

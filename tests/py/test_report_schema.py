@@ -137,6 +137,14 @@ def main():
             problems = validate(schemas["fuseopt.run/1"], data, inner)
             expect(not problems, "fuserun --json matches the documented schema"
                    + ("" if not problems else ": " + "; ".join(problems[:8])))
+            # The CPU backend replays no CUDA graph: no device latency, 0 replays.
+            expect(data.get("device_latency_ms") is None and data.get("device_iters") == 0,
+                   f"fuserun on the CPU times no device replays (device_iters {data.get('device_iters')})")
+        # --device-iters takes a count: a negative one is refused with a non-zero exit, naming the option.
+        r = subprocess.run([os.path.join(args.bin, "fuserun"), out, "--backend", "cpu", "--device-iters", "-1"],
+                           capture_output=True, text=True, timeout=600)
+        expect(r.returncode != 0 and "device-iters" in (r.stderr + r.stdout),
+               f"fuserun --device-iters -1 is refused naming the option (exit {r.returncode}: {r.stderr.strip()[:200]})")
 
         # fuserun --generate --json: its own schema; the fused KV model holds its cache.
         kv = os.path.join(args.src, "models/synthetic/kv_llama_gqa/model.onnx")
