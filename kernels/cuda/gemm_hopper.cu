@@ -57,19 +57,27 @@ namespace {
 // tile's MMAs start while the copy runs; the buffer is reused once the copy has read it). It
 // replaced 4-byte stores straight from the registers, 8 rows x 16 bytes a warp instruction,
 // that all blocks issued at once between tiles (session 22).
-template <class T, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL>
+//
+// ROWS: Y's rows of any pitch (an odd vocabulary's logits: 30522 or 50257 columns), whose rows
+// start off 16-byte boundaries, where a TMA store cannot write. The epilogue then stages each
+// row rotated by its misalignment and the warpgroup copies the rows out in aligned 16-byte
+// pieces itself (stage_rows_shifted, copy_rows). YT: Y's element (T, or float for logits that
+// are a float graph output of a 16-bit run: no conversion after). ROWS = false: YT = T.
+template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                       const __grid_constant__ CUtensorMap tm_y, const GemmParams p) {
+                       const __grid_constant__ CUtensorMap tm_y, const __grid_constant__ GemmParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   using namespace hopper;
   // Launched with programmatic dependent launch: no copy or store before the previous kernel ends.
   cuda_pdl::pdl_begin();
   constexpr int kOutN = GATED ? BN / 2 : BN;  // Y columns a tile writes
-  // The staging buffer's width: 128 columns (256-column tiles stage and store in two passes,
-  // so the ring keeps 4 stages of 48 KB beside it).
-  constexpr int kOutS = kOutN < 128 ? kOutN : 128;
-  using L = GemmLayout<BN, STAGES, kOutS>;
+  // The staging buffer's width: 32 KB of rows, 128 columns of 16 bits or 64 floats (256-column
+  // tiles stage and store in passes, so the ring keeps 4 stages of 48 KB beside it).
+  constexpr int kE = int(sizeof(YT));
+  static_assert(ROWS || kE == sizeof(T), "a float Y goes through ROWS");
+  constexpr int kOutS = kOutN < 256 / kE ? kOutN : 256 / kE;
+  using L = GemmLayout<BN, STAGES, kOutS, kE>;
   // B's tile in pieces, each one TMA box: [BN/2 rows][64 of K] twice ([N, K] weights; gated:
   // the gate's rows, then the up's), or BN/64 panels of [64 of K][64 columns] ([K, N]). In a
   // cluster, block r loads the pieces q with q % CL == r for both blocks.
@@ -185,22 +193,48 @@ __global__ void __launch_bounds__(384, 1)
     if (p.k_tiles > 0) release((it - 1) % STAGES);
     // In passes of kOutS columns (the buffer's width). Before each, the previous copy out of
     // the staging rows must have read them (across tiles it had a whole main loop to do so).
-#pragma unroll
-    for (int pass = 0; pass < kOutN / kOutS; ++pass) {
-      if (storer) bulk_wait_read();
-      warpgroup_sync(wg);
-      if (pass == 0) stage_rows<T, ACT, GATED, kOutN, 0, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
-      else stage_rows<T, ACT, GATED, kOutN, kOutS / 8, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
-      fence_async_shared();
-      warpgroup_sync(wg);
-      if (storer) {
-#pragma unroll
-        for (int pn = 0; pn < kOutS / 64; ++pn)
-          tma_store_2d(&tm_y, out + uint32_t(pn) * (kBM * 128) + uint32_t(wg) * 64 * 128, n0 + pass * kOutS + pn * 64,
-                       m0 + wg * 64);
-        bulk_commit();
-      }
+    // ROWS: each of the thread's two rows' misalignment (the same in every pass: a pass is 256
+    // bytes of a row, a tile 256 columns).
+    uint32_t mis0 = 0, mis1 = 0;
+    if constexpr (ROWS) {
+      const uintptr_t y = reinterpret_cast<uintptr_t>(p.y);
+      const int r0 = m0 + wg * 64 + warp * 16 + g;
+      mis0 = uint32_t((y + uintptr_t(r0) * uintptr_t(p.N) * kE) & 15u);
+      mis1 = uint32_t((y + uintptr_t(r0 + 8) * uintptr_t(p.N) * kE) & 15u);
     }
+    // The passes unrolled by hand: the column groups must be compile-time (acc's indices).
+    auto run_pass = [&](auto pass_c) {
+      constexpr int pass = decltype(pass_c)::value;
+      if constexpr (ROWS) {
+        warpgroup_sync(wg);  // the previous pass's copy has read the buffer
+        stage_rows_shifted<T, YT, ACT, pass * (kOutS / 8), kOutS / 8>(acc, out, wg * 64 + warp * 16 + g,
+                                                                       wg * 64 + warp * 16 + g + 8, mis0, mis1,
+                                                                       n0 + 2 * t4, t4, p);
+        warpgroup_sync(wg);
+        copy_rows<YT>(out, wg, ct & 127, m0, n0 + pass * kOutS, kOutS, p);
+      } else {
+        if (storer) bulk_wait_read();
+        warpgroup_sync(wg);
+        if constexpr (pass == 0)
+          stage_rows<T, ACT, GATED, kOutN, 0, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+        else
+          stage_rows<T, ACT, GATED, kOutN, kOutS / 8, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+        fence_async_shared();
+        warpgroup_sync(wg);
+        if (storer) {
+#pragma unroll
+          for (int pn = 0; pn < kOutS / 64; ++pn)
+            tma_store_2d(&tm_y, out + uint32_t(pn) * (kBM * 128) + uint32_t(wg) * 64 * 128,
+                         n0 + pass * kOutS + pn * 64, m0 + wg * 64);
+          bulk_commit();
+        }
+      }
+    };
+    run_pass(std::integral_constant<int, 0>{});
+    if constexpr (kOutN / kOutS > 1) run_pass(std::integral_constant<int, 1>{});
+    if constexpr (kOutN / kOutS > 2) run_pass(std::integral_constant<int, 2>{});
+    if constexpr (kOutN / kOutS > 3) run_pass(std::integral_constant<int, 3>{});
+    static_assert(kOutN / kOutS <= 4, "at most four staging passes a tile");
   }
   if (storer) bulk_wait_all();  // Y is written before the grid completes
 #endif  // FUSEOPT_HOPPER_DEVICE
@@ -356,16 +390,19 @@ bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p
 
 // A 2-d view [rows][cols] (cols contiguous, row pitch `pitch` elements) in boxes of
 // box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
+// pitch in elements; dt Float16, BFloat16 or Float.
 bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int64_t cols, int64_t pitch,
                  int box_cols, int box_rows) {
   auto encode = tma_encode_tiled();
   if (!encode) return false;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(pitch) * 2};
+  const cuuint64_t strides[1] = {cuuint64_t(pitch) * cuuint64_t(dtype_size(dt))};
   const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  return encode(map, dt == DType::Float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUtensorMapDataType type = dt == DType::Float16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dt == DType::BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  return encode(map, type, 2, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -405,14 +442,15 @@ bool launch_clustered(Kernel kernel, int grid, int cl, size_t smem, cudaStream_t
   return false;
 }
 
-template <class T, int BN, bool B_NK, bool GATED, int ACT, int CL>
+template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false>
 bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kOutN = GATED ? BN / 2 : BN;
-  constexpr int kOutS = kOutN < 128 ? kOutN : 128;  // the kernel's staging width
-  constexpr int kStages = BN == 256 ? 4 : 6;       // what fits beside the staging buffer
-  using L = GemmLayout<BN, kStages, kOutS>;
+  constexpr int kE = int(sizeof(YT));
+  constexpr int kOutS = kOutN < 256 / kE ? kOutN : 256 / kE;  // the kernel's staging width
+  constexpr int kStages = BN == 256 ? 4 : 6;                  // what fits beside the staging buffer
+  using L = GemmLayout<BN, kStages, kOutS, kE>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  auto kernel = gemm_hopper_kernel<T, BN, B_NK, kStages, GATED, ACT, CL>;
+  auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS>;
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
@@ -428,8 +466,10 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, nb, g.K, g.K, kBK, BN / 2)
                            : make_map_2d(&tb, g.dt, g.b, g.K, nb, nb, 64, kBK);
   if (!mapped) return false;
-  CUtensorMap ty;  // Y in boxes of [64 rows][64 columns], the staging panels' swizzle
-  if (!make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64)) return false;
+  // Y in boxes of [64 rows][64 columns], the staging panels' swizzle; ROWS: no map (copied out
+  // by the warpgroups).
+  CUtensorMap ty{};
+  if (!ROWS && !make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64)) return false;
   GemmParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
@@ -482,9 +522,27 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
 // row of tiles exists.
 template <class T, int BN, bool B_NK, bool GATED, int ACT>
 bool launch_cl(const HopperGemm& g, cudaStream_t stream) {
-  if (g_cluster != 2 || g.M <= kBM) return launch_t<T, BN, B_NK, GATED, ACT, 1>(g, stream);
-  return launch_t<T, BN, B_NK, GATED, ACT, 2>(g, stream);
+  if (g_cluster != 2 || g.M <= kBM) return launch_t<T, T, BN, B_NK, GATED, ACT, 1>(g, stream);
+  return launch_t<T, T, BN, B_NK, GATED, ACT, 2>(g, stream);
 }
+
+// Y's rows of any pitch, or a float Y (an odd vocabulary's logits; as float where they are a
+// float graph output of a 16-bit run): 256-column tiles, B [N, K] (a tied head; a [K, N] B
+// with odd N has no 16-byte rows for TMA), one block a tile, the epilogues cuBLASLt has (the
+// others run as a pass after, as on its path).
+template <class T, class YT>
+bool launch_rows(const HopperGemm& g, cudaStream_t stream) {
+  using A = HopperGemmAct;
+  switch (g.act) {
+    case A::None: return launch_t<T, YT, 256, true, false, int(A::None), 1, true>(g, stream);
+    case A::Relu: return launch_t<T, YT, 256, true, false, int(A::Relu), 1, true>(g, stream);
+    case A::GeluTanh: return launch_t<T, YT, 256, true, false, int(A::GeluTanh), 1, true>(g, stream);
+    default: return false;
+  }
+}
+
+// Y's rows are 16-byte multiples from a 16-byte aligned Y: the kernels with the TMA store.
+bool plain_y(const HopperGemm& g) { return !g.y_fp32 && g.N % 8 == 0 && aligned(g.y, 16); }
 
 template <class T, bool B_NK, int ACT>
 bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
@@ -565,6 +623,7 @@ bool launch_act(const HopperGemm& g, cudaStream_t stream) {
 
 template <class T>
 bool launch_dt(const HopperGemm& g, cudaStream_t stream) {
+  if (!plain_y(g)) return g.y_fp32 ? launch_rows<T, float>(g, stream) : launch_rows<T, T>(g, stream);
   // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y.
   if (g.gated) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
   if (g_schedule == 2)
@@ -587,10 +646,16 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream) {
   if (g.M <= 0 || g.N <= 0 || g.K <= 0 || g.M >= (int64_t(1) << 31) || g.N >= (int64_t(1) << 31) ||
       g.K >= (int64_t(1) << 31) || g.M * g.N >= (int64_t(1) << 40))
     return false;
-  if (g.K % 8 != 0 || g.N % 8 != 0) return false;
+  // K: A's and B's rows are TMA rows (16-byte pitches). N: B's too where B is [K, N] or gated;
+  // Y's rows may have any pitch (launch_rows), Y aligned to its element.
+  if (g.K % 8 != 0 || ((!g.b_nk || g.gated) && g.N % 8 != 0)) return false;
   if (g.gated && 2 * g.N >= (int64_t(1) << 31)) return false;
-  if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, 16)) return false;
+  if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, g.y_fp32 ? 4 : 2)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
+  // Rows of any pitch (launch_rows): not gated, B [N, K], the epilogues cuBLASLt has.
+  if (!plain_y(g) && (g.gated || !g.b_nk ||
+                      (g.act != HopperGemmAct::None && g.act != HopperGemmAct::Relu && g.act != HopperGemmAct::GeluTanh)))
+    return false;
   return hopper_sm90a_ready(stream);
 }
 

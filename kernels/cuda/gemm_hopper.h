@@ -29,15 +29,22 @@ struct HopperGemm {
   // * (A·B_up + bias_up), bias [2N]. Otherwise Y = act(A·B + bias), bias [N].
   bool gated = false;
   const void* bias = nullptr;
-  void* y = nullptr;           // [M, N] row-major
+  void* y = nullptr;           // [M, N] row-major, rows of any pitch (see y_fp32)
   int64_t M = 0, N = 0, K = 0;
   HopperGemmAct act = HopperGemmAct::None;
+  // Y is float (an odd vocabulary's logits as a float graph output of a 16-bit run): written by
+  // the epilogue in fp32, no pack or conversion after. Not gated, B [N, K], act None / Relu /
+  // GeluTanh.
+  bool y_fp32 = false;
 };
 
-// Whether the kernel can run these arguments on this device: fp16/bf16; K and N multiples of
-// 8 (TMA row strides of 16 bytes) and below 2^31; A, B 16-byte aligned, Y and bias 4-byte; a
-// device of compute capability 9.0 whose loaded image is the sm_90a one (probed once per
-// device, outside a stream capture).
+// Whether the kernel can run these arguments on this device: fp16/bf16 A, B, bias; K a
+// multiple of 8 (TMA row strides of 16 bytes), N too where B is [K, N] or gated (with B [N, K]
+// any N: an odd vocabulary); all below 2^31; A, B 16-byte aligned, bias 4-byte, Y aligned to
+// its element (rows whose pitch is not a 16-byte multiple, where a TMA store cannot write, are
+// staged and copied out by the warpgroups in aligned 16-byte pieces); a device of compute
+// capability 9.0 whose loaded image is the sm_90a one (probed once per device, outside a
+// stream capture).
 bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream);
 
 // Whether the runtime should take it for this GEMM: the switch below; by default (unset) the

@@ -21,15 +21,15 @@ constexpr int kBM = 128;  // output rows per block: two consumer warpgroups of 6
 constexpr int kBK = 64;   // K per stage: one 128-byte swizzle row of 16-bit elements
 
 // OUT_N > 0: after the ring, a staging buffer for the output tile (the cooperative kernel's
-// epilogue): 128 rows x OUT_N columns of 16-bit values as OUT_N/64 panels of [128 rows][64
-// columns] with the 128-byte swizzle, stored to Y by TMA.
-template <int BN, int STAGES, int OUT_N = 0>
+// epilogue): 128 rows x OUT_N columns of OUT_E-byte values (Y's element: 2, or 4 for float Y) as
+// panels of [128 rows][128 bytes] with the 128-byte swizzle, stored to Y by TMA.
+template <int BN, int STAGES, int OUT_N = 0, int OUT_E = 2>
 struct GemmLayout {
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = BN * kBK * 2;
   static constexpr int kStage = kABytes + kBBytes;  // a multiple of 1024: every tile swizzle-aligned
   static constexpr int kOffOut = STAGES * kStage;
-  static constexpr int kOutBytes = kBM * OUT_N * 2;
+  static constexpr int kOutBytes = kBM * OUT_N * OUT_E;
   static constexpr int kOffBar = kOffOut + kOutBytes;
   static constexpr int kBytes = kOffBar + 2 * STAGES * 8;
   static constexpr int kAlloc = kBytes + 1024;  // slack to align the base to 1024
@@ -168,6 +168,94 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kAcc], uint32_t ou
         }
         const uint32_t v = pack2<T>(v0, v1);
         asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at + uint32_t(r) * 8 * 128), "r"(v) : "memory");
+      }
+    }
+  }
+}
+// ROWS (Y's rows of any pitch, so no TMA store: the TMA writes 16-byte aligned runs only, an
+// offset box is an illegal instruction, session 28 call 2). The warpgroup's 64 rows are staged
+// row-major, 256 bytes a row (kOutS columns of YT), each row rotated by its misalignment `mis`
+// (the byte offset of its first column from the 16-byte boundary before it): column j at byte
+// (j · e + mis) mod 256, so every aligned 16-byte piece of Y's row is one 16-byte slot of the
+// buffer (the first and the last piece, both partial, share slot 0 with complementary bytes).
+// Slots are XOR-swizzled with row % 8 (rows 256 bytes apart would share banks). Values as in
+// stage_rows, written an element at a time (mis is a run-time value).
+__device__ __forceinline__ uint32_t rows_slot(uint32_t row, uint32_t byte) {
+  return row * 256 + ((((byte >> 4) & 15u) ^ (row & 7u)) << 4) + (byte & 15u);
+}
+template <class T, class YT, int ACT, int J0, int NJ, int kAcc>
+__device__ __forceinline__ void stage_rows_shifted(const float (&acc)[kAcc], uint32_t out, int row0, int row1,
+                                                   uint32_t mis0, uint32_t mis1, int col0, int t4,
+                                                   const GemmParams& p) {
+  const T* __restrict__ bias = static_cast<const T*>(p.bias);
+  constexpr uint32_t kE = sizeof(YT);
+#pragma unroll
+  for (int j = J0; j < J0 + NJ; ++j) {
+    const int col = col0 + j * 8;
+    float b0 = 0.f, b1 = 0.f;
+    if (bias && col < p.N) {
+      b0 = float(bias[col]);
+      b1 = float(bias[min(col + 1, p.N - 1)]);  // clamped: column N (odd N) is never stored
+    }
+    const uint32_t jb = uint32_t(((j - J0) * 8 + 2 * t4)) * kE;  // the pair's byte in the pass's row
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + b0);
+      const float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + b1);
+      const uint32_t row = uint32_t(r ? row1 : row0), mis = r ? mis1 : mis0;
+      const uint32_t a0 = out + rows_slot(row, (jb + mis) & 255u), a1 = out + rows_slot(row, (jb + kE + mis) & 255u);
+      if constexpr (std::is_same_v<YT, float>) {
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a0), "f"(v0) : "memory");
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a1), "f"(v1) : "memory");
+      } else {
+        const uint32_t v = pack2<T>(v0, v1);
+        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a0), "h"(uint16_t(v & 0xFFFFu)) : "memory");
+        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a1), "h"(uint16_t(v >> 16)) : "memory");
+      }
+    }
+  }
+}
+
+// The staged rows of one warpgroup to Y: 64 rows x up to 17 aligned 16-byte pieces, one piece a
+// thread at a time (16-byte shared load, 16-byte global store); the partial first and last
+// pieces (and a row's end at N) an element at a time. c0: the pass's first column; rows past M
+// and columns past N are not written.
+template <class YT>
+__device__ __forceinline__ void copy_rows(uint32_t out, int wg, int tid, int m0, int c0, int cols,
+                                          const GemmParams& p) {
+  constexpr int kE = sizeof(YT);
+  const int ncols = min(cols, p.N - c0);
+  if (ncols <= 0) return;
+  char* const y = static_cast<char*>(p.y);
+  for (int task = tid; task < 64 * 17; task += 128) {
+    const int r = task / 17, k = task % 17;
+    const int m = m0 + wg * 64 + r;
+    if (m >= p.M) continue;
+    const uintptr_t gs = reinterpret_cast<uintptr_t>(y) + (uintptr_t(m) * uintptr_t(p.N) + uintptr_t(c0)) * kE;
+    const uintptr_t ge = gs + uintptr_t(ncols) * kE;
+    const uintptr_t first = gs & ~uintptr_t(15);
+    const uintptr_t piece = first + 16u * uintptr_t(k);
+    const uintptr_t lo = gs > piece ? gs : piece, hi = ge < piece + 16u ? ge : piece + 16u;
+    if (lo >= hi) continue;
+    const uint32_t row = uint32_t(wg * 64 + r);
+    if (lo == piece && hi == piece + 16u) {
+      uint4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(out + rows_slot(row, uint32_t(16 * k))));
+      *reinterpret_cast<uint4*>(lo) = v;
+    } else {
+      for (uintptr_t b = lo; b < hi; b += kE) {
+        const uint32_t at = out + rows_slot(row, uint32_t(b - first));
+        if constexpr (kE == 4) {
+          uint32_t v;
+          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(at));
+          *reinterpret_cast<uint32_t*>(b) = v;
+        } else {
+          uint16_t v;
+          asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(at));
+          *reinterpret_cast<uint16_t*>(b) = v;
+        }
       }
     }
   }

@@ -103,6 +103,42 @@ bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans
   return cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream);
 }
 
+namespace {
+
+// Whether an odd-N GEMM (aligned_columns) goes straight into Y's rows through our Hopper GEMM
+// (its warpgroups copy the rows out in aligned 16-byte pieces; a float Y written by its
+// epilogue): FUSEOPT_HOPPER_ODD_N=1 wherever it fits (a Hopper device, B [N, K], alpha 1);
+// unset or 0 never. Off by default: on the H100 it measured even with the padded rows + the
+// vector pack (GPT-2-LM 32 x 128 2.615 vs 2.613 ms) and slower on BERT-MLM (2.262 vs 2.216),
+// our GEMM's main loop being slower than cuBLASLt's (NOTES-perf.md v33).
+bool hopper_odd_rows_on() {
+  const char* v = std::getenv("FUSEOPT_HOPPER_ODD_N");
+  return v && std::string(v) == "1";
+}
+
+// That GEMM: Y = A · B^T + bias with the epilogue cuBLASLt's path would fuse (relu, tanh-GELU);
+// the pass activations run after it, as on the other paths. No padded rows, no pack.
+bool try_hopper_odd_rows(DType dt, DType ydt, Act act, const void* a, const void* b, const void* bias, void* y,
+                         int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  using cuda_fused::HopperGemmAct;
+  if (!hopper_odd_rows_on()) return false;
+  cuda_fused::HopperGemm g;
+  g.dt = dt;
+  g.a = a;
+  g.b = b;
+  g.b_nk = true;
+  g.bias = bias;
+  g.y = y;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.act = act == Act::Relu ? HopperGemmAct::Relu : act == Act::GeluTanh ? HopperGemmAct::GeluTanh : HopperGemmAct::None;
+  g.y_fp32 = ydt == DType::Float;
+  return cuda_fused::launch_gemm_hopper(g, stream);
+}
+
+}  // namespace
+
 GemmEpilogue epilogue_for(Act act, bool bias) {
   switch (act) {
     case Act::Relu: return bias ? GemmEpilogue::ReluBias : GemmEpilogue::Relu;
@@ -223,6 +259,9 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
     const int64_t n8 = aligned_columns(dt, g.M, N, K, trans_b);
     if (n8 == N) {
       cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
+    } else if (alpha == 1.f && try_hopper_odd_rows(dt, y->dtype, act, a->data, b->data, bias ? bias->data : nullptr,
+                                                   y->data, g.M, N, K, stream)) {
+      // Written into Y's own rows (and as float where Y is).
     } else if (cuda_fused::row_phases_wanted(g.M, N, dtype_size(y->dtype))) {
       cuda_fused::gemm_row_phases(g, y->dtype, a->data, b->data, y->data, stream, scratch);
     } else {

@@ -246,6 +246,58 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
   cuda_fused::set_hopper_gemm_cluster(0);
 }
 
+// Y's rows of any pitch (gemm_hopper.cu, ROWS): an odd vocabulary's logits, 16-bit or float, each
+// row staged rotated by its misalignment and copied out by the warpgroups in aligned 16-byte
+// pieces (the partial first and last an element at a time). Y is placed 0-7 elements past a
+// 16-byte boundary in a poisoned buffer: every element of Y lands, nothing before or after it is
+// touched. N odd, N = 6 mod 8, N below a tile, M below 8, more tiles than SMs, K off the 64-wide
+// k-tile; the bias read an element at a time (no read past it at an odd N).
+TEST_CASE("cuda Hopper GEMM writes rows of any pitch, 16-bit or float", "[cuda][gemm][gemm_hopper]") {
+  if (!hopper_ready()) return;
+  cuda_check::TestStream st;
+  struct Shape { int64_t M, K, N; };
+  const Shape shapes[] = {{300, 136, 523}, {130, 72, 1030}, {5, 8, 9}, {2100, 64, 4099}, {257, 200, 71}};
+  const HopperGemmAct acts[] = {HopperGemmAct::None, HopperGemmAct::Relu, HopperGemmAct::GeluTanh};
+  int turn = 0;
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const Shape& s : shapes) {
+      Problem p(dt, s.M, s.K, s.N);
+      for (int y_fp32 = 0; y_fp32 < 2; ++y_fp32) {
+        const DType ydt = y_fp32 ? DType::Float : dt;
+        const int64_t esz = y_fp32 ? 4 : 2, shifts = 16 / esz, guard = 64;
+        const size_t bytes = size_t((s.M * s.N + 2 * guard) * esz);
+        DevBuf buf(bytes);
+        for (int64_t shift : {int64_t{0}, int64_t{1}, shifts - 1, shifts / 2 + 1}) {
+          const HopperGemmAct act = acts[turn++ % 3];
+          const bool with_bias = turn % 2 == 0;
+          INFO(cuda_check::short_name(dt) << " -> " << cuda_check::short_name(ydt) << " M " << s.M << " K " << s.K
+                                          << " N " << s.N << " Y shifted " << shift << " act " << act_name(act)
+                                          << " bias " << with_bias);
+          ck(cudaMemsetAsync(buf.p, 0xFF, bytes, st.s), "poison");
+          cuda_fused::HopperGemm g = p.args(true, with_bias, act);
+          g.y = static_cast<char*>(buf.p) + (guard + shift) * esz;
+          g.y_fp32 = y_fp32 != 0;
+          REQUIRE(cuda_fused::launch_gemm_hopper(g, st.s));
+          ck(cudaStreamSynchronize(st.s), "kernel");
+          std::vector<unsigned char> raw(bytes);
+          ck(cudaMemcpy(raw.data(), buf.p, bytes, cudaMemcpyDeviceToHost), "download");
+          size_t touched = 0;  // bytes outside Y that are no longer the poison
+          const size_t y0 = size_t((guard + shift) * esz), y1 = y0 + size_t(s.M * s.N * esz);
+          for (size_t i = 0; i < bytes; ++i)
+            if ((i < y0 || i >= y1) && raw[i] != 0xFF) ++touched;
+          CHECK(touched == 0);
+          const auto got = download(ydt, g.y, s.M * s.N);
+          size_t nan = 0;
+          for (float v : got) nan += std::isnan(v) ? 1 : 0;
+          CHECK(nan == 0);
+          const double err = cuda_check::rel_err(got, p.reference(with_bias, act));
+          INFO("relative error " << err);
+          CHECK(err < (y_fp32 ? 1e-4 : dt == DType::Float16 ? 2e-3 : 1e-2));
+        }
+      }
+    }
+}
+
 TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm_hopper]") {
   if (!hopper_ready()) return;
   cuda_check::TestStream st;
@@ -274,7 +326,16 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   g.bias = static_cast<const char*>(ok.bias) + 2;  // bias pairs not 4-byte aligned
   CHECK(refused(g));
   g = ok;
-  g.y = static_cast<char*>(ok.y) + 4;  // Y not 16-byte aligned (the TMA store's requirement)
+  g.y = static_cast<char*>(ok.y) + 4;  // Y not 16-byte aligned: row phases need B [N, K] and no erf-GELU
+  CHECK(refused(g));
+  g.b_nk = true;
+  g.act = HopperGemmAct::None;
+  g.y = static_cast<char*>(ok.y) + 1;  // not even element-aligned
+  CHECK(refused(g));
+  g = ok;
+  g.y_fp32 = true;  // a float Y: B [N, K] only
+  CHECK(refused(g));
+  g.b_nk = true;  // ... and the epilogues cuBLASLt has (erf-GELU is a pass after)
   CHECK(refused(g));
   g = ok;
   g.M = 0;

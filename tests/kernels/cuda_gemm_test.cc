@@ -227,12 +227,16 @@ TEST_CASE("cuda FusedMatMul / LayerNormLinear squared ReLU (relu2)", "[cuda][gem
 // FUSEOPT_GEMM_ROW_PHASES=1 writes the same split straight into Y's rows, phase by phase
 // (gemm_row_phases.h): 38 rows leave phases of 5 and 4 rows at P = 8, 3 rows leave empty
 // phases; relu goes through cuBLASLt's epilogue in every phase GEMM, gelu through the pass.
+// FUSEOPT_HOPPER_ODD_N=1 (opt-in): on a Hopper GPU our GEMM writes Y's rows itself, in aligned
+// 16-byte pieces (gemm_hopper.h); elsewhere it falls back to the padded rows, which this covers too.
 TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output rows", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
   const char* acts[] = {"none", "gelu", "relu"};
-  for (const char* phases : {"0", "1"}) {
-    setenv("FUSEOPT_GEMM_ROW_PHASES", phases, 1);
+  for (const char* phases : {"0", "1", "hopper"}) {
+    const bool hopper = std::string(phases) == "hopper";
+    setenv("FUSEOPT_GEMM_ROW_PHASES", hopper ? "0" : phases, 1);
+    setenv("FUSEOPT_HOPPER_ODD_N", hopper ? "1" : "0", 1);
     for (DType dt : {DType::Float16, DType::BFloat16, DType::Float})
       for (const char* act : acts)
         for (int64_t n : {int64_t{30001}, int64_t{1003}, int64_t{71}, int64_t{1024}})
@@ -251,6 +255,7 @@ TEST_CASE("cuda FusedMatMul with a transB weight and an odd N: padded output row
           }
   }
   unsetenv("FUSEOPT_GEMM_ROW_PHASES");
+  unsetenv("FUSEOPT_HOPPER_ODD_N");
   unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 

@@ -219,17 +219,20 @@ TEST_CASE("cuda Session: a norm whose output is a float graph output writes it a
 // another node reads Y it stays 16-bit. FUSEOPT_GEMM_PAD_N=1 splits at any size; with
 // FUSEOPT_GEMM_ROW_PHASES=1 the phase GEMMs write the float rows themselves (gemm_row_phases.h).
 // With erf-GELU the pass after the GEMM runs on Y in the dtype Y has (it took the 16-bit one).
+// phases 2: FUSEOPT_HOPPER_ODD_N=1 (opt-in), our Hopper GEMM writing Y's rows itself, as
+// float (gemm_hopper.h); off Hopper it falls back to the padded rows + pack.
 TEST_CASE("cuda Session: packed odd-N logits as a float graph output", "[cuda][session][gemm]") {
   if (!gpu_ready()) return;
   setenv("FUSEOPT_GEMM_PAD_N", "1", 1);
-  for (int phases = 0; phases < 2; ++phases) {
-    setenv("FUSEOPT_GEMM_ROW_PHASES", phases ? "1" : "0", 1);
+  for (int phases = 0; phases < 3; ++phases) {
+    setenv("FUSEOPT_GEMM_ROW_PHASES", phases == 1 ? "1" : "0", 1);
+    setenv("FUSEOPT_HOPPER_ODD_N", phases == 2 ? "1" : "0", 1);
     for (int also_read = 0; also_read < 4; ++also_read) {
       // 2, 3: erf-GELU, the pass after the GEMM (on the float Y when nothing else reads it)
       const char* act = also_read >= 2 ? "gelu" : "none";
       for (int64_t n : {int64_t{71}, int64_t{30522}}) {
         for (Precision p : {Precision::FP16, Precision::BF16}) {
-          INFO((phases ? "row phases, " : "padded rows + pack, ") << "N " << n << " " << precision_name(p)
+          INFO((phases == 2 ? "Hopper GEMM by row phase, " : phases ? "row phases, " : "padded rows + pack, ") << "N " << n << " " << precision_name(p)
                                                                   << " activation " << act
                                                                   << (also_read % 2 ? ", Y also read by a Relu" : ""));
           GraphBuilder b(17);
@@ -251,6 +254,7 @@ TEST_CASE("cuda Session: packed odd-N logits as a float graph output", "[cuda][s
     }
   }
   unsetenv("FUSEOPT_GEMM_ROW_PHASES");
+  unsetenv("FUSEOPT_HOPPER_ODD_N");
   unsetenv("FUSEOPT_GEMM_PAD_N");
 }
 
