@@ -388,9 +388,8 @@ int mode() {
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-// A 2-d view [rows][cols] (cols contiguous, row pitch `pitch` elements) in boxes of
-// box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
-// pitch in elements; dt Float16, BFloat16 or Float.
+// A 2-d view [rows][cols] of dt (Float16, BFloat16 or Float; cols contiguous, row pitch `pitch`
+// elements) in boxes of box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
 bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int64_t cols, int64_t pitch,
                  int box_cols, int box_rows) {
   auto encode = tma_encode_tiled();

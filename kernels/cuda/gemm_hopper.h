@@ -29,7 +29,7 @@ struct HopperGemm {
   // * (A·B_up + bias_up), bias [2N]. Otherwise Y = act(A·B + bias), bias [N].
   bool gated = false;
   const void* bias = nullptr;
-  void* y = nullptr;           // [M, N] row-major, rows of any pitch (see y_fp32)
+  void* y = nullptr;           // [M, N] row-major; with B [N, K], N need not be a multiple of 8
   int64_t M = 0, N = 0, K = 0;
   HopperGemmAct act = HopperGemmAct::None;
   // Y is float (an odd vocabulary's logits as a float graph output of a 16-bit run): written by
