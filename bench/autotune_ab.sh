@@ -11,9 +11,8 @@ OUT="${OUT:-/tmp/fuseopt-autotune-ab}"
 SHAPES="${SHAPES:-32x128 8x512}"
 ROUNDS="${ROUNDS:-2}"
 mkdir -p "$OUT"
-G="$ROOT/.gpu"
-[ -x "$G/bin/fuserun" ] || tar -C "$G" -xf "$G/pack.tar.xz"
-export PATH="$G/bin:$PATH" LD_LIBRARY_PATH="$G/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# shellcheck source=bench/device_env.sh
+. "$ROOT/bench/device_env.sh"
 cd "$ROOT"
 
 W=/tmp/fuseopt-autotune-ab-models

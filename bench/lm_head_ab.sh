@@ -17,9 +17,8 @@ OUT="${OUT:-/tmp/fuseopt-lm-head-ab}"
 SHAPE="${SHAPE:-32x128}"
 ROUNDS="${ROUNDS:-2}"
 mkdir -p "$OUT"
-G="$ROOT/.gpu"
-[ -d "$G/bin" ] || tar -C "$G" -xf "$G/pack.tar.xz"
-export PATH="$G/bin:$PATH" LD_LIBRARY_PATH="$G/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# shellcheck source=bench/device_env.sh
+. "$ROOT/bench/device_env.sh"
 cd "$ROOT"
 
 PATHS="${PATHS:-pack hopper}"

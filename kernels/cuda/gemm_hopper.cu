@@ -388,20 +388,18 @@ int mode() {
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-// A 2-d view [rows][cols] of dt (Float16, BFloat16 or Float; cols contiguous, row pitch `pitch`
-// elements) in boxes of box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
+// A 2-d view [rows][cols] (cols contiguous, row pitch `pitch` elements) in boxes of
+// box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
 bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int64_t cols, int64_t pitch,
                  int box_cols, int box_rows) {
   auto encode = tma_encode_tiled();
   if (!encode) return false;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(pitch) * cuuint64_t(dtype_size(dt))};
+  const cuuint64_t strides[1] = {cuuint64_t(pitch) * 2};
   const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
-  const CUtensorMapDataType type = dt == DType::Float16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                   : dt == DType::BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  return encode(map, type, 2, const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  return encode(map, dt == DType::Float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }

@@ -81,10 +81,13 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
                                        ws ? ctx.scratch(ws) : nullptr);
 }
 
-bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
-                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+namespace {
+
+// The Hopper GEMM's arguments for Y = act(A · B + bias) (B [N, K] with trans_b); act must be
+// one its epilogue has (the callers filter).
+cuda_fused::HopperGemm hopper_args(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias,
+                                   void* y, int64_t M, int64_t N, int64_t K) {
   using cuda_fused::HopperGemmAct;
-  if (act == Act::Tanh || pass_only(act)) return false;  // no tanh, QuickGELU or SiLU in its epilogue
   cuda_fused::HopperGemm g;
   g.dt = dt;
   g.a = a;
@@ -100,6 +103,15 @@ bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans
           : act == Act::GeluTanh ? HopperGemmAct::GeluTanh
           : act == Act::Relu2    ? HopperGemmAct::Relu2
                                  : HopperGemmAct::None;
+  return g;
+}
+
+}  // namespace
+
+bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
+                     int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (act == Act::Tanh || pass_only(act)) return false;  // no tanh, QuickGELU or SiLU in its epilogue
+  const cuda_fused::HopperGemm g = hopper_args(dt, act, a, b, trans_b, bias, y, M, N, K);
   return cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream);
 }
 
@@ -120,19 +132,10 @@ bool hopper_odd_rows_on() {
 // the pass activations run after it, as on the other paths. No padded rows, no pack.
 bool try_hopper_odd_rows(DType dt, DType ydt, Act act, const void* a, const void* b, const void* bias, void* y,
                          int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  using cuda_fused::HopperGemmAct;
   if (!hopper_odd_rows_on()) return false;
-  cuda_fused::HopperGemm g;
-  g.dt = dt;
-  g.a = a;
-  g.b = b;
-  g.b_nk = true;
-  g.bias = bias;
-  g.y = y;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.act = act == Act::Relu ? HopperGemmAct::Relu : act == Act::GeluTanh ? HopperGemmAct::GeluTanh : HopperGemmAct::None;
+  // The activations its row-copy epilogue has; the others (erf-GELU, relu2, ...) as the pass after.
+  const Act epilogue_act = act == Act::Relu || act == Act::GeluTanh ? act : Act::None;
+  cuda_fused::HopperGemm g = hopper_args(dt, epilogue_act, a, b, true, bias, y, M, N, K);
   g.y_fp32 = ydt == DType::Float;
   return cuda_fused::launch_gemm_hopper(g, stream);
 }
