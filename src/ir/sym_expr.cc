@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <string>
 
 namespace fuseopt {
@@ -288,6 +289,25 @@ std::optional<SymExpr> SymExpr::exact_div(const SymExpr& o) const {
     r.add_term(rest, c / dc);
   }
   return r;
+}
+
+std::optional<std::pair<std::string, int64_t>> SymExpr::solve_for_atom(const SymExpr& o) const {
+  if (terms_.size() != 1 || o.terms_.size() != 1) return std::nullopt;
+  const auto& [ma, ca] = *terms_.begin();
+  const auto& [mb, cb] = *o.terms_.begin();
+  // The symbols of each side that the other lacks (monomials are sorted multisets).
+  Monomial ra, rb;
+  std::set_difference(ma.begin(), ma.end(), mb.begin(), mb.end(), std::back_inserter(ra));
+  std::set_difference(mb.begin(), mb.end(), ma.begin(), ma.end(), std::back_inserter(rb));
+  // c_sym · s == c_other with s alone on one side.
+  auto solve = [](const Monomial& with_s, int64_t c_sym, const Monomial& rest, int64_t c_other)
+      -> std::optional<std::pair<std::string, int64_t>> {
+    if (with_s.size() != 1 || !rest.empty() || c_sym <= 0 || c_other <= 0 || c_other % c_sym != 0)
+      return std::nullopt;
+    return std::make_pair(with_s[0], c_other / c_sym);
+  };
+  if (auto r = solve(ra, ca, rb, cb)) return r;
+  return solve(rb, cb, ra, ca);
 }
 
 }  // namespace fuseopt

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -52,6 +53,10 @@ class SymExpr {
   std::optional<int> sign() const;
   // Every coefficient is negative ("-seq", "-seq-1"): the value is <= 0.
   bool all_terms_negative() const;
+  // For two single-term expressions c1·m1 and c2·m2: the one atom s and value v > 0 such
+  // that *this == o exactly when s == v, once the factors both share cancel ("seq*batch*32"
+  // against "batch*512": seq = 16); nullopt for anything else.
+  std::optional<std::pair<std::string, int64_t>> solve_for_atom(const SymExpr& o) const;
   bool operator==(const SymExpr& o) const { return terms_ == o.terms_; }
   bool operator!=(const SymExpr& o) const { return !(*this == o); }
 

@@ -1,5 +1,7 @@
 #include "pass/pass_manager.h"
 
+#include "pass/forced_dims.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <set>
 
 #include "ir/shape_inference.h"
+#include "pass/forced_dims.h"
 #include "pass/op_arity.h"
 #include "pass/subgraph_fusion.h"
 #include "util/error.h"
@@ -81,6 +84,10 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
     }
     rw.infer_shapes();
   }
+  // Lengths the model's own Reshapes fix (TorchScript's baked view() targets) are bound for
+  // the passes and the declared input/output shapes restored at the end (forced_dims.h).
+  ForcedDimBinding forced;
+  if (!passes_.empty() && forced.bind(g)) rw.infer_shapes();
   int iteration = 0;
   bool fixed_point = passes_.empty();
   while (!passes_.empty() && iteration < opts_.max_iterations) {
@@ -128,6 +135,7 @@ std::map<std::string, FusedOrigin> PassManager::run(Graph& g, FusionReport& repo
   // The same passes inside If branches (Optimum's merged decoders: subgraph_fusion.h).
   std::vector<std::pair<std::string, FusionReport>> branches;
   if (!passes_.empty()) branches = fuse_if_branches(g, opts_);
+  forced.restore(g);
   // Always leave a sorted, verified graph behind (also when no pass ran).
   rw.topo_sort();
   rw.verify();

@@ -10,9 +10,12 @@
 // The fused op reads Transpose(q, 1, 0, 2) etc. ([B, S, E]) and its output goes back through
 // Transpose(1, 0, 2) to the seq-first rows out_proj reads; the packed projection goes in as one
 // Transpose, the key-padding bias as mask = Not(kpm). Negatives: a key-padding bias with a
-// small fill (-1e4: s + fill is not the fill) stays attn_bias; a k.view whose first
-// dim is a constant where the source has a symbolic length (the TorchScript export bakes the
-// traced length) must stay unfused with the reshape named.
+// small fill (-1e4: s + fill is not the fill) stays attn_bias; k.view(5, -1, D) against a
+// symbolic length must stay unfused with the reshape named (the -1 makes it a different split
+// at any other length, and the Reshape accepts many). TorchScript's own form,
+// k.view(5, B·H, D) with B·H computed from the input's shape, accepts only seq = 5 (element
+// count): it fuses, the pass manager binding seq = 5 for the passes (src/pass/forced_dims.h)
+// and restoring the declared [seq, batch, E] afterwards.
 #include <cmath>
 #include <limits>
 
@@ -34,7 +37,8 @@ Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
 struct Form {
   bool batch_first = false;  // x is [B, S, E] (transposed to [S, B, E] first), else [S, B, E]
   bool sdpa = false;         // the need_weights=False SDPA path on 4-D views (static B, S)
-  bool baked_len = false;    // k.view(5, B·H, D) with a constant length (TorchScript)
+  bool baked_len = false;    // k.view(5, -1, D): a constant length, dim 1 left to the element count
+  bool baked_len_bh = false;  // k.view(5, B·H, D), B·H from Shape(x) (TorchScript's trace)
   float fill = -std::numeric_limits<float>::infinity();  // the key-padding bias value
   int64_t B = 2, S = 5;
 };
@@ -61,6 +65,11 @@ void build(GraphBuilder& b, const Form& f) {
   auto pick = [&](int64_t i, const std::string& n) {
     Value* g = b.op("Gather", {sq, b.constant(n + "_i", Tensor::from_ints({i}, {}))}, {Attribute::make_int("axis", 0)}, n);
     Value* target = ints(b, n + "_view", {(f.baked_len && n == "k") ? 5 : 0, -1, Dh});
+    if (f.baked_len_bh && n == "k") {
+      Value* batch = b.op("Shape", {xs}, {Attribute::make_int("start", 1), Attribute::make_int("end", 2)});
+      Value* bh = b.op("Mul", {batch, ints(b, "h", {H})});
+      target = b.op("Concat", {ints(b, "traced_len", {5}), bh, ints(b, "dh", {Dh})}, {Attribute::make_int("axis", 0)});
+    }
     return b.op("Reshape", {g, target}, {}, n + "_view");  // [S, B·H, D]
   };
   Value *q = pick(0, "q"), *k = pick(1, "k"), *v = pick(2, "v");
@@ -166,6 +175,27 @@ TEST_CASE("Attention rule 7: a k.view with a baked key length is refused", "[pas
   CHECK(count_op(b.graph(), "Softmax") == 1);
   CHECK_THAT(reasons(r, "Attention"), Contains("rule 7: cannot prove that Reshape 'k_view'"));
   CHECK_THAT(reasons(r, "Attention"), Contains("splits a seq-first [S, B, H*D] tensor into [S, B*H, D]"));
+}
+
+TEST_CASE("Attention: TorchScript's k.view(5, B*H, D) fuses at the only length it accepts", "[passes][Attention]") {
+  for (bool batch_first : {false, true}) {
+    Form f;
+    f.baked_len_bh = true;
+    f.batch_first = batch_first;
+    INFO("batch_first " << batch_first);
+    expect_fused(f);
+  }
+  // The declared input shapes are the model's own again after the passes.
+  GraphBuilder b(17);
+  Form f;
+  f.baked_len_bh = true;
+  build(b, f);
+  REQUIRE(matched(run_passes(b.graph(), {"Attention"}), "Attention") == 1);
+  const Value* x = b.graph().find("x");
+  REQUIRE(x);
+  REQUIRE(x->shape);
+  CHECK((*x->shape)[0].symbol == "seq");
+  CHECK((*x->shape)[1].symbol == "batch");
 }
 
 TEST_CASE("Attention: a torch key-padding bias with a small fill stays attn_bias", "[passes][Attention]") {

@@ -36,14 +36,10 @@ EXTRA_GEMMS.update({"optimum_": 1})
 GEMMS_PER_LAYER = {"deberta_": 5, "mobilebert": 9}
 # Attention the catalogue op cannot express; the fusion must reject it with its reason
 # (tests/py/test_attention_mqa_models.py checks the reason). Fails on an unexpected fusion.
-# (Gemma-2's logit soft-capping fuses since the softcap attribute.) TorchScript exports of
-# nn.MultiheadAttention bake the traced key length into k.view(16, B*H, D), so the head split
-# cannot be proven for other lengths (the dynamo exports of the same modules fuse).
-KNOWN_UNFUSED_ATTENTION = {
-    "torch_mha_seqfirst_op17_ts": "a TorchScript k.view with the traced key length baked in",
-    "torch_decoder_op17_ts": "a TorchScript k.view with the traced key length baked in",
-    "torch_mha_op17_ts": "a TorchScript k.view with the traced key length baked in",
-}
+# (Gemma-2's logit soft-capping fuses since the softcap attribute. TorchScript exports of
+# nn.MultiheadAttention, whose k.view(16, B*H, D) accepts only the traced length, fuse since
+# session 29: the pass manager binds that length, src/pass/forced_dims.h.)
+KNOWN_UNFUSED_ATTENTION = {}
 # Known limits, kept visible (printed as KNOWN, not hidden); the test fails on an
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
 # 5 GEMMs per layer before, is now fuseopt.GatedMatMul.)

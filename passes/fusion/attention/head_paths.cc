@@ -141,29 +141,38 @@ std::string check_split_reshape(const Node* r, int64_t h, int64_t d) {
   return "";
 }
 
+// d == a·b as symbolic expressions.
+bool is_product(const Dim& d, const Dim& a, const Dim& b) {
+  auto x = SymExpr::from_dim(d), y = SymExpr::from_dim(a), z = SymExpr::from_dim(b);
+  return x && y && z && *x == *y * *z;
+}
+
 // torch's multi_head_attention_forward on a seq-first [S, B, E] projection:
 // Reshape [S, B, E] -> [S, B·H, D] (q.view(S, B·H, D)). Element (s, b·H + h, d) is x[s, b, h·D + d],
 // so it is the 4-D head split [S, B, H, D] seen flat. Proven from the inferred shapes: the
 // input is rank 3 with E known, the output [S, ·, D] keeps dim 0 and has D known, E % D == 0;
 // the element count then fixes dim 1 to B·E/D = B·H. Returns (H, D).
+// TorchScript bakes the traced length into k.view(16, B·H, D): dim 0 a constant where the
+// source has a symbol. When dim 1 is proven B·H, the element count S·B·E = 16·B·H·D forces
+// S = 16 on every input the Reshape accepts (it fails on any other), so on the model's whole
+// domain it is the same split; the fused op is exact there (and runs other lengths too).
 std::optional<std::pair<int64_t, int64_t>> seq_first_split(const Node* r) {
   if (!r || !r->is("Reshape") || !r->input(0) || !r->output(0)) return std::nullopt;
   const auto& a = r->input(0)->shape;
   const auto& c = r->output(0)->shape;
   if (!a || !c || a->size() != 3 || c->size() != 3 || !(*a)[2].known() || !(*c)[2].known()) return std::nullopt;
   const int64_t e = (*a)[2].value, d = (*c)[2].value;
-  if (d <= 0 || e % d != 0 || !attn::dims_same((*a)[0], (*c)[0])) return std::nullopt;
-  return std::make_pair(e / d, d);
+  if (d <= 0 || e % d != 0) return std::nullopt;
+  if (attn::dims_same((*a)[0], (*c)[0])) return std::make_pair(e / d, d);
+  const bool baked_length = (*c)[0].known() && !(*a)[0].known() &&
+                            is_product((*c)[1], (*a)[1], Dim::of(e / d));
+  if (baked_length) return std::make_pair(e / d, d);
+  return std::nullopt;
 }
 
 // Reshape [B, H, x, y] -> [B·H, x, y] (the batched-head 3-D view bmm-style exports use),
 
 // proven from inferred shapes.
-// d == a·b as symbolic expressions.
-bool is_product(const Dim& d, const Dim& a, const Dim& b) {
-  auto x = SymExpr::from_dim(d), y = SymExpr::from_dim(a), z = SymExpr::from_dim(b);
-  return x && y && z && *x == *y * *z;
-}
 
 // A 4-D [B, H, x, y] and a 3-D [B·H, x, y] shape describe the same layout: the merged
 // dim is the product and x, y agree (one of them may be a name the exporter did not

@@ -136,6 +136,10 @@ std::optional<BroadcastPadding> broadcast_key_padding(Value* t, int64_t heads) {
     } else if (n->is("Reshape") && splits_bh(n)) {
       if ((*n->output(0)->shape)[1].value != heads) return std::nullopt;
       t = n->input(0);
+    } else if (n->is("Mul") && n->inputs.size() == 2 && (const_scalar(n->input(0)) == 1.0 || const_scalar(n->input(1)) == 1.0)) {
+      // baddbmm(mask, q, kᵀ)'s beta = 1 (torch MHA with need_weights, TorchScript): x·1 is x
+      // for every float, ±inf included.
+      t = n->input(const_scalar(n->input(1)) == 1.0 ? 0 : 1);
     } else if (n->is("Expand")) {
       auto to = attn::const_ints(n->input(1));
       const auto& a = n->input(0)->shape;
@@ -153,17 +157,23 @@ std::optional<BroadcastPadding> broadcast_key_padding(Value* t, int64_t heads) {
     Node* r = t->producer;
     const auto& a = r->input(0)->shape;
     const auto& c = r->output(0)->shape;
+    // [B, S] -> [B, 1, 1, X]: the element count forces X = S, so the last dim need not be
+    // proven (TorchScript writes the traced key length there: a constant against S's symbol).
     if (a && c && a->size() == 2 && c->size() == 4 && attn::dims_same((*a)[0], (*c)[0]) &&
-        attn::dims_same((*a)[1], (*c)[3]) && (*c)[1].known() && (*c)[1].value == 1 && (*c)[2].known() &&
-        (*c)[2].value == 1)
+        (*c)[1].known() && (*c)[1].value == 1 && (*c)[2].known() && (*c)[2].value == 1)
       w = r->input(0);
   }
   Node* wn = w ? w->producer : nullptr;
   if (!wn || !wn->is("Where") || !is_bool(wn->input(0)) || attn::rank_of(wn->input(0)) != 2) return std::nullopt;
-  // zeros_like(mask) = Expand(0, Shape(mask)) is 0 everywhere.
+  // zeros_like(mask) = Expand(0, Shape(mask)) or ConstantOfShape(Shape(mask)) (value 0 or
+  // absent) is 0 everywhere.
   auto zero = [&](Value* z) {
     if (const_scalar(z) == 0.0) return true;
     Node* e = z ? z->producer : nullptr;
+    if (e && e->is("ConstantOfShape")) {
+      const Attribute* a = e->attr("value");  // absent: float 0
+      return !a || (a->t && a->t->numel() == 1 && a->t->as_double(0) == 0.0);
+    }
     return e && e->is("Expand") && const_scalar(e->input(0)) == 0.0;
   };
   auto big_negative = [](std::optional<double> c) { return c && *c <= -1e30; };

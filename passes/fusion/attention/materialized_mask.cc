@@ -140,13 +140,15 @@ struct StaticDims {
   int64_t B, Sq, Skv;
 };
 
-std::optional<StaticDims> static_dims(const Dims& d) {
+// need_batch = false: B may be unknown (StaticDims::B = 0), for a table without a batch axis.
+std::optional<StaticDims> static_dims(const Dims& d, bool need_batch = true) {
   auto b = d.B ? d.B->constant_value() : std::nullopt;
   auto sq = d.Sq ? d.Sq->constant_value() : std::nullopt;
   std::optional<int64_t> skv;
   for (const SymExpr& e : d.Skv)
     if (auto c = e.constant_value()) skv = c;
-  if (!b || !sq || !skv || *b < 1 || *sq < 1 || *skv < 1) return std::nullopt;
+  if (!need_batch && (!b || *b < 1)) b = 0;
+  if (!b || !sq || !skv || (need_batch && *b < 1) || *sq < 1 || *skv < 1) return std::nullopt;
   return StaticDims{*b, *sq, *skv};
 }
 
@@ -183,17 +185,17 @@ bool causal_keep(int64_t i, int64_t j, const StaticDims& sd) { return j <= i + s
 // condition (nonzero = keep: a bool, or a number under a Cast to bool).
 bool const_causal(const Tensor& t, const std::string& name, const Dims& d, bool additive, double* fill,
                   int64_t* window, std::string& why) {
-  auto sd = static_dims(d);
+  auto sd = static_dims(d, /*need_batch=*/false);  // a batch-wide table needs B, checked below
   const std::string what = name + ": constant " + dims_str(t.dims);
   if (!sd) {
-    why = what + ": B, S_q and S_kv are not all known constants";
+    why = what + ": S_q and S_kv are not both known constants";
     return false;
   }
   const std::string sizes = " (S_q " + std::to_string(sd->Sq) + ", S_kv " + std::to_string(sd->Skv) + ")";
   const size_t r = t.dims.size();
   const bool shape_ok = t.dtype != DType::String && t.numel() > 0 &&
                         ((r == 2 && t.dims[0] == sd->Sq && t.dims[1] == sd->Skv) ||
-                         (r == 4 && (t.dims[0] == 1 || t.dims[0] == sd->B) && t.dims[1] == 1 && t.dims[2] == sd->Sq &&
+                         (r == 4 && (t.dims[0] == 1 || (sd->B > 0 && t.dims[0] == sd->B)) && t.dims[1] == 1 && t.dims[2] == sd->Sq &&
                           t.dims[3] == sd->Skv));
   if (!shape_ok) {
     why = what + " is not a [1 or B, 1, S_q, S_kv] or [S_q, S_kv] table" + sizes;
