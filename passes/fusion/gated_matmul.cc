@@ -2,7 +2,9 @@
 //
 //   separate: gate = MatMul(A, Wg) (+ bg)       up = MatMul(A, Wu) (+ bu)      (same A)
 //   packed:   P = MatMul(A, W) (+ b)            gate, up = the two halves of P's last axis, by
-//             Split (Phi-3 dynamo, or an earlier QkvPack) or two Slices (Phi-3 TorchScript)
+//             Split (Phi-3 dynamo, or an earlier QkvPack) or two Slices (Phi-3 TorchScript);
+//             either half may be the gate (diffusers' GEGLU: `hidden, gate = proj(x).chunk(2)`,
+//             the gate second: the op's weight and bias get their halves swapped)
 //   root = Mul(act(gate), up)                   act = silu (gate * Sigmoid(gate), or Swish(gate)
 //                                                     of opset 24) | Relu | erf-GELU | tanh-GELU
 //                                                     (FusedMatMul's spellings)
@@ -38,8 +40,8 @@ namespace {
 namespace cap {
 const ValueCapture A{"A"}, W{"W"}, Wg{"Wg"}, Wu{"Wu"}, bg{"bg"}, bu{"bu"}, pb{"pb"};
 const NodeCapture g_add{"g_add"}, g_mm{"g_mm"}, g_slice{"g_slice"}, out{"out"}, p_add{"p_add"}, p_mm{"p_mm"},
-    relu{"relu"}, sigmoid{"sigmoid"}, silu{"silu"}, split{"split"}, swish{"swish"}, u_add{"u_add"}, u_mm{"u_mm"},
-    u_slice{"u_slice"};
+    relu{"relu"}, sigmoid{"sigmoid"}, silu{"silu"}, split{"split"}, split_gate_second{"split_gate_second"},
+    swish{"swish"}, u_add{"u_add"}, u_mm{"u_mm"}, u_slice{"u_slice"};
 }  // namespace cap
 
 // [K, Ng] | [K, Nu] -> [K, Ng + Nu] (row-major, any element size).
@@ -51,6 +53,20 @@ Tensor concat_columns(const Tensor& g, const Tensor& u) {
     std::copy(g.bytes.begin() + i * ng * es, g.bytes.begin() + (i + 1) * ng * es, r.bytes.begin() + i * (ng + nu) * es);
     std::copy(u.bytes.begin() + i * nu * es, u.bytes.begin() + (i + 1) * nu * es,
               r.bytes.begin() + (i * (ng + nu) + ng) * es);
+  }
+  return r;
+}
+
+// [K, 2N] -> its column halves swapped ([K, N:2N] | [K, 0:N]); a [.., 2N] bias likewise as [2N].
+Tensor swap_halves(const Tensor& t) {
+  const size_t es = dtype_size(t.dtype);
+  const int64_t cols = t.dims.back(), rows = t.numel() / cols, half = cols / 2;
+  Tensor r(t.dtype, t.dims.size() == 2 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{cols});
+  for (int64_t i = 0; i < rows; ++i) {
+    auto row = t.bytes.begin() + i * cols * es;
+    auto out = r.bytes.begin() + i * cols * es;
+    std::copy(row + half * es, row + cols * es, out);
+    std::copy(row, row + half * es, out + (cols - half) * es);
   }
   return r;
 }
@@ -83,7 +99,9 @@ class GatedMatMulFusion : public FusionPass {
     Pattern split_up = Op("Split", packed).allow_extra_inputs().as_node(cap::split).out(1);
     Pattern slice_gate = Op("Slice", packed).allow_extra_inputs().as(cap::g_slice);
     Pattern slice_up = Op("Slice", packed).allow_extra_inputs().as(cap::u_slice);
-    return AnyOf({gated(gate, up), gated(split_gate, split_up), gated(slice_gate, slice_up)});
+    Pattern split_gate2 = Op("Split", packed).allow_extra_inputs().as_node(cap::split_gate_second).out(1);
+    Pattern split_up1 = Op("Split", packed).allow_extra_inputs().as_node(cap::split_gate_second).out(0);
+    return AnyOf({gated(gate, up), gated(split_gate, split_up), gated(split_gate2, split_up1), gated(slice_gate, slice_up)});
   }
 
   Status check(const Graph&, const Match& m) const override {
@@ -128,10 +146,17 @@ class GatedMatMulFusion : public FusionPass {
 
   void rewrite(const Match& m, Rewriter& rw) const override {
     if (m.has(cap::p_mm)) {
-      // Already packed: W and its bias are the op's inputs as they are ([1, ..., 1, 2N] -> [2N]).
+      // Already packed: W and its bias are the op's inputs as they are ([1, ..., 1, 2N] -> [2N]),
+      // their halves swapped when the gate is the second one.
+      Value* w = m.value(cap::W);
       Value* bias = m.value(cap::pb);
-      if (bias && bias->const_data->dims.size() != 1) bias = rw.add_constant(bias->name, fusion::as_vector(*bias->const_data));
-      emit(m, rw, m.value(cap::W), bias, m.node(cap::p_mm)->name);
+      if (gate_second(m)) {
+        w = rw.add_constant(w->name + "_gate_first", swap_halves(*w->const_data));
+        if (bias) bias = rw.add_constant(bias->name + "_gate_first", swap_halves(fusion::as_vector(*bias->const_data)));
+      } else if (bias && bias->const_data->dims.size() != 1) {
+        bias = rw.add_constant(bias->name, fusion::as_vector(*bias->const_data));
+      }
+      emit(m, rw, w, bias, m.node(cap::p_mm)->name);
       return;
     }
     const Tensor& wg = *m.value(cap::Wg)->const_data;
@@ -152,6 +177,14 @@ class GatedMatMulFusion : public FusionPass {
 
  private:
   static bool is_swiglu(const Match& m) { return m.root->op_type == "SwiGLU" && m.root->domain.empty(); }
+
+  // The packed product's gate is its second half: a Split's output 1, or the Slice from N.
+  static bool gate_second(const Match& m) {
+    if (m.has(cap::split_gate_second)) return true;
+    if (!m.has(cap::g_slice)) return false;
+    const auto starts = const_ints(m.node(cap::g_slice), 1, {});
+    return starts && starts->size() == 1 && (*starts)[0] != 0;
+  }
 
   // Mul(act(gate), up) for every activation spelling.
   static Pattern gated(const Pattern& gate, const Pattern& up) {
@@ -203,7 +236,8 @@ class GatedMatMulFusion : public FusionPass {
       if (b->const_data->dims.size() > 1 && static_cast<int64_t>(b->const_data->dims.size()) > last + 1)
         return Status::reject("rule 3: bias '", b->name, "' of ", m.node(cap::p_add)->label(), " has more dims than the product");
     }
-    if (const Node* sp = m.node(cap::split)) {
+    const Node* sp = m.has(cap::split) ? m.node(cap::split) : m.has(cap::split_gate_second) ? m.node(cap::split_gate_second) : nullptr;
+    if (sp) {
       if (sp->outputs.size() != 2) return Status::reject("rule 4: ", sp->label(), " has ", sp->outputs.size(), " outputs, not 2");
       if (!is_last(sp->attr_int("axis", 0))) return Status::reject("rule 4: ", sp->label(), " does not split the last axis");
       std::vector<int64_t> sizes = sp->attr_ints("split");
@@ -215,8 +249,11 @@ class GatedMatMulFusion : public FusionPass {
         return Status::reject("rule 4: ", sp->label(), " splits ", two_n, " columns into ", shape_str(sizes),
                               ", not two halves of ", n);
     } else {
-      // Two Slices: gate = [0, N), up = [N, 2N) (an end past 2N is clamped), step 1, last axis.
-      for (auto [sl, lo, hi] : {std::tuple{m.node(cap::g_slice), int64_t{0}, n}, std::tuple{m.node(cap::u_slice), n, two_n}}) {
+      // Two Slices: gate = [0, N), up = [N, 2N) (an end past 2N is clamped), step 1, last axis; or
+      // the gate second (gate_second: the gate Slice starts at N).
+      const bool swapped = gate_second(m);
+      const int64_t g_lo = swapped ? n : 0, u_lo = swapped ? 0 : n;
+      for (auto [sl, lo, hi] : {std::tuple{m.node(cap::g_slice), g_lo, g_lo + n}, std::tuple{m.node(cap::u_slice), u_lo, u_lo + n}}) {
         const auto starts = const_ints(sl, 1, {}), ends = const_ints(sl, 2, {});
         const auto axes = const_ints(sl, 3, {0}), steps = const_ints(sl, 4, {1});
         if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||

@@ -241,6 +241,23 @@ std::optional<int> SymExpr::sign() const {
   return std::nullopt;
 }
 
+std::optional<int> SymExpr::order_for_dims_at_least_one() const {
+  if (auto c = constant_value()) return *c > 0 ? 1 : (*c < 0 ? -1 : 0);
+  // Each monomial is >= 1 and grows with every symbol: with all symbolic coefficients of one
+  // sign the value is monotone, its extreme at every symbol = 1 (the sum of all coefficients).
+  bool nonneg = true, nonpos = true;
+  int64_t at_one = 0;
+  for (const auto& [m, c] : terms_) {
+    at_one = wrap_add(at_one, c);
+    if (m.empty()) continue;
+    nonneg = nonneg && c > 0;
+    nonpos = nonpos && c < 0;
+  }
+  if (nonneg && at_one >= 0) return 1;
+  if (nonpos && at_one <= 0) return -1;
+  return std::nullopt;
+}
+
 bool SymExpr::all_terms_negative() const {
   if (terms_.empty()) return false;
   for (const auto& [m, c] : terms_)

@@ -51,6 +51,11 @@ class SymExpr {
   // Returns +1 when provably > 0, -1 when provably < 0, 0 when provably == 0,
   // and nullopt when the sign cannot be decided (e.g. "seq-1").
   std::optional<int> sign() const;
+  // The order of the value against 0 when every symbol is a dimension of at least 1 (a batch,
+  // a sequence): +1 provably >= 0, -1 provably <= 0 (0 when it is the constant 0), nullopt
+  // otherwise. "1 - seq" is <= 0 and "seq - 1" >= 0 here, which sign() cannot say. For the
+  // exporters' min/max of sizes (torch.sym_max(0, 1 - seq) on a slice start).
+  std::optional<int> order_for_dims_at_least_one() const;
   // Every coefficient is negative ("-seq", "-seq-1"): the value is <= 0.
   bool all_terms_negative() const;
   // For two single-term expressions c1·m1 and c2·m2: the one atom s and value v > 0 such

@@ -26,7 +26,9 @@ const float kMin = -std::numeric_limits<float>::max();
 
 // One step of the scores program: M mul, D div, T tanh, G sigmoid, P HF additive key padding
 // (1 - m)·value, W Where(m, s, value), C Where(causal [S, S] table, s, value), B + float bias,
-// K torch SDPA's is_causal term Where(Trilu(ones, upper=0) == 0, min, 0), U the same with upper=1.
+// K torch SDPA's is_causal term Where(Trilu(ones, upper=0) == 0, min, 0), U the same with upper=1,
+// X the clamp Max(s, value) (XGLM's torch.max(w, finfo.min)), H a per-head factor [H, 1, 1]
+// (SwinV2's logit scale).
 struct Step {
   char op;
   float value = 0;
@@ -61,6 +63,8 @@ void build(GraphBuilder& b, const std::vector<Step>& steps) {
       case 'M': s = b.op("Mul", {s, b.scalar(n + "_c", st.value)}, {}, n); break;
       case 'D': s = b.op("Div", {s, b.scalar(n + "_c", st.value)}, {}, n); break;
       case 'T': s = b.op("Tanh", {s}, {}, n); break;
+      case 'X': s = b.op("Max", {s, b.scalar(n + "_floor", st.value)}, {}, n); break;
+      case 'H': s = b.op("Mul", {s, b.constant(n + "_per_head", rand_tensor({H, 1, 1}, 23, 0.5f, 4.0f))}, {}, n); break;
       case 'G': s = b.op("Sigmoid", {s}, {}, n); break;
       case 'P': {
         Value* inv = b.op("Sub", {b.scalar(n + "_one", 1.0f), b.op("Cast", {keep}, {Attribute::make_int("to", 1)})});
@@ -262,4 +266,50 @@ TEST_CASE("Attention: torch SDPA's is_causal Where(Trilu(ones) == 0, min, 0) is 
     CHECK(a->attr_int("causal", 1) == 0);
     CHECK(a->input(4));
   }
+}
+
+TEST_CASE("Attention: XGLM's clamp Max(s + mask, finfo.min) after a proven mask fuses", "[passes][Attention]") {
+  {
+    GraphBuilder b(17);
+    fused({{'D', 2.0f}, {'P', kMin}, {'X', kMin}}, b);
+    const Node* a = attention(b.graph());
+    REQUIRE(a);
+    CHECK(count_op(b.graph(), "Max") == 0);
+    CHECK(a->input(3));  // the key-padding mask, no attn_bias
+    CHECK(!a->input(4));
+    CHECK(a->attr_float("mask_filter_value", 0) == kMin);
+  }
+  {
+    // A -inf fill under the clamp is finfo.min in effect: fully padded rows stay uniform.
+    GraphBuilder b(17);
+    fused({{'W', -std::numeric_limits<float>::infinity()}, {'X', kMin}, {'D', 2.0f}}, b);
+    const Node* a = attention(b.graph());
+    REQUIRE(a);
+    CHECK(a->attr_float("mask_filter_value", 0) == kMin);
+  }
+}
+
+TEST_CASE("Attention: a clamp over an unproven bias is refused; other floors are not clamps", "[passes][Attention]") {
+  expect_rejected({{'B', 0}, {'X', kMin}}, "clamps scores that carry a bias the fused op adds unclamped");
+  GraphBuilder b(17);
+  build(b, {{'P', kMin}, {'X', -100.0f}});  // Max(s, -100) changes finite scores
+  CHECK(matched(run_passes(b.graph(), {"Attention"}), "Attention") == 0);
+  CHECK(count_op(b.graph(), "Softmax") == 1);
+  CHECK(count_op(b.graph(), "Max") == 1);
+}
+
+TEST_CASE("Attention: a per-head factor on Q·Kᵀ (SwinV2's logit scale) moves onto Q", "[passes][Attention]") {
+  GraphBuilder b(17);
+  fused({{'H', 0}, {'P', kMin}}, b);
+  const Node* a = attention(b.graph());
+  REQUIRE(a);
+  CHECK(a->attr_float("scale", 0) == 1.0f);
+  REQUIRE(a->input(0)->producer);
+  CHECK(a->input(0)->producer->op_type == "Mul");  // Q times the factor repeated per channel
+  GraphBuilder b2(17);
+  fused({{'H', 0}, {'D', 2.0f}, {'B', 0}}, b2);
+}
+
+TEST_CASE("Attention: a per-head factor after a mask term is refused", "[passes][Attention]") {
+  expect_rejected({{'P', kMin}, {'H', 0}}, "is not a constant");
 }

@@ -26,6 +26,7 @@ struct Spec {
                            // [..., :S_kv], 12 the same over a float mask
   int64_t kv_heads = H;    // < H: GQA with repeat_kv
   bool rotary = false;     // Q and K multiplied by a [S, Dh] table after the head transpose
+  bool prefix_concat = false;  // EVA: Q, K = cat(x[:, :, :1], f(x[:, :, 1:])) on the sequence axis (not a cache)
   bool packed = false;     // one GEMM + Split for Q, K, V
   bool probs_output = false;   // the attention probabilities are also a graph output (rule 1)
   bool mask_before_scale = false;  // Add(mask) then Mul(scale): the op's bias is mask·scale
@@ -84,7 +85,7 @@ void build(GraphBuilder& b, const Spec& s) {
     Value* flat = b.op("Reshape", {k4, ints(b, "k_flat", {B * H, S, Dh})});
     Value* ft = b.op("Transpose", {flat}, {Attribute::make_ints("perm", {0, 2, 1})});
     kt = b.op("Reshape", {ft, ints(b, "k_unflat", {B, H, Dh, S})}, {}, "k_view");
-  } else if (s.k_two_transposes || s.rotary || hkv != H) {
+  } else if (s.k_two_transposes || s.rotary || s.prefix_concat || hkv != H) {
     kt = heads(b, k, hkv, Dh, {0, 2, 1, 3}, "k");  // [B, Hkv, S, Dh]
   } else {
     kt = heads(b, k, hkv, Dh, {0, 2, 3, 1}, "k");
@@ -94,11 +95,21 @@ void build(GraphBuilder& b, const Spec& s) {
     q4 = b.op("Mul", {q4, cosv}, {}, "rot_q");
     kt = b.op("Mul", {kt, cosv}, {}, "rot_k");
   }
+  if (s.prefix_concat) {  // the class token kept out of a rotary: a Concat the graph computes
+    auto split_apply = [&](Value* t, const std::string& n) {
+      Value* head = b.op("Slice", {t, ints(b, n + "_s0", {0}), ints(b, n + "_e0", {1}), ints(b, n + "_a0", {2})});
+      Value* rest = b.op("Slice", {t, ints(b, n + "_s1", {1}), ints(b, n + "_e1", {S}), ints(b, n + "_a1", {2})});
+      rest = b.op("Mul", {rest, b.constant(n + "_rot", rand_tensor({S - 1, Dh}, 19, 0.5f, 1.0f))});
+      return b.op("Concat", {head, rest}, {Attribute::make_int("axis", 2)}, n + "_cat");
+    };
+    q4 = split_apply(q4, "pq");
+    kt = split_apply(kt, "pk");
+  }
   if (hkv != H && !s.bad_heads) {
     kt = repeat_kv(b, kt, hkv, "rk");
     v4 = repeat_kv(b, v4, hkv, "rv");
   }
-  if (s.k_two_transposes || s.rotary || (hkv != H && !s.bad_heads))
+  if (s.k_two_transposes || s.rotary || s.prefix_concat || (hkv != H && !s.bad_heads))
     kt = b.op("Transpose", {kt}, {Attribute::make_ints("perm", {0, 1, 3, 2})}, "k_tt");
   const float c = 1.0f / std::sqrt(static_cast<float>(Dh));
   if (s.scale == 2) {
@@ -205,7 +216,7 @@ void expect_fused(const Spec& s, bool packed_input) {
   const Graph& g = b.graph();
   CHECK(count_op(g, "Softmax") == 0);
   // Rotary: Q and K keep their head transposes and are re-packed outside the op.
-  CHECK(count_op(g, "Transpose") == (s.rotary ? 4 : 0));
+  CHECK(count_op(g, "Transpose") == (s.rotary || s.prefix_concat ? 4 : 0));
   const Node* a = find(g, "Attention");
   REQUIRE(a);
   CHECK(a->domain == "fuseopt");
@@ -334,6 +345,20 @@ TEST_CASE("Attention: GPT-2 packed QKV Split and Kᵀ through two transposes", "
   s.packed = true;
   s.k_two_transposes = true;
   expect_fused(s, true);
+}
+
+TEST_CASE("Attention: a sequence Concat the graph computes is an operand, not a KV cache (EVA)", "[passes][Attention]") {
+  Spec s;
+  s.prefix_concat = true;
+  expect_fused(s, false);
+  GraphBuilder b(17);
+  build(b, s);
+  fuse(b.graph());
+  const Node* a = find(b.graph(), "Attention");
+  REQUIRE(a);
+  CHECK(a->inputs.size() <= 5);  // no past key / value
+  CHECK(a->outputs.size() == 1);  // no presents
+  CHECK(count_op(b.graph(), "Concat") == 2);
 }
 
 TEST_CASE("Attention: Llama GQA repeat_kv and rotary stay outside the op", "[passes][Attention]") {

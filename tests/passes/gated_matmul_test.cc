@@ -287,7 +287,8 @@ namespace {
 enum class Halves { Split18, Split13Sizes, Split11Attr, Slices, SlicesIntMaxEnd };
 
 // Mul(act(gate), up) with gate/up the halves of a [K, 2N] GEMM (+ bias).
-Value* packed_mlp(GraphBuilder& b, Halves h, bool bias, Act a = Act::SiluMulSig) {
+// gate_second: Mul(up, act(gate)) with the gate the SECOND half (diffusers' GEGLU).
+Value* packed_mlp(GraphBuilder& b, Halves h, bool bias, Act a = Act::SiluMulSig, bool gate_second = false) {
   Value* x = b.input("a", DType::Float, {2, M, K});
   Value* p = b.op("MatMul", {x, b.constant("Wp", rand_tensor({K, 2 * N}, 4))}, {}, "gate_up_mm");
   if (bias) p = b.op("Add", {p, b.constant("bp", rand_tensor({2 * N}, 5))}, {}, "gate_up_add");
@@ -315,6 +316,7 @@ Value* packed_mlp(GraphBuilder& b, Halves h, bool bias, Act a = Act::SiluMulSig)
       break;
     }
   }
+  if (gate_second) std::swap(g, u);
   return b.op("Mul", {act(b, g, a), u}, {}, "gate_up");
 }
 
@@ -337,6 +339,24 @@ TEST_CASE("GatedMatMul: a packed GEMM split by Split or by two Slices", "[passes
         REQUIRE(f);
         CHECK(f->attr_string("activation", "") == expected_attr(a));
         CHECK((f->input(2) != nullptr) == bias);
+        require_same_outputs(*before, b.graph(), feeds());
+      }
+}
+
+TEST_CASE("GatedMatMul: the gate may be the packed GEMM's second half (diffusers GEGLU)", "[passes][GatedMatMul]") {
+  for (Halves h : {Halves::Split18, Halves::Split13Sizes, Halves::Slices, Halves::SlicesIntMaxEnd})
+    for (bool bias : {false, true})
+      for (Act a : {Act::SiluMulSig, Act::GeluDiv}) {
+        INFO("halves " << static_cast<int>(h) << ", bias " << bias << ", activation " << static_cast<int>(a));
+        GraphBuilder b(opset_for(h));
+        b.output(packed_mlp(b, h, bias, a, /*gate_second=*/true));
+        auto before = clone_graph(b.graph());
+        FusionReport r = run_one_pass(b.graph(), "GatedMatMul");
+        INFO(reasons(r, "GatedMatMul"));
+        CHECK(matched(r, "GatedMatMul") == 1);
+        const Node* f = only_gated(b.graph());
+        REQUIRE(f);
+        CHECK(f->input(1)->name != "Wp");  // a new weight with the halves swapped, the model's own untouched
         require_same_outputs(*before, b.graph(), feeds());
       }
 }

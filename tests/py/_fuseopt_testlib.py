@@ -242,6 +242,29 @@ def leftover_activations(graph):
     return left
 
 
+def reduces_last_axis(node, inits, model):
+    """True when a ReduceMean/ReduceSum reduces its input's last axis (axes from the attribute
+    or, opset 18+, a constant input; no axes = every axis, which includes the last). Unknown
+    axes count as the last (the caller's check stays strict)."""
+    from onnx import numpy_helper
+    axes = None
+    for a in node.attribute:
+        if a.name == "axes":
+            axes = list(a.ints)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        t = inits.get(node.input[1])
+        if t is None:
+            return True
+        axes = [int(x) for x in numpy_helper.to_array(t).ravel()]
+    if not axes:
+        return True
+    rank = None
+    for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        if v.name == node.input[0] and v.type.tensor_type.HasField("shape"):
+            rank = len(v.type.tensor_type.shape.dim)
+    return -1 in axes or (rank is not None and rank - 1 in axes) or rank is None
+
+
 def pows_outside_l2_norm(graph):
     """Names of the Pow nodes that are not part of an L2 normalisation written
     sum(x ** 2) ** 0.5 (CLIP's embeddings: a Pow feeding or fed by a ReduceSum). Those

@@ -28,6 +28,8 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"const_fold", "if_fold"},
       {"if_fold", "identity_elim"},
       {"identity_elim", "cse"},
+      {"identity_elim", "einsum_to_matmul"},
+      {"einsum_to_matmul", "cse"},  // the new Transposes of a shared operand merge there
       {"cse", "dce"},
       {"dce", "ConvBnFold"},  // every cleanup before every fusion
       // the norms, then what extends them

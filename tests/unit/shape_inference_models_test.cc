@@ -104,6 +104,9 @@ TEST_CASE("shape inference: every exported model gets its outputs' and value_inf
           // contradiction. Any other difference is.
           const Dim& got = (*v->shape)[i];
           if (!got.known() && got.symbol.empty() && want[i].symbol.find("//") != std::string::npos) continue;
+          // Nor the piecewise min / max the exporter writes for a clamped Slice ("1 - Max(0, 1 - seq)":
+          // x[:seq] of a size-1 axis): test_shape_inference_ort.py checks those sizes against ONNX Runtime.
+          if (want[i].symbol.find("Max(") != std::string::npos || want[i].symbol.find("Min(") != std::string::npos) continue;
           ++symbol_mismatch;
           std::cout << "[shape inference] " << name << ": " << v->name << " inferred " << shape_str(*v->shape)
                     << " declared " << shape_str(want) << "\n";

@@ -408,6 +408,29 @@ TEST_CASE("shape inference: Slice (inputs and the opset-1 attributes)") {
   CHECK(sh(old) == "[batch,seq,64]");
 }
 
+TEST_CASE("shape inference: clamped slice starts (torch.sym_max) and size-1 axes (MPT's ALiBi)") {
+  SymExpr seq = SymExpr::symbol("seq");
+  CHECK((SymExpr::constant(1) - seq).order_for_dims_at_least_one() == -1);
+  CHECK((seq - SymExpr::constant(1)).order_for_dims_at_least_one() == 1);
+  CHECK_FALSE((SymExpr::constant(64) - seq).order_for_dims_at_least_one());
+  CHECK_FALSE((seq - SymExpr::symbol("past")).order_for_dims_at_least_one());
+  GraphBuilder b(17);
+  Value* x = in(b, "x", "batch,seq,8");
+  Value* seq_v = b.op("Gather", {b.op("Shape", {x}), ints(b, {1}, true)});
+  auto clamp_start = [&](int64_t len) {  // sym_max(0, len - seq), as a [1] start
+    Value* d = b.op("Sub", {ints(b, {len}, true), seq_v});
+    return b.op("Unsqueeze", {b.op("Max", {d, ints(b, {0}, true)}), ints(b, {0})});
+  };
+  Value* alibi = in(b, "alibi", "2,1,64");
+  Value* rows = b.op("Slice", {alibi, clamp_start(1), ints(b, {INT64_MAX}), ints(b, {1})});   // x[:, -seq:] of size 1
+  Value* cols = b.op("Slice", {alibi, clamp_start(64), ints(b, {INT64_MAX}), ints(b, {2})});  // x[..., -seq:] of 64
+  Value* ones = b.op("Slice", {alibi, ints(b, {0}), b.op("Unsqueeze", {seq_v, ints(b, {0})}), ints(b, {1})});
+  infer_shapes(b.graph());
+  CHECK(sh(rows) == "[2,1,64]");
+  CHECK(sh(cols) == "[2,1,seq]");  // seq <= 64 taken as in range
+  CHECK(sh(ones) == "[2,1,64]");   // x[:, :seq] of a size-1 axis stays 1
+}
+
 TEST_CASE("shape inference: Transpose, Concat, Flatten, Tile, Pad, Expand") {
   GraphBuilder b(13);
   Value* x = in(b, "x", "batch,seq,4,32");

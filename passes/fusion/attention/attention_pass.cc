@@ -79,7 +79,7 @@ class AttentionFusion : public FusionPass {
   std::vector<const Value*> kept_outputs(const Match& m) const override {
     std::vector<const Value*> kept;
     // Seq-first outputs (torch MHA) have no free view of the fused output with their shape.
-    const bool seq_first = plan_ && plan_->root == m.root && plan_->seq_first_output;
+    const bool seq_first = plan_ && plan_->root == m.root && (plan_->seq_first_output || plan_->spatial_output);
     for (auto [v, chain] : attn::output_side(m.root))
       if (!seq_first && attn::only_shape_readers(v, chain)) kept.push_back(v);
     for (Value* v : attn::score_values_read_for_shape(m)) kept.push_back(v);

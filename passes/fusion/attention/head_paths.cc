@@ -245,6 +245,20 @@ Value* absorb_projection_scale(HeadPath& hp, Value* x) {
   return x;
 }
 
+// A key/value cache enters the graph: `past` is a graph input (or an outer-scope value of an
+// If branch) seen through layout-only nodes. A sequence Concat of something the graph computes
+// (EVA's cat(q[:, :, :1], rope(q[:, :, 1:])): the class token kept out of the rotary) is not a
+// cache; such an operand is taken whole as a [B, heads, S, D] tensor.
+bool is_cache_input(const Value* past) {
+  for (int k = 0; k < 4 && past; ++k) {
+    const Node* n = past->producer;
+    if (!n) return !past->is_const();
+    if (!(n->is("Cast") || n->is("Transpose") || n->is("Reshape") || is_passthrough(n))) return false;
+    past = n->input(0);
+  }
+  return false;
+}
+
 }  // namespace
 
 // Walks back from a core operand. `want` is the permutation of [B, S, h, D] the
@@ -341,7 +355,7 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
       v = n->input(0);
       continue;
     }
-    if (n->is("Concat") && n->inputs.size() == 2 && n->input(1) && !hp.present) {
+    if (n->is("Concat") && n->inputs.size() == 2 && n->input(1) && !hp.present && is_cache_input(n->input(0))) {
       // v = Transpose(x_bshd, r) with r∘p = want: its sequence axis is where r holds 1.
       Perm r(4);
       for (int i = 0; i < 4; ++i) r[p[i]] = want[i];
@@ -359,6 +373,11 @@ HeadPath trace_head(Value* v, const Perm& want, bool flat) {
         v = n->input(1);
         continue;
       }
+      break;
+    }
+    if (n->is("Reshape") && !flat && splits_bh(n)) {
+      // [X, S, D] viewed [B, H, S, D] from anything but a transposed 3-D view (SAM's unbind of a
+      // packed [3, B·H, S, D]): the 4-D view itself is the operand, re-laid out outside the op.
       break;
     }
     if (n->is("Reshape")) {

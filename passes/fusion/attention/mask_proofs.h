@@ -22,6 +22,9 @@ struct MaskTerm {
   // before the scale, (s + v)·c = s·c + v·c): the op's bias is v·factor. A Where term's
   // fill is scaled instead (Where(k, s, f)·c = Where(k, s·c, f·c)), so its factor stays 1.
   double factor = 1.0;
+  // Subtracted (s - v, Funnel's `score - INF·(1 - mask)`): factor carries the sign and no mask
+  // proof applies (a proven fill would change sign).
+  bool negated = false;
 };
 
 // ---- key-padding mask proofs ---------------------------------------------------

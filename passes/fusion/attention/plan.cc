@@ -6,7 +6,10 @@
 #include <set>
 
 #include "ir/shape_inference.h"
+#include "passes/fusion/attention/head_scale.h"
 #include "passes/fusion/attention/materialized_mask.h"
+#include "passes/fusion/attention/output_reshape.h"
+#include "passes/fusion/attention/scores_clamp.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -130,8 +133,14 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   const Perm out_perm = tr->attr_ints("perm");
   const bool flat_seq_first = out_perm == Perm{1, 0, 2} && attn::rank_of(tr->input(0)) == 3;
   pl.seq_first_output = out_perm == Perm{2, 0, 1, 3} || flat_seq_first;
-  if (out_perm != Perm{0, 2, 1, 3} && !pl.seq_first_output) return "not Transpose(0,2,1,3)";
-  Node* pv = tr->input(0) ? tr->input(0)->producer : nullptr;
+  // Windowed 2-D output (SAM): P·V [B, H, S, Dv] viewed [B, H, h, w, Dv], Transpose(0,2,3,1,4):
+  // the elements of Y [B, S, H·Dv] in order, so the root's target applies to Y (output_reshape.h).
+  Node* spatial_split = nullptr;
+  if (out_perm == Perm{0, 2, 3, 1, 4} && tr->input(0) && splits_sequence_2d(tr->input(0)->producer))
+    spatial_split = tr->input(0)->producer;
+  pl.spatial_output = spatial_split != nullptr;
+  if (out_perm != Perm{0, 2, 1, 3} && !pl.seq_first_output && !pl.spatial_output) return "not Transpose(0,2,1,3)";
+  Node* pv = spatial_split ? spatial_split->input(0)->producer : tr->input(0) ? tr->input(0)->producer : nullptr;
   if (flat_seq_first) pl.flat = true;
   std::vector<Node*> out_views;  // no-op re-views of P·V before the transpose (Falcon TorchScript)
   while (pv && !flat_seq_first && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
@@ -148,15 +157,26 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   pl.out_transpose = tr;
   pl.pv = pv;
   pl.core = {root, tr, pv};
+  if (spatial_split) pl.core.push_back(spatial_split);
   pl.core.insert(pl.core.end(), out_views.begin(), out_views.end());
   if (pv_split) pl.core.push_back(pv_split);
   // P back to Softmax.
   Value* pval = pv->input(0);
   Node* sm = nullptr;
-  for (int d = 0; d < 4 && pval && pval->producer; ++d) {
+  bool p_merged = false;  // walking back: P's [B·H, S, S_kv] bmm view seen
+  for (int d = 0; d < 6 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
     if (pl.flat && merges_bh(n)) {  // P [B, H, S, S_kv] viewed as [B·H, S, S_kv] for the bmm
+      p_merged = true;
+      pl.core.push_back(n);
+      pval = n->input(0);
+      continue;
+    }
+    if (pl.flat && p_merged && splits_bh(n)) {
+      // A flat softmax viewed [B, H, S, S_kv] and back (XGLM keeps the 4-D view for
+      // output_attentions): the round trip gives P's own [B·H, S, S_kv] layout.
+      p_merged = false;
       pl.core.push_back(n);
       pval = n->input(0);
       continue;
@@ -277,6 +297,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       s = f->second;
       continue;
     }
+    if (auto hf = per_head_factor(n); hf && !pl.head_scale) {  // SwinV2's logit scale: head_scale.h
+      pl.head_scale = hf->first;
+      pl.head_scale_node = n;
+      pl.core.push_back(n);
+      s = hf->second;
+      continue;
+    }
     if (n->is("Mul") || n->is("Div")) {
       if (pl.fail.empty()) pl.fail = "rule 7: the scale in " + n->label() + " is not a constant";
       pl.core.push_back(n);
@@ -307,6 +334,18 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       s = n->input(side);
       continue;
     }
+    if (n->is("Sub") && n->inputs.size() == 2 && n->input(1) && reaches_qk(n->input(0), 0) && !reaches_qk(n->input(1), 0)) {
+      // s - v = s + v·(-1): an additive term with a negative factor (mask_proofs.h MaskTerm::negated).
+      if (tanh_node && pl.fail.empty())
+        pl.fail = "rule 7: " + n->label() + " subtracts a term inside the soft-capping " + tanh_node->label();
+      pl.add_bias.insert(pl.add_bias.begin(), n->input(1));
+      pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1), false, false, 0.0, scores_flat});
+      pl.terms.front().factor = -pl.scale;
+      pl.terms.front().negated = true;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
     if (n->is("Tanh") && !tanh_node) {
       tanh_node = n;
       softcap_outer = pl.scale;  // the factors between the Tanh and the mask terms / Softmax
@@ -323,6 +362,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
                   "cap*tanh(s/cap)); Attention has no such step";
       pl.core.push_back(n);
       s = n->input(0);
+      continue;
+    }
+    if (auto c = lowest_clamp(n); c && !pl.clamp) {  // Max(scores, finfo.min): scores_clamp.h
+      pl.clamp = c->first;
+      pl.clamp_node = n;
+      pl.core.push_back(n);
+      s = c->second;
       continue;
     }
     if (n->is("Where")) {
@@ -394,7 +440,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
-    if (!it->flat && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k) || is_causal_tril_where(*it, pl.q))) {
+    if (!it->flat && !it->negated && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k) || is_causal_tril_where(*it, pl.q))) {
       pl.causal = true;
       it = pl.terms.erase(it);
     } else {
@@ -407,7 +453,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   double mask_fill = 0.0;
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
     std::string why;
-    auto kp = prove_materialized_mask(*it, pl.q, pl.k, &why);
+    auto kp = it->negated ? std::nullopt : prove_materialized_mask(*it, pl.q, pl.k, &why);
     // The op has one `mask` and one mask_filter_value: a padding term is taken only when no
     // other keep-Where (with its own fill) stays, and only one.
     const bool other_where = std::any_of(pl.terms.begin(), pl.terms.end(),
@@ -526,7 +572,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   // A single mask term that provably is a key-padding mask goes in as `mask`.
-  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].flat) {
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].flat && !pl.terms[0].negated) {
     if (pl.keep && !pl.keep_inverted) {
       Value* m = from_rank2(pl.keep);
       if (m && mask_dims_match(m, pl.k)) {
@@ -547,7 +593,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   // torch MHA's key_padding_mask bias (Where(kpm, -inf, 0) viewed [B, 1, 1, S], expanded over
   // the heads, also in the [B·H, 1, S] bmm view): the op's `mask` = Not(kpm), fill -inf.
-  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].where) {
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].where && !pl.terms[0].negated) {
     auto kp = broadcast_key_padding(pl.terms[0].v, H);
     if (kp && mask_dims_match(kp->mask, pl.k)) {
       pl.mask = kp->mask;
@@ -586,65 +632,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       for (const Value* i : n->inputs) todo.push_back(i);
     }
   }
-  // Seq-first output (torch MHA): [S, B, H, Dv] to [X, H·Dv] for the output GEMM. A rank-2
-  // result whose last dim is H·Dv has X = S·B by the element count, rows in (s, b) order,
-  // i.e. Transpose(Y, 1,0,2) viewed 2-D: the rewrite writes that.
-  if (pl.seq_first_output) {
-    auto t = symbolic_value(root->input(1));
-    std::optional<Shape> out = t ? t : root->output(0)->shape;
-    const bool zero_first = t && t->size() == 2 && (*t)[0].known() && (*t)[0].value == 0;
-    const bool ok = out && out->size() == 2 && out->back().known() && pl.v.dim > 0 &&
-                    out->back().value == H * pl.v.dim && !zero_first;
-    if (!ok && pl.fail.empty())
-      pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + (out ? shape_str(*out) : std::string("unknown")) +
-                ") merges the seq-first [S, B, H, Dv] output into [S*B, H*Dv]";
-    pl.flat_output = ok;
-  }
-  // Output reshape: [B, H, S, Dv] -> Transpose -> [B, S, H·Dv] (or the 2-D
-  // [B·S, H·Dv] view some exporters feed their output GEMM). The target's
-  // entries must copy B and S (0, the same symbols, Shape(y)[i] of a value
-  // with the query's leading dims, or the one -1), the last be -1 or H·Dv.
-  if (!pl.seq_first_output) {
-    auto t = symbolic_value(root->input(1));
-    // The transposed input itself: a target entry naming its own dim i keeps dim i.
-    std::vector<const Value*> refs = {root->input(0)};
-    if (!pl.q.materialize && pl.q.src) refs.push_back(pl.q.src);
-    if (!pl.v.materialize && pl.v.src) refs.push_back(pl.v.src);
-    bool ok = t && (t->size() == 3 || t->size() == 2);
-    if (ok) {
-      const Dim& last = t->back();
-      const bool last_known = last.known() && pl.v.dim > 0 && last.value == H * pl.v.dim;
-      int minus_ones = 0;
-      for (const Dim& d : *t) minus_ones += d.symbol == "-1";
-      ok = minus_ones <= 1 && (last.symbol == "-1" || last_known);
-      if (ok && t->size() == 2) {
-        // [-1, H·Dv] or [B·S, H·Dv] with B, S known (static decode exports: [2, 128] at S = 1):
-        // a flat view of [B, S, H·Dv].
-        auto qb = src_dim(pl.q, 0), qs = src_dim(pl.q, 1);
-        const bool rows_known = (*t)[0].known() && qb && qs && qb->known() && qs->known() &&
-                                (*t)[0].value == qb->value * qs->value;
-        ok = last_known && ((*t)[0].symbol == "-1" || rows_known);
-        pl.flat_output = ok;
-      }
-      for (int i = 0; ok && t->size() == 3 && i < 2; ++i) {
-        const Dim& d = (*t)[i];
-        if (d.symbol == "-1" && last_known) continue;
-        if (d.known() && d.value == 0 && root->attr_int("allowzero", 0) == 0) continue;
-        bool fine = false;
-        for (const Value* r : refs) {
-          if (fine) break;
-          fine = attn::shape_entry_is_dim(root->input(1), i, r, attn::same_leading_dims(r));
-          if (!fine && r->shape && r->shape->size() == 3 && d.known() && (*r->shape)[i].known())
-            fine = d.value == (*r->shape)[i].value;
-        }
-        ok = fine;
-      }
-    }
-    if (!ok && pl.fail.empty()) {
-      std::string ts = t ? shape_str(*t) : std::string("unknown");
-      pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + ts + ") merges the heads into [B, S, H*Dv]";
-    }
-  }
+  check_output_reshape(root, pl, H);
   // Rule 5: one float dtype for Q, K, V, the scores and additive biases.
   std::vector<const Value*> vals = {pl.q.src, pl.k.src, pl.v.src, pv->input(0)};
   for (Value* b : pl.add_bias) vals.push_back(b);
@@ -684,6 +672,8 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     if (p0 && torch_unbind_source(pl.k.src, 1, H * pl.q.dim) == p0 && torch_unbind_source(pl.v.src, 2, H * pl.q.dim) == p0)
       pl.packed_seq_first = p0;
   }
+  if (pl.fail.empty()) pl.fail = settle_clamp(pl);
+  if (pl.fail.empty()) pl.fail = check_head_scale(pl);
   return "";
 }
 

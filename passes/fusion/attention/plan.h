@@ -44,8 +44,13 @@ struct Plan {
   bool mask_inverted = false;    // `mask` marks the keys to ignore (torch key_padding_mask): pass Not(mask)
   bool mask_keep_is_one = false; // the term keeps keys where `mask` == 1 (transformers 4's inverted mask): pass Equal(mask, 1)
   Node* up_cast = nullptr;       // the matching Cast of the scores to fp32
+  std::optional<double> clamp;   // Max(scores, clamp) with clamp <= lowest finite (scores_clamp.h)
+  Value* head_scale = nullptr;   // Q·Kᵀ ⊙ c[h]: a [H, 1, 1] constant moved onto Q (head_scale.h)
+  Node* head_scale_node = nullptr;
+  Node* clamp_node = nullptr;
   bool flat_output = false;      // the root reshapes to [B·S, H·Dv]
   bool seq_first_output = false; // the root reshapes [S, B, H, Dv] to [S·B, H·Dv] (torch MHA)
+  bool spatial_output = false;   // P·V viewed [B, H, h, w, Dv], Transpose(0,2,3,1,4), any root reshape (SAM)
   std::vector<Node*> path_shape_reads;  // Shape of a K/V path value after the cache Concat (rebuilt by the rewrite)
   std::vector<std::string> mask_notes;  // why a mask term stayed attn_bias (not a proven mask)
   std::string fail;              // legality failure (rule text)

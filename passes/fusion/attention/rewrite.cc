@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "passes/fusion/attention/head_scale.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -127,6 +128,7 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     in[1] = pl.k.materialize ? materialize(rw, pl.k) : pl.k.src;
     in[2] = pl.v.materialize ? materialize(rw, pl.v) : pl.v.src;
   }
+  if (pl.head_scale) in[0] = apply_head_scale(rw, pl, in[0]);  // a per-head factor onto Q
   // Terms added to the [B·H, S, S_kv] view are lifted to [B, H, S, S_kv] first.
   for (MaskTerm& t : pl.terms) {
     if (!t.flat) continue;

@@ -271,21 +271,25 @@ FUSEOPT_SHAPE_FN("", "Pow", [](ShapeContext& c) {
 });
 FUSEOPT_SHAPE_FN("", "BitShift", [](ShapeContext& c) { elementwise(c, c.input_dtype(0), 2, no_contents); });
 
+// Max / Min of size expressions, pairwise: by the order where it is provable with every symbol
+// a dimension >= 1 (torch.sym_max(0, 1 - seq) is 0, sym_max(seq, 1) is seq); otherwise a
+// symbol against a constant is the symbol, the exporters' clamp of an index that is in range
+// (sym_max(0, 64 - seq) is 64 - seq for seq <= 64: the module's own limit); else unknown.
+// (Before session 29 the symbol won even where the order was provable: Max(1 - seq, 0) was
+// 1 - seq, and MPT's x[-seq:] of a size-1 axis came out seq long instead of 1.)
 Elem extreme(const Args& a, bool want_max) {
-  std::optional<int64_t> best;
-  for (const Elem& e : a) {
-    if (!e) return std::nullopt;
-    if (*e == *a[0]) continue;
-    auto k = cint(e);
-    if (!k) return std::nullopt;
+  Elem best = a.empty() ? std::nullopt : a[0];
+  for (size_t i = 1; best && i < a.size(); ++i) {
+    if (!a[i]) return std::nullopt;
+    if (auto order = (*a[i] - *best).order_for_dims_at_least_one()) {  // a[i] against best
+      if (want_max ? *order > 0 : *order < 0) best = a[i];
+      continue;
+    }
+    const bool best_const = best->is_constant(), next_const = a[i]->is_constant();
+    if (best_const == next_const) return std::nullopt;
+    if (best_const) best = a[i];
   }
-  // All equal symbolically, or all constants.
-  if (!cint(a[0])) return a[0];
-  for (const Elem& e : a) {
-    int64_t k = *cint(e);
-    if (!best || (want_max ? k > *best : k < *best)) best = k;
-  }
-  return SymExpr::constant(*best);
+  return best;
 }
 FUSEOPT_SHAPE_FN("", "Max", [](ShapeContext& c) {
   elementwise(c, c.input_dtype(0), 1, [](const Args& a) { return extreme(a, true); });

@@ -334,6 +334,10 @@ Dim slice_dim(const Dim& dim, const Elem& start, const Elem& end, int64_t step) 
   auto ec = end ? end->constant_value() : std::nullopt;
   if (dim.known() && sc && ec) return Dim::of(slice_known(dim.value, *sc, *ec, step).count);
   if (!start || !end) return Dim::unknown();
+  // x[:, :seq] of a size-1 (broadcast) axis keeps it: 1, not seq (MPT's ALiBi [H, 1, S_max]
+  // sliced [:, :seq, :seq]). The in-range assumption below is for tables at least that long.
+  if (dim.known() && dim.value == 1 && step == 1 && sc && *sc == 0 && !ec && !end->all_terms_negative())
+    return Dim::of(1);
   auto d = SymExpr::from_dim(dim);
   if (step < 0) {
     // Only the full reversal x[::-1] is understood symbolically.
