@@ -20,7 +20,9 @@ WIDER_ARCHS = ["gptneo", "codegen", "mpt", "xglm", "biogpt", "ctrl", "mbart", "p
                "blenderbot", "funnel", "megatronbert", "rembert", "squeezebert", "segformer", "siglipvision",
                "pvt", "yolos", "wavlm", "hubert", "sew", "w2v2conformer", "ast",
                # vision / encoder-decoder tasks people export whole (session 29's third sweep)
-               "samvision", "depthanything", "dpt", "whisperfull", "trocr", "owlvit", "mobilevit"]
+               "samvision", "depthanything", "dpt", "whisperfull", "trocr", "owlvit", "mobilevit",
+               # Swin with shifted windows active (16 × 16 patches, window 4): the [B', nW, H, S, S] mask view
+               "swinshift", "swinv2"]
 
 
 def build_wider(name, torch, tf):
@@ -154,6 +156,10 @@ def build_wider(name, torch, tf):
         cfg = tf.MobileViTConfig(image_size=64, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
                                  num_attention_heads=2)
         return Wrap(tf.MobileViTModel(cfg)), {"pixel_values": torch.randn(er.BATCH, 3, 64, 64, generator=g)}, "image"
+    if name in ("swinshift", "swinv2"):  # SwinV2 adds cosine attention with a per-head logit scale
+        kw = dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 1], num_heads=[2, 4], window_size=4)
+        model = tf.SwinModel(tf.SwinConfig(**kw)) if name == "swinshift" else tf.Swinv2Model(tf.Swinv2Config(**kw))
+        return Wrap(model), image, "image"
     if name in ("whisperfull", "trocr"):  # encoder + decoder in one graph, decoder ids as a second input
         if name == "whisperfull":
             cfg = tf.WhisperConfig(vocab_size=200, d_model=32, encoder_layers=1, encoder_attention_heads=2,

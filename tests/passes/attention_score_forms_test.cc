@@ -28,7 +28,8 @@ const float kMin = -std::numeric_limits<float>::max();
 // (1 - m)·value, W Where(m, s, value), C Where(causal [S, S] table, s, value), B + float bias,
 // K torch SDPA's is_causal term Where(Trilu(ones, upper=0) == 0, min, 0), U the same with upper=1,
 // X the clamp Max(s, value) (XGLM's torch.max(w, finfo.min)), H a per-head factor [H, 1, 1]
-// (SwinV2's logit scale).
+// (SwinV2's logit scale), V Swin's shifted-window mask: the scores viewed [B / 2, 2, H, S, S], a
+// [1, 2, 1, S, S] term added (value 1: a Where instead), viewed back.
 struct Step {
   char op;
   float value = 0;
@@ -65,6 +66,21 @@ void build(GraphBuilder& b, const std::vector<Step>& steps) {
       case 'T': s = b.op("Tanh", {s}, {}, n); break;
       case 'X': s = b.op("Max", {s, b.scalar(n + "_floor", st.value)}, {}, n); break;
       case 'H': s = b.op("Mul", {s, b.constant(n + "_per_head", rand_tensor({H, 1, 1}, 23, 0.5f, 4.0f))}, {}, n); break;
+      case 'V': {
+        constexpr int64_t nW = 2;
+        Value* v5 = b.op("Reshape", {s, ints(b, n + "_5d", {B / nW, nW, H, S, S})}, {}, n + "_windows");
+        Tensor m = rand_tensor({1, nW, 1, S, S}, 29, -3, 0);
+        for (int64_t i = 0; i < m.numel(); i += 3) m.data<float>()[i] = -100.0f;  // Swin's -100 regions
+        if (st.value == 0) {
+          v5 = b.op("Add", {v5, b.constant(n + "_mask", m)}, {}, n + "_add");
+        } else {
+          Tensor keep(DType::Bool, {1, nW, 1, S, S});
+          for (int64_t i = 0; i < keep.numel(); ++i) keep.data<uint8_t>()[i] = i % 3 != 0;
+          v5 = b.op("Where", {b.constant(n + "_keep", keep), v5, b.scalar(n + "_fill", -100.0f)}, {}, n + "_where");
+        }
+        s = b.op("Reshape", {v5, ints(b, n + "_4d", {B, H, S, S})}, {}, n + "_merge");
+        break;
+      }
       case 'G': s = b.op("Sigmoid", {s}, {}, n); break;
       case 'P': {
         Value* inv = b.op("Sub", {b.scalar(n + "_one", 1.0f), b.op("Cast", {keep}, {Attribute::make_int("to", 1)})});
@@ -312,4 +328,20 @@ TEST_CASE("Attention: a per-head factor on Q·Kᵀ (SwinV2's logit scale) moves 
 
 TEST_CASE("Attention: a per-head factor after a mask term is refused", "[passes][Attention]") {
   expect_rejected({{'P', kMin}, {'H', 0}}, "is not a constant");
+}
+
+TEST_CASE("Attention: Swin's shifted-window mask on the [B', nW, H, S, S] view is tiled into attn_bias",
+          "[passes][Attention]") {
+  GraphBuilder b(17);
+  fused({{'D', 2.0f}, {'V', 0}}, b);
+  const Node* a = attention(b.graph());
+  REQUIRE(a);
+  REQUIRE(a->input(4));  // the tiled [B, 1, S, S] bias
+  CHECK(count_op(b.graph(), "Tile") == 1);
+  GraphBuilder b2(17);
+  fused({{'H', 0}, {'V', 0}, {'P', kMin}}, b2);  // SwinV2: per-head scale, window mask, then padding
+}
+
+TEST_CASE("Attention: a Where inside Swin's window view is refused", "[passes][Attention]") {
+  expect_rejected({{'D', 2.0f}, {'V', 1}}, "window view with a Where");
 }

@@ -25,6 +25,10 @@ struct MaskTerm {
   // Subtracted (s - v, Funnel's `score - INF·(1 - mask)`): factor carries the sign and no mask
   // proof applies (a proven fill would change sign).
   bool negated = false;
+  // Added on Swin's [B', nW, H, S, S] view of the [B'·nW, H, S, S] scores (the shifted-window
+  // mask [1, nW, 1, S, S]): nW; the rewrite tiles it to [B'·nW, ·, S, S]. No proofs apply.
+  int64_t batch_windows = 0;
+  bool no_proofs() const { return negated || batch_windows != 0; }
 };
 
 // ---- key-padding mask proofs ---------------------------------------------------

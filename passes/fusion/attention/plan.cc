@@ -10,6 +10,7 @@
 #include "passes/fusion/attention/materialized_mask.h"
 #include "passes/fusion/attention/output_reshape.h"
 #include "passes/fusion/attention/scores_clamp.h"
+#include "passes/fusion/attention/window_view.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -235,6 +236,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // softcap = |a| with scale = a·b (tanh is odd: a·tanh(b·x) = |a|·tanh(a·b·x / |a|)).
   Node* tanh_node = nullptr;
   double softcap_outer = 1.0;
+  int64_t window_view = 0;  // walking back inside Swin's [B', nW, H, S, S] view: nW
   for (int d = 0; d < 12 && s && s->producer; ++d) {
     Node* n = s->producer;
     if (n->is("MatMul")) {
@@ -244,6 +246,20 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     }
     if (n->inputs.empty() || !n->input(0)) break;
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
+    // Swin's shifted-window mask: the scores [B'·nW, H, S, S] viewed [B', nW, H, S, S], the mask
+    // [1, nW, 1, S, S] added there, viewed back (window_view.h). Walking back: merge, terms, split.
+    if (auto nw = window_merge(n); nw && !window_view && !scores_flat) {
+      window_view = *nw;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
+    if (window_view && window_split(n) == window_view) {
+      window_view = 0;
+      pl.core.push_back(n);
+      s = n->input(0);
+      continue;
+    }
     if (pl.flat && !scores_flat && splits_bh(n)) {
       scores_flat = true;
       pl.core.push_back(n);
@@ -330,6 +346,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pl.add_bias.insert(pl.add_bias.begin(), n->input(1 - side));
       pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1 - side), false, false, 0.0, scores_flat});
       pl.terms.front().factor = pl.scale;
+      pl.terms.front().batch_windows = window_view;
       pl.core.push_back(n);
       s = n->input(side);
       continue;
@@ -342,6 +359,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       pl.terms.insert(pl.terms.begin(), MaskTerm{n->input(1), false, false, 0.0, scores_flat});
       pl.terms.front().factor = -pl.scale;
       pl.terms.front().negated = true;
+      pl.terms.front().batch_windows = window_view;
       pl.core.push_back(n);
       s = n->input(0);
       continue;
@@ -371,6 +389,8 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
       s = c->second;
       continue;
     }
+    if (n->is("Where") && window_view && pl.fail.empty())
+      pl.fail = "rule 7: " + n->label() + " masks Swin's [B', nW, H, S, S] window view with a Where (only added terms are tiled)";
     if (n->is("Where")) {
       if (n->inputs.size() != 3 || !n->input(1) || !n->input(2)) return "malformed Where";
       auto f1 = const_scalar(n->input(1)), f2 = const_scalar(n->input(2));
@@ -398,6 +418,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     break;
   }
   if (!pl.qk) return "scores do not come from a MatMul";
+  if (window_view && pl.fail.empty()) pl.fail = "rule 7: the [B', nW, H, S, S] window view of the scores is not split from them";
+  for (const MaskTerm& t : pl.terms)
+    if (t.batch_windows && !window_term_ok(t.v, t.batch_windows) && pl.fail.empty())
+      pl.fail = "rule 7: the window term '" + t.v->name + "' is not a known [1, nW, h, S, S] tensor";
   if (pl.flat && !scores_flat && attn::rank_of(pl.qk->output(0)) == 3) {
     // The whole scores chain is on [B·H, S, S_kv] views (torch MHA's bmm path, never viewed
     // as 4-D): every mask term is lifted to [B, H, ...] by the rewrite.
@@ -440,7 +464,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   // Causal mask terms (a Trilu of finfo.min, a sliced constant tril buffer) become causal=1.
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
-    if (!it->flat && !it->negated && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k) || is_causal_tril_where(*it, pl.q))) {
+    if (!it->flat && !it->no_proofs() && (is_causal_trilu(*it, pl.q) || is_causal_buffer(*it, pl.q, pl.k) || is_causal_tril_where(*it, pl.q))) {
       pl.causal = true;
       it = pl.terms.erase(it);
     } else {
@@ -453,7 +477,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   double mask_fill = 0.0;
   for (auto it = pl.terms.begin(); it != pl.terms.end();) {
     std::string why;
-    auto kp = it->negated ? std::nullopt : prove_materialized_mask(*it, pl.q, pl.k, &why);
+    auto kp = it->no_proofs() ? std::nullopt : prove_materialized_mask(*it, pl.q, pl.k, &why);
     // The op has one `mask` and one mask_filter_value: a padding term is taken only when no
     // other keep-Where (with its own fill) stays, and only one.
     const bool other_where = std::any_of(pl.terms.begin(), pl.terms.end(),
@@ -572,7 +596,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     pl.fail = "rule 7: query and key head dims differ";
   if (H % Hkv != 0 && pl.fail.empty()) pl.fail = "rule 7: num_heads is not a multiple of kv_num_heads";
   // A single mask term that provably is a key-padding mask goes in as `mask`.
-  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].flat && !pl.terms[0].negated) {
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].flat && !pl.terms[0].no_proofs()) {
     if (pl.keep && !pl.keep_inverted) {
       Value* m = from_rank2(pl.keep);
       if (m && mask_dims_match(m, pl.k)) {
@@ -593,7 +617,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   // torch MHA's key_padding_mask bias (Where(kpm, -inf, 0) viewed [B, 1, 1, S], expanded over
   // the heads, also in the [B·H, 1, S] bmm view): the op's `mask` = Not(kpm), fill -inf.
-  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].where && !pl.terms[0].negated) {
+  if (pl.fail.empty() && !pl.mask && pl.terms.size() == 1 && !pl.terms[0].where && !pl.terms[0].no_proofs()) {
     auto kp = broadcast_key_padding(pl.terms[0].v, H);
     if (kp && mask_dims_match(kp->mask, pl.k)) {
       pl.mask = kp->mask;
@@ -646,8 +670,12 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     }
     dt = t;
   }
-  for (Value* b : pl.add_bias)
-    if (auto r = attn::rank_of(b); r && *r > 4 && pl.fail.empty()) pl.fail = "rule 7: mask '" + b->name + "' has rank > 4";
+  for (Value* b : pl.add_bias) {
+    const bool windowed = std::any_of(pl.terms.begin(), pl.terms.end(),
+                                      [&](const MaskTerm& t) { return t.v == b && t.batch_windows; });
+    if (auto r = attn::rank_of(b); r && *r > 4 && !windowed && pl.fail.empty())
+      pl.fail = "rule 7: mask '" + b->name + "' has rank > 4";
+  }
   if (g.opset("") < 13 && pl.fail.empty()) pl.fail = "rule 7: default-domain opset < 13 is not supported by Attention";
   // Packed QKV: Q, K, V are outputs 0, 1, 2 of one Split of the last axis.
   Node* sp = pl.q.src && !pl.q.materialize ? pl.q.src->producer : nullptr;

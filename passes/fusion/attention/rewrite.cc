@@ -11,7 +11,9 @@
 #include <set>
 
 #include "passes/fusion/attention/head_scale.h"
+#include "passes/fusion/attention/window_view.h"
 #include "passes/fusion/attention_util.h"
+#include "util/error.h"
 
 namespace fuseopt::attn {
 
@@ -129,6 +131,16 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
     in[2] = pl.v.materialize ? materialize(rw, pl.v) : pl.v.src;
   }
   if (pl.head_scale) in[0] = apply_head_scale(rw, pl, in[0]);  // a per-head factor onto Q
+  // Terms added on Swin's [B', nW, H, S, S] window view are tiled to [B'·nW, ·, S, S] (window_view.h).
+  for (MaskTerm& t : pl.terms) {
+    if (!t.batch_windows) continue;
+    Value* tiled = tile_window_term(rw, t.v, t.batch_windows, in[0]);
+    FUSE_CHECK(tiled, "window term checked in analyze()");
+    for (Value*& b : pl.add_bias)
+      if (b == t.v) b = tiled;
+    t.v = tiled;
+    t.batch_windows = 0;
+  }
   // Terms added to the [B·H, S, S_kv] view are lifted to [B, H, S, S_kv] first.
   for (MaskTerm& t : pl.terms) {
     if (!t.flat) continue;
