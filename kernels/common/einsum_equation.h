@@ -49,27 +49,47 @@ inline std::string label_str(const std::string& labels) {
   return s;
 }
 
+// An equation's terms as written, before any checks: spaces dropped, the
+// operands' terms split at ',' (an empty string gives one empty term), and
+// the output after the first "->" (none: explicit_output is false and output
+// empty). Letters and "..." are kept as they are. The one splitter for every
+// reader of an equation: parse_equation below, Einsum's shape function
+// (src/ir/shape_ops/matmul.cc) and the einsum_to_matmul pass.
+struct Terms {
+  std::string text;  // the equation without its spaces
+  std::vector<std::string> inputs;
+  std::string output;
+  bool explicit_output = false;
+};
+
+inline Terms split_terms(const std::string& eq_raw) {
+  Terms t;
+  for (char c : eq_raw)
+    if (c != ' ') t.text += c;
+  std::string lhs = t.text;
+  const size_t arrow = t.text.find("->");
+  t.explicit_output = arrow != std::string::npos;
+  if (t.explicit_output) {
+    lhs = t.text.substr(0, arrow);
+    t.output = t.text.substr(arrow + 2);
+  }
+  size_t start = 0;
+  for (size_t i = 0; i <= lhs.size(); ++i)
+    if (i == lhs.size() || lhs[i] == ',') {
+      t.inputs.push_back(lhs.substr(start, i - start));
+      start = i + 1;
+    }
+  return t;
+}
+
 #define FUSEOPT_EINSUM_CHECK(cond, msg) FUSE_CHECK(cond, where << ": " << msg)
 
 // Parses `eq_raw` for operands of the given ranks.
 inline Equation parse_equation(const std::string& where, const std::string& eq_raw, const std::vector<size_t>& ranks) {
-  std::string eq;
-  for (char c : eq_raw)
-    if (c != ' ') eq += c;
-  std::string lhs = eq, rhs;
-  const size_t arrow = eq.find("->");
-  const bool explicit_out = arrow != std::string::npos;
-  if (explicit_out) {
-    lhs = eq.substr(0, arrow);
-    rhs = eq.substr(arrow + 2);
-  }
-  std::vector<std::string> terms;
-  size_t start = 0;
-  for (size_t i = 0; i <= lhs.size(); ++i)
-    if (i == lhs.size() || lhs[i] == ',') {
-      terms.push_back(lhs.substr(start, i - start));
-      start = i + 1;
-    }
+  const Terms split = split_terms(eq_raw);
+  const std::vector<std::string>& terms = split.inputs;
+  const std::string& rhs = split.output;
+  const bool explicit_out = split.explicit_output;
   FUSEOPT_EINSUM_CHECK(terms.size() == ranks.size(), "equation '" << eq_raw << "' names " << terms.size()
                                                                   << " operands, got " << ranks.size());
   // A term: letters around at most one "..."; returns the letter count and

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/einsum_equation.h"
 #include "pass/pass.h"
 
 namespace fuseopt {
@@ -27,17 +28,6 @@ namespace {
 struct Plan {
   std::vector<int64_t> perm_a, perm_b, perm_out;  // empty: identity
 };
-
-std::vector<std::string> split_terms(const std::string& lhs) {
-  std::vector<std::string> terms;
-  size_t start = 0;
-  for (size_t i = 0; i <= lhs.size(); ++i)
-    if (i == lhs.size() || lhs[i] == ',') {
-      terms.push_back(lhs.substr(start, i - start));
-      start = i + 1;
-    }
-  return terms;
-}
 
 bool has(const std::string& s, char c) { return s.find(c) != std::string::npos; }
 
@@ -58,12 +48,11 @@ std::vector<int64_t> perm_to(const std::string& from, const std::string& to) {
   return identity ? std::vector<int64_t>{} : p;
 }
 
-std::optional<Plan> plan_for(std::string eq) {
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  const auto arrow = eq.find("->");
-  if (arrow == std::string::npos || eq.find("...") != std::string::npos) return std::nullopt;
-  const std::vector<std::string> t = split_terms(eq.substr(0, arrow));
-  const std::string out = eq.substr(arrow + 2);
+std::optional<Plan> plan_for(const std::string& eq) {
+  const einsum::Terms terms = einsum::split_terms(eq);
+  if (!terms.explicit_output || terms.text.find("...") != std::string::npos) return std::nullopt;
+  const std::vector<std::string>& t = terms.inputs;
+  const std::string& out = terms.output;
   if (t.size() != 2 || !distinct_letters(t[0]) || !distinct_letters(t[1]) || !distinct_letters(out)) return std::nullopt;
   const std::string &a = t[0], &b = t[1];
   std::string batch, contracted, free_a, free_b;

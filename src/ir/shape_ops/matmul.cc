@@ -2,6 +2,7 @@
 #include <map>
 
 #include "ir/shape_ops/common.h"
+#include "kernels/common/einsum_equation.h"
 
 namespace fuseopt::shape_ops {
 
@@ -53,25 +54,14 @@ FUSEOPT_SHAPE_FN("", "Gemm", [](ShapeContext& c) {
 });
 
 // Einsum: labels are letters, "..." is broadcast dims. Without "->" the output
-// is the ellipsis dims followed by the labels used once, sorted.
+// is the ellipsis dims followed by the labels used once, sorted. The terms come
+// from the kernels' splitter (kernels/common/einsum_equation.h).
 FUSEOPT_SHAPE_FN("", "Einsum", [](ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
-  std::string eq;
-  for (char ch : c.node().attr_string("equation", ""))
-    if (ch != ' ') eq += ch;
-  const auto arrow = eq.find("->");
-  const std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  {
-    size_t start = 0;
-    for (size_t i = 0; i <= lhs.size(); ++i)
-      if (i == lhs.size() || lhs[i] == ',') {
-        terms.push_back(lhs.substr(start, i - start));
-        start = i + 1;
-      }
-  }
+  const einsum::Terms split = einsum::split_terms(c.node().attr_string("equation", ""));
+  const std::vector<std::string>& terms = split.inputs;
   if (terms.size() != c.num_inputs())
-    c.fail("equation '" + eq + "' has " + std::to_string(terms.size()) + " operands, node has " +
+    c.fail("equation '" + split.text + "' has " + std::to_string(terms.size()) + " operands, node has " +
            std::to_string(c.num_inputs()));
   std::map<char, Dim> label_dim;
   std::map<char, int> label_count;
@@ -114,8 +104,8 @@ FUSEOPT_SHAPE_FN("", "Einsum", [](ShapeContext& c) {
   }
   std::string rhs;
   bool has_ellipsis_out = false;
-  if (arrow != std::string::npos) {
-    rhs = eq.substr(arrow + 2);
+  if (split.explicit_output) {
+    rhs = split.output;
     has_ellipsis_out = rhs.find("...") != std::string::npos;
   } else {
     has_ellipsis_out = true;
