@@ -44,6 +44,21 @@ def text_inputs(torch, with_type_ids=False, with_mask=True, vocab=None):
     return inputs
 
 
+def bart_wrap(torch, m):
+    """An encoder-decoder model (BART and its seq2seq siblings: mBART, Pegasus, Marian, M2M100,
+    Blenderbot in export_wider.py) as one module of (input_ids, attention_mask): the decoder is fed
+    the source ids, and its last hidden state is the output."""
+    class BartWrap(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          decoder_input_ids=input_ids).last_hidden_state
+    return BartWrap(m)
+
+
 def build(name, torch, tf):
     """Returns (module returning one tensor, example inputs dict, dynamic axes names)."""
     h, L, H, F, V = SMALL["hidden"], SMALL["layers"], SMALL["heads"], SMALL["ffn"], SMALL["vocab"]
@@ -110,16 +125,7 @@ def build(name, torch, tf):
                             encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
                             decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
                             eos_token_id=2, decoder_start_token_id=2, **common)
-
-        class BartWrap(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, input_ids, attention_mask):
-                return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                              decoder_input_ids=input_ids).last_hidden_state
-        return BartWrap(tf.BartModel(cfg)), text_inputs(torch, vocab=200), "text"
+        return bart_wrap(torch, tf.BartModel(cfg)), text_inputs(torch, vocab=200), "text"
     if name == "mistral":
         return Wrap(tf.MistralModel(tf.MistralConfig(num_key_value_heads=1, **t))), text_inputs(torch, vocab=200), "text"
     if name == "qwen2":

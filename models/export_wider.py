@@ -34,15 +34,6 @@ def build_wider(name, torch, tf):
         def forward(self, **kw):
             return self.m(**kw)[0]
 
-    class Seq2Seq(torch.nn.Module):  # encoder + decoder, the decoder fed the source ids
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          decoder_input_ids=input_ids).last_hidden_state
-
     common = dict(attn_implementation=er.ATTN)
     g = torch.Generator().manual_seed(0)
     txt = er.text_inputs(torch, vocab=200)
@@ -78,15 +69,15 @@ def build_wider(name, torch, tf):
         cfg = tf.CTRLConfig(vocab_size=200, n_embd=32, n_layer=2, n_head=2, dff=64, n_positions=64, **common)
         return Wrap(tf.CTRLModel(cfg)), txt, "text"
     if name == "mbart":
-        return Seq2Seq(tf.MBartModel(tf.MBartConfig(**s2s))), txt, "text"
+        return er.bart_wrap(torch, tf.MBartModel(tf.MBartConfig(**s2s))), txt, "text"
     if name == "pegasus":
-        return Seq2Seq(tf.PegasusModel(tf.PegasusConfig(**s2s))), txt, "text"
+        return er.bart_wrap(torch, tf.PegasusModel(tf.PegasusConfig(**s2s))), txt, "text"
     if name == "marian":
-        return Seq2Seq(tf.MarianModel(tf.MarianConfig(**s2s))), txt, "text"
+        return er.bart_wrap(torch, tf.MarianModel(tf.MarianConfig(**s2s))), txt, "text"
     if name == "m2m100":
-        return Seq2Seq(tf.M2M100Model(tf.M2M100Config(**s2s))), txt, "text"
+        return er.bart_wrap(torch, tf.M2M100Model(tf.M2M100Config(**s2s))), txt, "text"
     if name == "blenderbot":
-        return Seq2Seq(tf.BlenderbotModel(tf.BlenderbotConfig(**s2s))), txt, "text"
+        return er.bart_wrap(torch, tf.BlenderbotModel(tf.BlenderbotConfig(**s2s))), txt, "text"
     if name == "funnel":  # pooled queries in the second block, relative attention
         cfg = tf.FunnelConfig(vocab_size=200, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16, d_inner=64,
                               num_decoder_layers=1, **common)
