@@ -11,6 +11,12 @@ it as JSON and as the markdown that goes into BENCHMARKS.md.
   python3 bench/e2e_bench.py --bin .gpu/bin [--models bert,gpt2,vit,llama]
       [--shapes bert=1x128,32x128,8x512 ...] [--torch eager,reduce-overhead]
       [--json FILE] [--markdown FILE] [--work DIR]
+      [--base-bin DIR [--ab-rounds N]]
+
+--base-bin: an A/B of two builds in one run. DIR holds an earlier pack's bin/ (its lib/ beside
+it: `tar -C .gpubase -xf .gpubase/pack.tar.xz`); the same fused model (fuseopt of --bin) runs
+under both fuserun builds, alternated base / new N times (default 2), and the table gains a
+"base" column (medians of the rounds; the "fused" column is then the new build's median).
 
 Models (PyTorch + transformers configs built in code, seed 0):
   bert   BERT-base (hidden 768, 12 layers, 12 heads), TorchScript exporter, opset 17
@@ -147,7 +153,11 @@ def fuserun(bin_dir, model, kind, shape, json_path, iters):
     cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16",
            *shape_flags(kind, shape), "--warmup", "10", "--iters", "3", "--device-iters", str(iters),
            "--json", json_path, "-q"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    # Each build with its own libraries first (LD_LIBRARY_PATH outranks the binaries' RUNPATH).
+    env = dict(os.environ)
+    lib = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "lib")
+    env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         log(f"fuserun failed: {' '.join(cmd)}\n{(r.stderr or r.stdout).strip()[-800:]}")
         return None
@@ -189,16 +199,23 @@ def torch_times(name, torch, tf, shapes, modes):
 
 # ---- table ---------------------------------------------------------------------------
 
-def markdown(rows, modes, command):
-    head = "| model | shape | fuseopt (fused) | fuseopt (unfused) |" + "".join(f" torch {m} |" for m in modes)
-    head += " ratio vs torch.compile |\n|---|---|---|---|" + "---|" * len(modes) + "---|\n"
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if xs else None
+
+
+def markdown(rows, modes, command, ab=False):
+    head = "| model | shape |" + (" base build (fused) |" if ab else "") + " fuseopt (fused) | fuseopt (unfused) |"
+    head += "".join(f" torch {m} |" for m in modes)
+    head += " ratio vs torch.compile |\n|---|---|" + ("---|" if ab else "") + "---|---|" + "---|" * len(modes) + "---|\n"
     body = ""
     for r in rows:
         def f(x):
             return f"{x:.3f}" if x is not None else "—"
         ro = r["torch"].get("reduce-overhead")
         ratio = f"{ro / r['fused']:.2f}× {'faster' if ro > r['fused'] else 'slower'}" if ro and r["fused"] else "—"
-        body += f"| {r['model']} | {r['shape']} | {f(r['fused'])} | {f(r['unfused'])} |"
+        body += f"| {r['model']} | {r['shape']} |" + (f" {f(r.get('base'))} |" if ab else "")
+        body += f" {f(r['fused'])} | {f(r['unfused'])} |"
         body += "".join(f" {f(r['torch'].get(m))} |" for m in modes) + f" {ratio} |\n"
     return f"Command: `{command}`\n\n" + head + body
 
@@ -215,6 +232,8 @@ def main():
     ap.add_argument("--work", default="/tmp/fuseopt-e2e")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--base-bin", default="", help="an earlier build's bin/ for an A/B on the same fused model")
+    ap.add_argument("--ab-rounds", type=int, default=2, help="base / new alternations with --base-bin")
     a = ap.parse_args()
     import torch
     import transformers as tf
@@ -233,17 +252,26 @@ def main():
         kind = "vision" if name == "vit" else "text"
         for shape in shapes[name]:
             jf = os.path.join(a.work, f"{name}_{shape}.json")
-            t_f = fuserun(a.bin, fused, kind, shape, jf, a.iters) if fused else None
+            t_b = None
+            if a.base_bin and fused:
+                new, base = [], []
+                for _ in range(a.ab_rounds):
+                    base.append(fuserun(a.base_bin, fused, kind, shape, jf, a.iters))
+                    new.append(fuserun(a.bin, fused, kind, shape, jf, a.iters))
+                log(f"A/B {name:6s} {shape:7s} base {base} new {new}")
+                t_b, t_f = median(base), median(new)
+            else:
+                t_f = fuserun(a.bin, fused, kind, shape, jf, a.iters) if fused else None
             t_u = fuserun(a.bin, src, kind, shape, jf, a.iters) if a.unfused else None
             log(f"fuserun {name:6s} {shape:7s} fused {t_f} ms" + (f", unfused {t_u} ms" if a.unfused else ""))
-            rows.append({"model": name, "shape": shape, "fused": t_f, "unfused": t_u, "torch": {}})
+            rows.append({"model": name, "shape": shape, "fused": t_f, "unfused": t_u, "base": t_b, "torch": {}})
         if modes:
             tt = torch_times(name, torch, tf, shapes[name], modes)
             for r in rows:
                 if r["model"] == name:
                     r["torch"] = {m: tt.get((r["shape"], m)) for m in modes}
     cmd = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
-    md = markdown(rows, modes, cmd)
+    md = markdown(rows, modes, cmd, bool(a.base_bin))
     log("\n" + md)
     if a.json:
         with open(a.json, "w") as f:
