@@ -248,13 +248,13 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
     if (is_passthrough(n)) { pl.core.push_back(n); s = n->input(0); continue; }
     // Swin's shifted-window mask: the scores [B'·nW, H, S, S] viewed [B', nW, H, S, S], the mask
     // [1, nW, 1, S, S] added there, viewed back (window_view.h). Walking back: merge, terms, split.
-    if (auto nw = window_merge(n); nw && !window_view && !scores_flat) {
+    if (auto nw = window_reshape(n, WindowReshape::Merge); nw && !window_view && !scores_flat) {
       window_view = *nw;
       pl.core.push_back(n);
       s = n->input(0);
       continue;
     }
-    if (window_view && window_split(n) == window_view) {
+    if (window_view && window_reshape(n, WindowReshape::Split) == window_view) {
       window_view = 0;
       pl.core.push_back(n);
       s = n->input(0);

@@ -15,23 +15,19 @@ bool same_dims(const Shape& a, size_t ai, const Shape& b, size_t bi, size_t n) {
 
 }  // namespace
 
-std::optional<int64_t> window_split(const Node* n) {
+std::optional<int64_t> window_reshape(const Node* n, WindowReshape dir) {
   if (!n->is("Reshape") || !n->input(0) || !n->output(0) || !n->input(0)->shape || !n->output(0)->shape)
     return std::nullopt;
   const Shape& a = *n->input(0)->shape;
   const Shape& c = *n->output(0)->shape;
-  if (a.size() != 4 || c.size() != 5 || !c[1].known() || c[1].value < 1 || !same_dims(a, 1, c, 2, 3)) return std::nullopt;
-  // dim 0 splits into (X / nW, nW): the element count forces it once dims 1..3 agree.
-  return c[1].value;
-}
-
-std::optional<int64_t> window_merge(const Node* n) {
-  if (!n->is("Reshape") || !n->input(0) || !n->output(0) || !n->input(0)->shape || !n->output(0)->shape)
+  const bool split = dir == WindowReshape::Split;
+  const Shape& windowed = split ? c : a;  // the 5-D side: [A, nW, H, S, S]
+  // Split: a's dims 1..3 are c's 2..4; merge: a's dims 2..4 are c's 1..3.
+  if (a.size() != (split ? 4u : 5u) || c.size() != (split ? 5u : 4u) || !windowed[1].known() ||
+      windowed[1].value < 1 || !same_dims(a, split ? 1 : 2, c, split ? 2 : 1, 3))
     return std::nullopt;
-  const Shape& a = *n->input(0)->shape;
-  const Shape& c = *n->output(0)->shape;
-  if (a.size() != 5 || c.size() != 4 || !a[1].known() || a[1].value < 1 || !same_dims(a, 2, c, 1, 3)) return std::nullopt;
-  return a[1].value;
+  // The 4-D side's dim 0 is (A, nW) flattened: the element count forces it once the other dims agree.
+  return windowed[1].value;
 }
 
 namespace {

@@ -14,10 +14,14 @@
 
 namespace fuseopt::attn {
 
-// Reshape [X, H, S, S] -> [X / nW, nW, H, S, S] (dims 1..3 kept, nW known): nW.
-std::optional<int64_t> window_split(const Node* n);
-// Reshape [A, nW, H, S, S] -> [A·nW, H, S, S] (dims 2..4 kept, nW known): nW.
-std::optional<int64_t> window_merge(const Node* n);
+// The two Reshapes of the window view, one the mirror image of the other.
+enum class WindowReshape {
+  Split,  // [X, H, S, S] -> [X / nW, nW, H, S, S] (dims 1..3 kept)
+  Merge,  // [A, nW, H, S, S] -> [A·nW, H, S, S] (dims 2..4 kept)
+};
+
+// nW when `n` is that Reshape in direction `dir` (the 5-D side's dim 1 known); nullopt otherwise.
+std::optional<int64_t> window_reshape(const Node* n, WindowReshape dir);
 
 // A term tile_window_term() takes.
 bool window_term_ok(const Value* term, int64_t windows);
