@@ -1,6 +1,6 @@
 // Attention fusion, part 3: the analysis. One structural walk from the output
-// Reshape back through P·V, the Softmax, the scores chain and Q·Kᵀ produces a
-// Plan: every node of the core, the Q/K/V paths, scale, mask terms and proofs,
+// Reshape back through P·V, the Softmax, the scores chain (scores_chain.h) and
+// Q·Kᵀ produces a Plan: every node of the core, the Q/K/V paths, scale, mask terms and proofs,
 // heads, and the first legality failure (rule text). The pass computes it once
 // per candidate and carries it from match() to rewrite().
 #pragma once
