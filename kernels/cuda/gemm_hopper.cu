@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(384, 1)
 
 int g_mode = -2;  // -2: read the environment once; -1 default; 0 off; 1 the intended GEMMs; 2 every one it fits
 int g_tile_n = 0;  // 0 by shape
-int g_schedule = 0;  // 0 by shape; 1 cooperative; 2 ping-pong
+int g_schedule = -1;  // -1: read the environment once; 0 by shape; 1 cooperative; 2 ping-pong
 int g_cluster = 0;   // blocks a cluster of the cooperative schedule: 0 by shape (1); 1; 2
 std::atomic<long long> g_launches{0};
 
@@ -384,6 +384,17 @@ int mode() {
     g_mode = v.empty() ? -1 : v == "0" ? 0 : v == "all" ? 2 : 1;
   }
   return g_mode;
+}
+
+// FUSEOPT_HOPPER_GEMM_SCHEDULE=cooperative / pingpong: one schedule for every non-gated GEMM of
+// ours, for end-to-end A/B runs (the tests and the micro-benchmark set it in code).
+int schedule() {
+  if (g_schedule == -1) {
+    const char* e = std::getenv("FUSEOPT_HOPPER_GEMM_SCHEDULE");
+    const std::string v = e ? e : "";
+    g_schedule = v == "cooperative" ? 1 : v == "pingpong" ? 2 : 0;
+  }
+  return g_schedule;
 }
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
@@ -623,7 +634,7 @@ bool launch_dt(const HopperGemm& g, cudaStream_t stream) {
   if (!plain_y(g)) return g.y_fp32 ? launch_rows<T, float>(g, stream) : launch_rows<T, T>(g, stream);
   // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y.
   if (g.gated) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
-  if (g_schedule == 2)
+  if (schedule() == 2)
     return g.b_nk ? launch_pingpong_act<T, true>(g, stream) : launch_pingpong_act<T, false>(g, stream);
   // 256 columns a tile where N is wide enough that the tiles still fill the SMs; else 128.
   int bn = g_tile_n;
