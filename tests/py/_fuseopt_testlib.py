@@ -65,6 +65,36 @@ def all_nodes(graph):
     return out
 
 
+def weight_gemm_softmaxes(graph):
+    """Softmax nodes of `graph` (If/Loop/Scan bodies included) that are not attention: their
+    input is a projection of activations by a constant weight (a MoE router's x·W_gate, ConvBERT's
+    dynamic-convolution kernel), reached back through layout-only nodes and constant bias / scale
+    terms. Attention scores are Q·Kᵀ, a product of two computed operands."""
+    nodes = all_nodes(graph)
+    prod = {o: n for n in nodes for o in n.output}
+    consts = {t.name for t in graph.initializer} | {o for n in nodes if n.op_type == "Constant" for o in n.output}
+    consts |= {n.output[0] for n in nodes if n.op_type == "Identity" and n.input[0] in consts}  # TorchScript's shared weights
+    through = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Cast", "Identity", "Flatten"}
+    found = []
+    for sm in (n for n in nodes if n.op_type == "Softmax"):
+        v = sm.input[0]
+        for _ in range(8):
+            n = prod.get(v)
+            if n is None:
+                break
+            if n.op_type in ("MatMul", "Gemm"):
+                if len(n.input) > 1 and n.input[1] in consts:
+                    found.append(sm)
+                break
+            if n.op_type in through:
+                v = n.input[0]
+            elif n.op_type in ("Add", "Mul", "Div", "Sub") and sum(i in consts for i in n.input) == 1:
+                v = next(i for i in n.input if i not in consts)
+            else:
+                break
+    return found
+
+
 def run_fuseopt(bin_dir, *args, timeout=600):
     exe = os.path.join(bin_dir, "fuseopt")
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
