@@ -18,6 +18,17 @@ bool splits_sequence_2d(const Node* r) {
   return s && h && w && *s == *h * *w;
 }
 
+bool splits_flat_sequence_2d(const Node* r) {
+  if (!r || !r->is("Reshape") || !r->input(0) || !r->output(0)) return false;
+  const auto& a = r->input(0)->shape;
+  const auto& c = r->output(0)->shape;
+  if (!a || !c || a->size() != 3 || c->size() != 5 || !(*c)[1].known() || !attn::dims_same((*a)[2], (*c)[4]))
+    return false;
+  auto x = SymExpr::from_dim((*a)[0]), b = SymExpr::from_dim((*c)[0]), hd = SymExpr::from_dim((*c)[1]);
+  auto s = SymExpr::from_dim((*a)[1]), h = SymExpr::from_dim((*c)[2]), w = SymExpr::from_dim((*c)[3]);
+  return x && b && hd && s && h && w && *x == *b * *hd && *s == *h * *w;
+}
+
 void check_output_reshape(Node* root, Plan& pl, int64_t H) {
   if (pl.spatial_output) {
     // Y [B, S, H·Dv] holds the root input's elements in the same order ([B, h, w, H, Dv] with

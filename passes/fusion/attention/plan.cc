@@ -123,12 +123,17 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   // Windowed 2-D output (SAM): P·V [B, H, S, Dv] viewed [B, H, h, w, Dv], Transpose(0,2,3,1,4):
   // the elements of Y [B, S, H·Dv] in order, so the root's target applies to Y (output_reshape.h).
   Node* spatial_split = nullptr;
+  bool flat_spatial = false;  // P·V [B·H, S, Dv] viewed [B, H, h, w, Dv] directly (the bmm spelling)
   if (out_perm == Perm{0, 2, 3, 1, 4} && tr->input(0) && splits_sequence_2d(tr->input(0)->producer))
     spatial_split = tr->input(0)->producer;
+  if (out_perm == Perm{0, 2, 3, 1, 4} && tr->input(0) && splits_flat_sequence_2d(tr->input(0)->producer)) {
+    spatial_split = tr->input(0)->producer;
+    flat_spatial = true;
+  }
   pl.spatial_output = spatial_split != nullptr;
   if (out_perm != Perm{0, 2, 1, 3} && !pl.seq_first_output && !pl.spatial_output) return "not Transpose(0,2,1,3)";
   Node* pv = spatial_split ? spatial_split->input(0)->producer : tr->input(0) ? tr->input(0)->producer : nullptr;
-  if (flat_seq_first) pl.flat = true;
+  if (flat_seq_first || flat_spatial) pl.flat = true;
   std::vector<Node*> out_views;  // no-op re-views of P·V before the transpose (Falcon TorchScript)
   while (pv && !flat_seq_first && out_views.size() < 2 && is_identity_reshape(pv) && pv->input(0)->producer) {
     out_views.push_back(pv);
