@@ -143,9 +143,9 @@ def build_sweep30(name, torch, tf):
         cfg._attn_implementation = er.ATTN
         import transformers.models.idefics3.modeling_idefics3 as mi
         return Wrap(mi.Idefics3VisionTransformer(cfg)), image, "image"
-    if name == "modernbertdecoder":  # causal ModernBERT: global + sliding-window layers
+    if name == "modernbertdecoder":  # causal ModernBERT: global + sliding-window (8 keys) layers
         cfg = tf.ModernBertDecoderConfig(vocab_size=200, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=2, max_position_embeddings=64, local_attention=8,
+                                         num_attention_heads=2, max_position_embeddings=64, local_attention=16,
                                          global_attn_every_n_layers=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                          cls_token_id=1, sep_token_id=2, **common)
         return Wrap(tf.ModernBertDecoderModel(cfg)), txt, "text"

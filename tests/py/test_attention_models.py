@@ -41,6 +41,10 @@ EXTRA_GEMMS.update({"funnel_": 1, "segformer_": 1, "wavlm_": 3, "timm_eva02": 1}
 # GEMM); Pix2Struct's patch projection (a Linear on flattened patches); Perceiver's cross-attention
 # (Q from the latents, K/V from the inputs); DETR's positions added to the Q and K inputs but not
 # V's (encoder: QK packed + V; decoder cross-attention: Q, K, V three GEMMs).
+# Conditional DETR's decoder projects content and spatial queries / keys apart (q/k content, q/k pos,
+# the cross-attention's sine query projection; listed before "detr_", which its name contains);
+# LFM2's short-convolution layer (in / out projections and its MLP) has no attention block to count.
+EXTRA_GEMMS.update({"conditionaldetr_": 5, "lfm2_": 4})
 EXTRA_GEMMS.update({"hubert_": 1, "pvtv2_": 1, "pix2struct_": 1, "perceiver_": 1, "detr_": 2})
 # Architectures whose layers have more weight GEMMs by design: DeBERTa (v1) projects the
 # relative-position embeddings per layer; MobileBERT adds bottleneck projections and stacked FFNs.
@@ -57,6 +61,12 @@ KNOWN_UNFUSED_ATTENTION = {
     # Hiera's mask-unit attention is rank 5: q, k, v [B, H, nW, S_w, D] with the windows as a second
     # batch axis and the token order (s, w) of a strided view; see NOTES-attention.md, session 30.
     "hiera_": "rank-5 mask-unit attention [B, H, windows, S, D]",
+    # GPT-OSS's attention sinks: a per-head logit concatenated to the scores, softmax, the sink
+    # column sliced off: the op has no sink input (ONNX Runtime's GroupQueryAttention has one).
+    "gptoss_": "attention sinks (softmax over the scores and a per-head sink logit)",
+    # XLNet: seq-first einsum attention whose output projection Einsum('ibnd,hnd->ibh') contracts two
+    # letters, so no Reshape merges the heads (the root the fusion needs).
+    "xlnet_": "no head-merge Reshape: the output projection is Einsum('ibnd,hnd->ibh')",
 }
 # Known limits, kept visible (printed as KNOWN, not hidden); the test fails on an
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
