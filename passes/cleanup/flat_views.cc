@@ -16,12 +16,15 @@
 //   w2]), [0, S1, S2]): a_i tiled over the 2-D view, its own dim 0 (1 or X) kept. The same additions of the same
 //   numbers in the same order, so exact; the scores chain is then flat, as the fusion reads it.
 //
-// Both need the shapes they rely on known (k, the h and w, S1 and S2) and every rewritten value
+// spatial_head_split (below) gives a spatial tensor's head split its [B, S, W] view.
+//
+// All need the shapes they rely on known (k, the h and w, S1 and S2) and every rewritten value
 // read only inside the pattern; anything else is left alone.
 #include <string>
 #include <vector>
 
 #include "ir/shape_inference.h"
+#include "ir/sym_expr.h"
 #include "pass/pass.h"
 #include "passes/fusion/attention_util.h"
 
@@ -234,6 +237,36 @@ int spatial_scores_view(Rewriter& rw) {
   return rewritten;
 }
 
+// Reshape(x [B, h, w, W], [B', S, H, D]) with S = h·w (dims proven) and H·D = W known: the head
+// split of a spatial tensor (SAM2's pooled queries: max-pool on [B, h, w, C], then one view to
+// [B, h'·w', H, D]) becomes Reshape(Reshape(x, [0, -1, W]), same target): the same row-major
+// order, through the [B, S, W] view the head trace starts from. Not for a size-1 h or w (the
+// unit-axis views the trace reads as they are).
+int spatial_head_split(Rewriter& rw) {
+  std::vector<Node*> order;
+  for (const auto& n : rw.graph().nodes())
+    if (n->is("Reshape")) order.push_back(n.get());
+  int rewritten = 0;
+  for (Node* r : order) {
+    if (!rw.alive(r) || r->inputs.size() < 2 || !r->input(0) || !r->output(0)) continue;
+    const auto& a = r->input(0)->shape;
+    const auto& c = r->output(0)->shape;
+    if (!a || !c || a->size() != 4 || c->size() != 4) continue;
+    if (!(*a)[3].known() || !(*c)[2].known() || !(*c)[3].known() || (*a)[3].value != (*c)[2].value * (*c)[3].value)
+      continue;
+    if (((*a)[1].known() && (*a)[1].value == 1) || ((*a)[2].known() && (*a)[2].value == 1)) continue;
+    auto h = SymExpr::from_dim((*a)[1]), w = SymExpr::from_dim((*a)[2]), s = SymExpr::from_dim((*c)[1]);
+    if (!attn::dims_same((*a)[0], (*c)[0]) || !h || !w || !s || !(*s == *h * *w)) continue;
+    rw.set_insertion_point(r);
+    Value* merged = rw.create_node("", "Reshape", {r->input(0), ints_const(rw, r->name + "_seq", {0, -1, (*a)[3].value})},
+                                   {}, 1, r->name + "_seq")->outputs[0];
+    rw.set_input(r, 0, merged);
+    ++rewritten;
+  }
+  rw.set_insertion_point(nullptr);
+  return rewritten;
+}
+
 class FlatViews : public Pass {
  public:
   std::string name() const override { return "flat_views"; }
@@ -248,7 +281,8 @@ class FlatViews : public Pass {
     rw.infer_shapes();  // metadata only: both read inferred dims
     int n = select_before_view(rw);
     if (n) rw.infer_shapes();
-    return n + spatial_scores_view(rw);
+    n += spatial_scores_view(rw);
+    return n + spatial_head_split(rw);
   }
 };
 

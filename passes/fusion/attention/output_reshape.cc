@@ -98,6 +98,16 @@ void check_output_reshape(Node* root, Plan& pl, int64_t H) {
         ok = fine;
       }
     }
+    if (!ok && t && !t->empty()) {
+      // Any other view (SAM2's [B, S, H, Dv] -> [B, h, w, H·Dv], S = h·w): the root's input and
+      // Y [B, S, H·Dv] hold the same elements in the same order, so the root's target applied to
+      // Y gives its output, unless an entry past the first two is 0 (allowzero = 0 would copy a
+      // dim of the 4-D input, H or Dv, which Y does not have there).
+      ok = true;
+      for (size_t i = 2; ok && i < t->size(); ++i)
+        ok = !((*t)[i].known() && (*t)[i].value == 0 && root->attr_int("allowzero", 0) == 0);
+      pl.flat_output = ok;
+    }
     if (!ok && pl.fail.empty()) {
       std::string ts = t ? shape_str(*t) : std::string("unknown");
       pl.fail = "rule 7: cannot prove that " + root->label() + " (target " + ts + ") merges the heads into [B, S, H*Dv]";
