@@ -24,7 +24,9 @@ SWEEP30_ARCHS = ["detr", "pvtv2", "mixtral", "olmoe", "qwen2moe", "qwen3moe", "d
                  "pix2struct", "hiera", "hubert",
                  # second batch: vision towers of VLMs, newer decoders, detection / video forms
                  "pixtral", "dinov3", "idefics3vision", "modernbertdecoder", "vitdet", "timesformer", "xlnet",
-                 "conditionaldetr", "gptoss", "lfm2", "llama4", "git"]
+                 "conditionaldetr", "gptoss", "lfm2", "llama4", "git",
+                 # third batch: segmentation / detection / document towers
+                 "sam2vision", "florence2vision", "blipvision", "donutswin", "swin2sr", "eomt"]
 
 
 def build_sweep30(name, torch, tf):
@@ -187,6 +189,37 @@ def build_sweep30(name, torch, tf):
                            vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=64, max_position_embeddings=64, **common)
         return Wrap(tf.GitModel(cfg)), txt, "text"
+    # ---- third batch: segmentation / detection towers users export whole ----
+    if name == "sam2vision":  # SAM2's Hiera image encoder: windowed blocks, global blocks, query pooling, FPN neck
+        bb = tf.Sam2HieraDetConfig(hidden_size=16, num_attention_heads=1, image_size=[64, 64], patch_kernel_size=[7, 7],
+                                   patch_stride=[4, 4], patch_padding=[3, 3], query_stride=[2, 2],
+                                   window_positional_embedding_background_size=[4, 4], num_query_pool_stages=1,
+                                   blocks_per_stage=[1, 2], embed_dim_per_stage=[16, 32],
+                                   num_attention_heads_per_stage=[1, 2], window_size_per_stage=[4, 4],
+                                   global_attention_blocks=[2], mlp_ratio=2.0)
+        cfg = tf.Sam2VisionConfig(backbone_config=bb, backbone_channel_list=[32, 16], backbone_feature_sizes=[[16, 16], [8, 8]],
+                                  fpn_hidden_size=16, fpn_top_down_levels=[0, 1], num_feature_levels=2)
+        return Wrap(tf.Sam2VisionModel(cfg)), {"pixel_values": torch.randn(er.BATCH, 3, 64, 64, generator=g)}, "image"
+    if name == "florence2vision":  # DaViT: window attention alternating with channel attention (softmax(Kᵀ·V) over channels)
+        cfg = tf.Florence2VisionConfig(depths=[1, 1], patch_size=[7, 3], patch_stride=[4, 2], patch_padding=[3, 1],
+                                       patch_prenorm=[False, True], embed_dim=[16, 32], num_heads=[2, 2],
+                                       num_groups=[2, 2], window_size=4, projection_dim=32)
+        import transformers.models.florence2.modeling_florence2 as mf
+        return Wrap(mf.Florence2VisionBackbone(cfg)), {"hidden_states": image["pixel_values"]}, "image"
+    if name == "blipvision":
+        cfg = tf.BlipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=32, patch_size=8, **common)
+        return Wrap(tf.BlipVisionModel(cfg)), image, "image"
+    if name == "donutswin":  # Donut / Nougat's encoder
+        cfg = tf.DonutSwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 1], num_heads=[2, 4], window_size=4)
+        return Wrap(tf.DonutSwinModel(cfg)), image, "image"
+    if name == "swin2sr":  # super-resolution SwinV2 blocks (cosine attention, log-spaced CPB)
+        cfg = tf.Swin2SRConfig(image_size=16, embed_dim=16, depths=[2], num_heads=[2], window_size=4, upscale=2)
+        return Wrap(tf.Swin2SRModel(cfg)), {"pixel_values": torch.randn(er.BATCH, 3, 16, 16, generator=g)}, "image"
+    if name == "eomt":  # encoder-only mask transformer: ViT with query tokens joined late, masked attention
+        cfg = tf.EomtConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8,
+                            num_blocks=1, num_queries=4, num_register_tokens=0)
+        return Wrap(tf.EomtForUniversalSegmentation(cfg)), image, "image"
     return ew.build_wider(name, torch, tf)
 
 
