@@ -86,7 +86,7 @@ def weight_gemm_softmaxes(graph):
                 if len(n.input) > 1 and n.input[1] in consts:
                     found.append(sm)
                 break
-            if n.op_type in through:
+            if n.op_type in through or (n.op_type == "TopK" and v == n.output[0]):  # GPT-OSS: softmax of the top-k logits
                 v = n.input[0]
             elif n.op_type in ("Add", "Mul", "Div", "Sub") and sum(i in consts for i in n.input) == 1:
                 v = next(i for i in n.input if i not in consts)
