@@ -26,7 +26,9 @@ SWEEP30_ARCHS = ["detr", "pvtv2", "mixtral", "olmoe", "qwen2moe", "qwen3moe", "d
                  "pixtral", "dinov3", "idefics3vision", "modernbertdecoder", "vitdet", "timesformer", "xlnet",
                  "conditionaldetr", "gptoss", "lfm2", "llama4", "git",
                  # third batch: segmentation / detection / document towers
-                 "sam2vision", "florence2vision", "blipvision", "donutswin", "swin2sr", "eomt"]
+                 "sam2vision", "florence2vision", "blipvision", "donutswin", "swin2sr", "eomt",
+                 # fourth batch: seq2seq variants
+                 "moonshine", "umt5", "pegasusx"]
 
 
 def build_sweep30(name, torch, tf):
@@ -220,6 +222,26 @@ def build_sweep30(name, torch, tf):
         cfg = tf.EomtConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8,
                             num_blocks=1, num_queries=4, num_register_tokens=0)
         return Wrap(tf.EomtForUniversalSegmentation(cfg)), image, "image"
+    # ---- fourth batch: seq2seq variants ----
+    if name == "moonshine":  # speech encoder-decoder, partial rotary in both stacks
+        cfg = tf.MoonshineConfig(vocab_size=200, hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=1,
+                                 decoder_num_hidden_layers=1, encoder_num_attention_heads=2,
+                                 decoder_num_attention_heads=2, max_position_embeddings=64, pad_token_id=0,
+                                 bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, **common)
+        inputs = {"input_values": torch.randn(er.BATCH, 4000, generator=g),
+                  "decoder_input_ids": torch.randint(3, 200, (er.BATCH, 5), generator=g)}
+        return Wrap(tf.MoonshineModel(cfg)), inputs, "image"
+    if name == "umt5":  # T5 with a relative position bias per layer
+        cfg = tf.UMT5Config(vocab_size=200, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                            relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                            decoder_start_token_id=0, **common)
+        return er.bart_wrap(torch, tf.UMT5Model(cfg)), txt, "text"
+    if name == "pegasusx":  # block-local attention with global tokens, staggered blocks
+        cfg = tf.PegasusXConfig(vocab_size=200, d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2,
+                                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                max_position_embeddings=64, num_global_tokens=4, block_size=8,
+                                stagger_local_blocks=True, pad_token_id=0, decoder_start_token_id=0)
+        return er.bart_wrap(torch, tf.PegasusXModel(cfg)), txt, "text"
     return ew.build_wider(name, torch, tf)
 
 

@@ -236,7 +236,8 @@ def leftover_activations(graph):
     An Erf is left over when its GELU reads a GEMM output (or a GEMM plus bias): FusedMatMul
     should have taken it. A GELU after a Conv or a norm has no GEMM to fold into (Whisper's and
     wav2vec2's convolutional stems). A Tanh is left over unless it soft-caps attention scores on
-    their way to a Softmax (Gemma-2's cap*tanh(s/cap) where the Attention fusion was refused)."""
+    their way to a Softmax (Gemma-2's cap*tanh(s/cap) where the Attention fusion was refused) or
+    is a Conv stem's own activation (Moonshine)."""
     prod = {o: n for n in graph.node for o in n.output}
     cons = {}
     for n in graph.node:
@@ -268,7 +269,9 @@ def leftover_activations(graph):
             if any(from_gemm(x) for x in xs):
                 left.append((n.op_type, n.name))
         elif n.op_type == "Tanh" and not reaches_softmax(n):
-            left.append((n.op_type, n.name))
+            p = prod.get(n.input[0])
+            if p is None or p.op_type != "Conv":  # Moonshine's stem: tanh(conv1(audio)), no GEMM
+                left.append((n.op_type, n.name))
     return left
 
 

@@ -76,6 +76,10 @@ KNOWN_UNFUSED_BLOCKS = {
     # Florence-2's DaViT alternates window attention (fused) with channel attention:
     # softmax(qᵀ·k) over the C/G channels of a group, its "head dim" the token count N.
     "florence2vision_": (2, "DaViT channel attention: softmax(q^T k) over channels, head dim = token count"),
+    # PEGASUS-X's encoder: local tokens score [global keys, their block's keys] as two products
+    # concatenated before the softmax, P split back for two P·V products (its global-token
+    # attention and the decoder fuse).
+    "pegasusx_": (2, "block-local + global attention: two score products concatenated, P split"),
 }
 # Known limits, kept visible (printed as KNOWN, not hidden); the test fails on an
 # unexpected pass, so an entry must go once the limit is lifted. (Gemma's gated MLP,
