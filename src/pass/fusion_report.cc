@@ -44,12 +44,16 @@ PatternStats& FusionReport::stats_for(const std::string& pattern) {
 void FusionReport::touch_pattern(const std::string& pattern) { stats_for(pattern); }
 
 void FusionReport::record_match(const std::string& pattern, const Node& root) {
-  PatternStats& s = stats_for(pattern);
-  s.matched++;
+  stats_for(pattern).matched++;
   // A candidate rejected in an earlier iteration that now fuses (another
   // fusion changed its surroundings) is no longer a rejection.
+  withdraw_rejections(pattern, root.name);
+}
+
+void FusionReport::withdraw_rejections(const std::string& pattern, const std::string& root_name) {
+  PatternStats& s = stats_for(pattern);
   auto& seen = seen_rejections_[pattern];
-  const std::string prefix = root.name + "\x1f";
+  const std::string prefix = root_name + "\x1f";
   for (size_t i = 0; i < seen.size();) {
     if (seen[i].rfind(prefix, 0) == 0) {
       seen.erase(seen.begin() + i);

@@ -52,6 +52,9 @@ class FusionReport {
   // Fusion drivers call these.
   void record_match(const std::string& pattern, const Node& root);
   void record_rejection(const std::string& pattern, const Node& root, const std::string& reason);
+  // Drops every rejection recorded at the node named `root_name` (a diagnostic that no longer
+  // stands: the node was fused by a later round).
+  void withdraw_rejections(const std::string& pattern, const std::string& root_name);
   // Makes a pattern appear in the report even with zero candidates.
   void touch_pattern(const std::string& pattern);
   // The PassManager calls this after every run of a pass.

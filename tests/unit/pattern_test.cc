@@ -361,3 +361,21 @@ TEST_CASE("report: a candidate rejected first and fused later counts as matched 
   CHECK(rep.pattern("P")->reasons.empty());
   CHECK(rep.pattern("P")->matched == 1);
 }
+
+TEST_CASE("report: withdraw_rejections drops a node's rejections without counting a match") {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float, {3});
+  Value* r = b.op("Relu", {x}, {}, "root");
+  Value* s = b.op("Relu", {r}, {}, "other");
+  b.output(s);
+  FusionReport rep;
+  rep.record_rejection("P", *producer(r), "rule 7: one");
+  rep.record_rejection("P", *producer(r), "rule 7: two");
+  rep.record_rejection("P", *producer(s), "rule 7: three");
+  REQUIRE(rep.pattern("P")->rejected == 3);
+  rep.withdraw_rejections("P", "root");
+  CHECK(rep.pattern("P")->rejected == 1);
+  REQUIRE(rep.pattern("P")->reasons.size() == 1);
+  CHECK(rep.pattern("P")->reasons[0].find("three") != std::string::npos);
+  CHECK(rep.pattern("P")->matched == 0);
+}

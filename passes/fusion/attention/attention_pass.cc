@@ -30,12 +30,15 @@
 // (the rewrite and the Shape-reader rewiring). This file is the pass itself.
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <optional>
 #include <set>
 
+#include "pass/fusion_report.h"
 #include "pass/pass.h"
 #include "passes/fusion/attention/plan.h"
 #include "passes/fusion/attention/rewrite.h"
+#include "passes/fusion/attention/unmatched.h"
 #include "util/error.h"
 
 namespace fuseopt {
@@ -51,8 +54,10 @@ class AttentionFusion : public FusionPass {
     // Head sizes come from reshape shapes: refresh inferred shapes first (metadata only).
     rw.infer_shapes();
     plan_.reset();
+    reached_.clear();
     int n = FusionPass::run(rw, ctx);
     plan_.reset();
+    report_unmatched(rw.graph(), ctx);
     return n;
   }
   // The driver calls match(), then (on a structural match) kept_outputs() and check(),
@@ -64,6 +69,10 @@ class AttentionFusion : public FusionPass {
     if (!root->is("Reshape")) { r.reason = "not a Reshape"; return r; }
     attn::Plan pl;
     std::string why = attn::analyze(g, root, pl);
+    if (pl.softmax && !reached_.count(pl.softmax))  // for report_unmatched: the first walk's outcome
+      reached_[pl.softmax] = why.empty() ? "" : "candidate " + root->label() + " stopped: " + why;
+    else if (pl.softmax && why.empty())
+      reached_[pl.softmax] = "";
     if (!why.empty()) { r.reason = why; return r; }
     Match m;
     m.root = root;
@@ -101,6 +110,38 @@ class AttentionFusion : public FusionPass {
  private:
   // The plan of the last structural match (FusionPass's match/check/rewrite are const).
   mutable std::optional<attn::Plan> plan_;
+  // Softmax nodes a candidate's walk reached this sweep: "" when the candidate was structural
+  // (its rejection, if any, is in the report), else why the walk stopped.
+  mutable std::map<const Node*, std::string> reached_;
+  // Softmax nodes given a report line, by name, for the graph they are in (withdrawn once fused).
+  std::set<std::string> reported_;
+  const Graph* reported_graph_ = nullptr;
+
+  // A Softmax that looks like attention and stayed unfused with no rejection to say why gets
+  // one, rooted at the Softmax (unmatched.h); one that a later round fuses loses it again.
+  void report_unmatched(const Graph& g, PassContext& ctx) {
+    if (&g != reported_graph_) {
+      reported_.clear();
+      reported_graph_ = &g;
+    }
+    std::set<std::string> present;
+    for (const auto& up : g.nodes()) {
+      const Node* n = up.get();
+      if (!n->is("Softmax")) continue;
+      present.insert(n->name);
+      auto it = reached_.find(n);
+      if (it != reached_.end() && it->second.empty()) continue;  // a structural candidate: reported as such
+      std::string why = it != reached_.end() ? it->second : attn::describe_unmatched_softmax(n);
+      if (why.empty()) continue;
+      ctx.report.record_rejection(pattern_name(), *n, "rule 7: " + why);
+      reported_.insert(n->name);
+    }
+    for (auto it = reported_.begin(); it != reported_.end();) {
+      if (present.count(*it)) { ++it; continue; }
+      ctx.report.withdraw_rejections(pattern_name(), *it);
+      it = reported_.erase(it);
+    }
+  }
   attn::Plan& plan_for(const Match& m) const {
     FUSE_CHECK(plan_ && plan_->root == m.root, "internal: Attention plan missing for " << m.root->label());
     return *plan_;
