@@ -28,7 +28,9 @@ SWEEP30_ARCHS = ["detr", "pvtv2", "mixtral", "olmoe", "qwen2moe", "qwen3moe", "d
                  # third batch: segmentation / detection / document towers
                  "sam2vision", "florence2vision", "blipvision", "donutswin", "swin2sr", "eomt",
                  # fourth batch: seq2seq variants
-                 "moonshine", "umt5", "pegasusx"]
+                 "moonshine", "umt5", "pegasusx",
+                 # fifth batch
+                 "mask2former", "videomae"]
 
 
 def build_sweep30(name, torch, tf):
@@ -242,6 +244,18 @@ def build_sweep30(name, torch, tf):
                                 max_position_embeddings=64, num_global_tokens=4, block_size=8,
                                 stagger_local_blocks=True, pad_token_id=0, decoder_start_token_id=0)
         return er.bart_wrap(torch, tf.PegasusXModel(cfg)), txt, "text"
+    # ---- fifth batch ----
+    if name == "mask2former":  # masked attention in the transformer decoder (mask from the predicted masks)
+        bb = tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
+                           window_size=2, out_features=["stage1", "stage2", "stage3", "stage4"])
+        cfg = tf.Mask2FormerConfig(backbone_config=bb, feature_size=32, mask_feature_size=32, hidden_dim=32,
+                                   encoder_feedforward_dim=32, encoder_layers=1, decoder_layers=2, num_attention_heads=2,
+                                   dim_feedforward=32, num_queries=4, common_stride=4)
+        return Wrap(tf.Mask2FormerModel(cfg)), {"pixel_values": torch.randn(er.BATCH, 3, 64, 64, generator=g)}, "image"
+    if name == "videomae":
+        cfg = tf.VideoMAEConfig(image_size=16, patch_size=8, num_frames=4, tubelet_size=2, hidden_size=32,
+                                num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **common)
+        return Wrap(tf.VideoMAEModel(cfg)), {"pixel_values": torch.randn(er.BATCH, 4, 3, 16, 16, generator=g)}, "image"
     return ew.build_wider(name, torch, tf)
 
 
