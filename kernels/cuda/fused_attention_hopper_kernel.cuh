@@ -133,13 +133,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   if (threadIdx.x < 128) {
     // ---------------- producer warpgroup ----------------
     // Registers: NC = 2: 128 x 40 + 256 x 232 <= 64K (one block per SM);
-    // NC = 3: 128 x 56 + 384 x 152 = 64K; NC = 1: 128 x 56 + 128 x 200 = 32K
-    // (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count, and
-    // the producer (item walk, mask words, flags) spills below 56: NC = 3 had 314 bytes of
-    // spill stores at 24 / 160, 96 at 56 / 152; NC = 2 has 46 at 40 / 232 and none at 56 / 224
-    // (compiled, not yet measured on a GPU: NOTES-perf.md v34; the default stays until it is).
-    if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    else asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    // NC = 3: 128 x 24 + 384 x 160 <= 64K; NC = 1: 128 x 56 + 128 x 200 = 32K
+    // (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count, and the
+    // spills are the producer's (item walk, mask words, flags): NC = 2 46 bytes at 40 / 232,
+    // none at 56 / 224; NC = 3 314 at 24 / 160, 96 at 56 / 152. Measured (NOTES-perf.md v34,
+    // H100): neither is faster — 56 / 224 won with a mask and lost 1-3 % without one at
+    // 4 x 16 x 2048 x 128; 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us).
+    if constexpr (NC == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    else if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     int tc = 0;
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
 
   // ---------------- consumer warpgroups ----------------
   if constexpr (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-  else if constexpr (NC == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 152;\n" ::: "memory");
+  else if constexpr (NC == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
   const int ct = threadIdx.x - 128;
   const int cw = ct >> 7;  // consumer warpgroup: rows [64cw, 64cw+64) of the block
