@@ -59,6 +59,20 @@ def bart_wrap(torch, m):
     return BartWrap(m)
 
 
+def first_output_wrap(torch, m):
+    """A transformers model as a module of keyword inputs returning its first output (the last
+    hidden state, or the logits of a task model): the builders of export_wider.py and
+    export_sweep30.py."""
+    class Wrap(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, **kw):
+            return self.m(**kw)[0]
+    return Wrap(m)
+
+
 def build(name, torch, tf):
     """Returns (module returning one tensor, example inputs dict, dynamic axes names)."""
     h, L, H, F, V = SMALL["hidden"], SMALL["layers"], SMALL["heads"], SMALL["ffn"], SMALL["vocab"]

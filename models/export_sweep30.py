@@ -34,13 +34,8 @@ SWEEP30_ARCHS = ["detr", "pvtv2", "mixtral", "olmoe", "qwen2moe", "qwen3moe", "d
 
 
 def build_sweep30(name, torch, tf):
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, **kw):
-            return self.m(**kw)[0]
+    def Wrap(m):
+        return er.first_output_wrap(torch, m)
 
     common = dict(attn_implementation=er.ATTN)
     g = torch.Generator().manual_seed(0)

@@ -26,13 +26,8 @@ WIDER_ARCHS = ["gptneo", "codegen", "mpt", "xglm", "biogpt", "ctrl", "mbart", "p
 
 
 def build_wider(name, torch, tf):
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, **kw):
-            return self.m(**kw)[0]
+    def Wrap(m):
+        return er.first_output_wrap(torch, m)
 
     common = dict(attn_implementation=er.ATTN)
     g = torch.Generator().manual_seed(0)
