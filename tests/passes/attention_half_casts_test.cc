@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -28,11 +29,6 @@ struct HalfSpec {
   bool leak_up = false;              // the widened scores are also a graph output
   DType roundtrip = DType::Undefined;  // no cast of the scores; P = Cast(Cast(P, roundtrip), t)
 };
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 Tensor to_half(const Tensor& f, DType t) {
   Tensor r(t, f.dims);

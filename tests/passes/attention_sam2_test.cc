@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -15,11 +16,6 @@ using namespace fuseopt::test;
 namespace {
 
 constexpr int64_t B = 3, Hh = 4, Ww = 4, S = Hh * Ww, H = 2, D = 4, C = H * D;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 Value* tr(GraphBuilder& b, Value* v, std::vector<int64_t> perm) {
   return b.op("Transpose", {v}, {Attribute::make_ints("perm", perm)});

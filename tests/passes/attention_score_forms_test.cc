@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -34,11 +35,6 @@ struct Step {
   char op;
   float value = 0;
 };
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 Value* heads(GraphBuilder& b, Value* x, const std::vector<int64_t>& perm, const std::string& n) {
   Value* r = b.op("Reshape", {x, ints(b, n + "_shape", {0, 0, H, Dh})}, {}, n + "_split_heads");

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -16,11 +17,6 @@ using namespace fuseopt::test;
 namespace {
 
 constexpr int64_t B = 2, Hh = 2, Ww = 3, S = Hh * Ww, H = 2, D = 4, C = H * D;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 void build(GraphBuilder& b, bool slices, std::vector<int64_t> out_perm = {0, 2, 3, 1, 4}) {
   Value* x = b.input("x", DType::Float, {B, Hh, Ww, C});

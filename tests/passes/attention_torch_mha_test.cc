@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -28,11 +29,6 @@ using Catch::Matchers::Contains;
 namespace {
 
 constexpr int64_t H = 4, Dh = 3, E = H * Dh;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 struct Form {
   bool batch_first = false;  // x is [B, S, E] (transposed to [S, B, E] first), else [S, B, E]

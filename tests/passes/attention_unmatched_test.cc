@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -13,11 +14,6 @@ using namespace fuseopt::test;
 namespace {
 
 constexpr int64_t B = 2, H = 2, S = 5, D = 4;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 // softmax(q·kᵀ / √D) on q, k, v [B, H, S, D] inputs; returns P.
 Value* probs(GraphBuilder& b) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -14,11 +15,6 @@ using namespace fuseopt::test;
 namespace {
 
 constexpr int64_t B = 2, S = 5, H = 2, Hc = 1, D = 4, C = 16;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 struct Opts {
   std::vector<int64_t> target = {B, S, (H + Hc) * D};  // the merge

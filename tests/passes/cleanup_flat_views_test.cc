@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "support/fusion_check.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -17,11 +18,6 @@ using namespace fuseopt::test;
 namespace {
 
 constexpr int64_t B = 2, Hh = 2, Ww = 3, S = Hh * Ww, H = 2, D = 4, C = H * D;
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
-}
 
 enum class Unbind { Gather, Slice, Split };
 

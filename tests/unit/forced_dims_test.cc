@@ -7,6 +7,7 @@
 #include "ir/sym_expr.h"
 #include "pass/forced_dims.h"
 #include "support/graph_builder.h"
+#include "support/int_constant.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
@@ -15,11 +16,6 @@ namespace {
 
 std::optional<std::pair<std::string, int64_t>> solve(const std::string& a, const std::string& b) {
   return SymExpr::parse(a).solve_for_atom(SymExpr::parse(b));
-}
-
-Value* ints(GraphBuilder& b, const std::string& n, std::vector<int64_t> v) {
-  const int64_t len = static_cast<int64_t>(v.size());
-  return b.constant(n, Tensor::from_ints(v, {len}));
 }
 
 // x [seq, batch, 12] viewed as [len, batch·4, 3] (TorchScript's k.view(len, B·H, D)).
