@@ -69,7 +69,6 @@ int g_blocks = 0;    // attention_hopper_set_blocks: 0 = by shape, else the rows
 int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
-int g_h64_stages = 0;  // attention_hopper_set_h64_stages: 64-row blocks' K/V ring, 0 = by default (2)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -235,17 +234,6 @@ bool probe_sm90a(cudaStream_t stream) {
   return g_device_ok[dev] == 1;
 }
 
-// The 64-row blocks' ring: 2 stages with a double-buffered Q (the default), or 3 stages with one Q
-// buffer (two blocks still fit an SM: 2 x 108 KB). FUSEOPT_ATTENTION_H64_STAGES=3 for A/B runs.
-int h64_stages() {
-  if (g_h64_stages) return g_h64_stages;
-  static const int env = [] {
-    const char* e = std::getenv("FUSEOPT_ATTENTION_H64_STAGES");
-    return e && std::strcmp(e, "3") == 0 ? 3 : 2;
-  }();
-  return env;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool args_fit(const AttentionArgs& a) {
@@ -276,7 +264,6 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
   g_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
-void attention_hopper_set_h64_stages(int stages) { g_h64_stages = stages == 2 || stages == 3 ? stages : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
@@ -290,7 +277,6 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
     if (a.Dh == 128)
       return g_wide_pv ? launch_t<__half, 128, 3, 2, 1, true>(a, stream)
                        : launch_t<__half, 128, 3, 2, 1, false>(a, stream);
-    if (rows == 64 && h64_stages() == 3) return launch_t<__half, 64, 3, 1, 1, false>(a, stream);
     return rows == 64    ? launch_t<__half, 64, 2, 1, 2, false>(a, stream)
            : rows == 192 ? launch_t<__half, 64, 4, 3, 2, false>(a, stream)
                          : launch_t<__half, 64, 4, 2, 2, false>(a, stream);
@@ -298,7 +284,6 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.Dh == 128)
     return g_wide_pv ? launch_t<__nv_bfloat16, 128, 3, 2, 1, true>(a, stream)
                      : launch_t<__nv_bfloat16, 128, 3, 2, 1, false>(a, stream);
-  if (rows == 64 && h64_stages() == 3) return launch_t<__nv_bfloat16, 64, 3, 1, 1, false>(a, stream);
   return rows == 64    ? launch_t<__nv_bfloat16, 64, 2, 1, 2, false>(a, stream)
          : rows == 192 ? launch_t<__nv_bfloat16, 64, 4, 3, 2, false>(a, stream)
                        : launch_t<__nv_bfloat16, 64, 4, 2, 2, false>(a, stream);

@@ -36,8 +36,6 @@ void attention_hopper_set_blocks(int rows);
 void attention_hopper_set_persistent(bool on, int max_blocks = 0);
 // Head dim 128: P·V as one m64n128 MMA per 16 keys (default on) or two m64n64.
 void attention_hopper_set_wide_pv(bool on);
-// 64-row blocks' K/V ring depth: 2 (default, Q double-buffered) or 3 (one Q buffer); 0 = default.
-void attention_hopper_set_h64_stages(int stages);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.
