@@ -8,7 +8,8 @@
 //            absent, else Q [B, S, H·Dh]; 1 key [B, S_kv, Hkv·Dh]?, 2 value
 //            [B, S_kv, Hkv·Dv]?, 3 mask [B, S_kv]?, 4 attn_bias (broadcastable to
 //            [B, H, S, S_kv])?, 5 past_key [B, Hkv, S_past, Dh]?, 6 past_value
-//            [B, Hkv, S_past, Dv]? (both or neither)
+//            [B, Hkv, S_past, Dv]? (both or neither), 7 sinks [H]? (one logit per query
+//            head that joins each row's softmax and whose probability is dropped: GPT-OSS)
 #pragma once
 #include <array>
 #include <cstdint>
@@ -29,6 +30,7 @@ struct AttentionInputs {
   const RtTensor* bias = nullptr;
   const RtTensor* past_k = nullptr;
   const RtTensor* past_v = nullptr;
+  const RtTensor* sinks = nullptr;
 };
 
 // The node's inputs (absent ones null); query required, key and value together.
@@ -42,6 +44,7 @@ inline AttentionInputs attention_inputs(KernelContext& ctx) {
   a.bias = in(4);
   a.past_k = in(5);
   a.past_v = in(6);
+  a.sinks = in(7);
   DM_CHECK(ctx, a.q, "query input is required");
   DM_CHECK(ctx, (a.k == nullptr) == (a.v == nullptr), "key and value must both be given or both be omitted");
   return a;
@@ -131,6 +134,17 @@ inline std::array<int64_t, 4> attention_bias_strides(KernelContext& ctx, const R
              "attn_bias shape does not broadcast to [B, H, S, S_kv]");
   const std::vector<int64_t> st = broadcast_strides(bias.shape, full);
   return {st[0], st[1], st[2], st[3]};
+}
+
+// sinks must be [H] (one logit per query head) of a float type the backend takes; a
+// malformed one is refused naming the node rather than read out of bounds.
+inline void check_attention_sinks(KernelContext& ctx, const RtTensor& sinks, int64_t H, bool half_ok) {
+  const bool dtype_ok = sinks.dtype == DType::Float ||
+                        (half_ok && (sinks.dtype == DType::Float16 || sinks.dtype == DType::BFloat16));
+  DM_CHECK(ctx, dtype_ok, "sinks must be " << (half_ok ? "float32/float16/bfloat16" : "float32") << ", got "
+                                           << dtype_name(sinks.dtype));
+  DM_CHECK(ctx, sinks.rank() == 1 && sinks.shape[0] == H,
+           "sinks must be [num_heads] = [" << H << "], got " << shape_str(sinks.shape));
 }
 
 }  // namespace fuseopt::dm

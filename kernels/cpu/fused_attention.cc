@@ -9,6 +9,11 @@
 //              to the scaled scores; bool = keep where true, else mask_filter_value
 //            5 past_key [B, Hkv, S_past, Dh], 6 past_value [B, Hkv, S_past, Dv]
 //              (optional, both or neither: a KV cache in ONNX opset-23 Attention's layout)
+//            7 sinks [H] float (optional): one logit per query head that joins each row's
+//              softmax as an extra column whose probability is dropped (GPT-OSS):
+//              p_ij = exp(s_ij - m) / (sum_j exp(s_ij - m) + exp(sink_h - m)),
+//              m = max(max_j s_ij, sink_h); a row with no visible key puts all its mass on
+//              the sink and outputs 0 (not NaN)
 //   attrs  : num_heads, kv_num_heads (default num_heads), scale (default 1/sqrt(Dh)),
 //            causal (0/1: key j visible to query i iff j <= i + S_kv - S),
 //            mask_filter_value (default -inf: what a masked score becomes),
@@ -24,8 +29,8 @@
 //            runs over the present keys (S_kv = S_past + S_new in mask, attn_bias, causal).
 //
 // Numerics: fp32 dot products, softmax with max subtraction. A row whose every
-// score is -inf gives NaN, as the unfused Softmax does; finfo.min masks give a
-// uniform row, as they do in the original graph.
+// score is -inf gives NaN, as the unfused Softmax does (0 with a finite sink);
+// finfo.min masks give a uniform row, as they do in the original graph.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -146,6 +151,8 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
   ATT_CHECK(window >= 0, "window " << window << " must be >= 0 (0: no sliding window)");
 
   if (mask) dm::check_attention_mask(ctx, *mask, B, Skv);
+  const RtTensor* sinks = in.sinks;
+  if (sinks) dm::check_attention_sinks(ctx, *sinks, H, /*half_ok=*/false);
   BiasView bv;
   if (bias) {
     ATT_CHECK(bias->dtype == DType::Float || bias->dtype == DType::Bool, "attn_bias must be float or bool");
@@ -195,12 +202,16 @@ FUSEOPT_KERNEL(FusedAttentionCpu, "fuseopt", "Attention", Backend::CPU, {DType::
           p[j] = s;
           if (s > mx) mx = s;  // a NaN score makes the whole row NaN below, as Softmax does
         }
+        // The sink is one more column of the row: it joins the max and the sum, and its
+        // probability is dropped (it multiplies no value row).
+        const float sink = sinks ? sinks->ptr<float>()[h] : neg_inf;
+        if (sink > mx) mx = sink;
         float* yi = yp + (b * S + i) * (H * Dv) + h * Dv;
         if (rows_zero && mx == neg_inf) {  // no visible key (or only NaN scores): 0, not NaN
           std::fill(yi, yi + Dv, 0.0f);
           continue;
         }
-        float sum = 0.0f;
+        float sum = sinks ? std::exp(sink - mx) : 0.0f;
         for (int64_t j = 0; j < Skv; ++j) {
           p[j] = std::exp(p[j] - mx);  // all -inf: -inf - -inf = NaN, as the unfused Softmax
           sum += p[j];

@@ -20,6 +20,7 @@
 //   softcap (> 0: cap·tanh(s / cap) after   ->  softcap (same place in the standard op: after the
 //     the scale, before bias and masks)            scale, before attn_mask)
 //   qk_matmul_output                      ->  not used (absent)
+//   sinks [H] (input 7)                   ->  none in Attention-23/24: such a node stays fuseopt
 //
 // Exactness of the replaced scores: fuseopt replaces a masked score by the fill; the
 // standard op adds attn_mask. score + fill == fill for every finite score when the fill is
@@ -58,7 +59,7 @@ namespace fuseopt {
 namespace {
 
 constexpr size_t kQuery = 0, kKey = 1, kValue = 2, kMask = 3, kBias = 4;
-constexpr size_t kPastKey = 5, kPastValue = 6;
+constexpr size_t kPastKey = 5, kPastValue = 6, kSinks = 7;
 // fuseopt input slot -> Attention-23 input slot (past_key, past_value).
 const std::vector<std::pair<size_t, size_t>> kPastInputs = {{kPastKey, 4}, {kPastValue, 5}};
 // fuseopt output slot -> Attention-23 output slot (present_key, present_value).
@@ -140,6 +141,9 @@ bool may_hold(const Value* v, float x, std::map<const Value*, bool>& memo, bool 
 }
 
 std::string attention_check(const Graph&, const Node& n) {
+  if (n.inputs.size() > kSinks && n.inputs[kSinks])
+    return "sinks (GPT-OSS's per-head sink logit) have no Attention-23 form; the node keeps its function body "
+           "(Concat of the sink column, Softmax, Slice)";
   for (size_t i = kBias + 1; i < n.inputs.size(); ++i) {
     bool mapped = false;
     for (auto [from, to] : kPastInputs) mapped |= from == i;

@@ -11,6 +11,7 @@
 #include "passes/fusion/attention/output_reshape.h"
 #include "passes/fusion/attention/scores_chain.h"
 #include "passes/fusion/attention/scores_clamp.h"
+#include "passes/fusion/attention/sinks.h"
 #include "passes/fusion/attention_util.h"
 
 namespace fuseopt::attn {
@@ -159,6 +160,10 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   for (int d = 0; d < 6 && pval && pval->producer; ++d) {
     Node* n = pval->producer;
     if (n->is("Softmax")) { sm = n; break; }
+    if (take_sink_slice(n, pl)) {  // GPT-OSS: the sink's probability column sliced off (sinks.h)
+      pval = n->input(0);
+      continue;
+    }
     if (pl.flat && merges_bh(n)) {  // P [B, H, S, S_kv] viewed as [B·H, S, S_kv] for the bmm
       p_merged = true;
       pl.core.push_back(n);
@@ -426,6 +431,7 @@ std::string analyze(const Graph& g, Node* root, Plan& pl) {
   }
   pl.num_heads = H;
   pl.kv_heads = Hkv;
+  check_sinks(pl);  // now that H is known: the sink column is H per-head logits (sinks.h)
   // KV cache: the op produces the presents, so none of its inputs may be computed from them,
   // except through Shape (the rewrite rebuilds Shape(present) from the past and the new keys).
   if (pl.k.present && pl.fail.empty()) {

@@ -53,6 +53,11 @@ struct Plan {
   bool spatial_output = false;   // P·V viewed [B, H, h, w, Dv], Transpose(0,2,3,1,4), any root reshape (SAM)
   std::vector<Node*> path_shape_reads;  // Shape of a K/V path value after the cache Concat (rebuilt by the rewrite)
   std::vector<std::string> mask_notes;  // why a mask term stayed attn_bias (not a proven mask)
+  // Attention sinks (GPT-OSS, sinks.h): P = Slice(Softmax(Concat(scores, sink column))).
+  Node* sink_slice = nullptr;    // the Slice dropping the sink's probability column
+  Node* sink_concat = nullptr;   // Concat([scores, sink column], axis -1)
+  Node* sink_max = nullptr;      // ReduceMax of the Concat, subtracted before the Softmax (no-op)
+  std::vector<float> sink_values;  // the H sink logits, proven (empty: no sinks)
   std::string fail;              // legality failure (rule text)
 };
 

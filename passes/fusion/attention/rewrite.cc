@@ -194,6 +194,8 @@ void rewrite_attention(const Match& m, Plan& pl, Rewriter& rw, const std::string
   in[4] = ab;
   in[5] = pl.k.past;  // KV cache: past_key / past_value ([B, Hkv, S_past, D], as the graph has them)
   in[6] = pl.v.past;
+  if (!pl.sink_values.empty())  // the proven per-head sink logits (sinks.h), as float32 [H]
+    in.push_back(rw.add_constant("attn_sinks", Tensor::from_floats(pl.sink_values, {pl.num_heads})));
   while (!in.empty() && !in.back()) in.pop_back();
   float fill = (pl.keep && !pl.combined) || pl.mask ? static_cast<float>(pl.fill) : -std::numeric_limits<float>::max();
   std::vector<Attribute> attrs = {

@@ -3,6 +3,7 @@
 
 #include "passes/fusion/attention/head_scale.h"
 #include "passes/fusion/attention/scores_clamp.h"
+#include "passes/fusion/attention/sinks.h"
 #include "passes/fusion/attention/window_view.h"
 #include "passes/fusion/attention_util.h"
 
@@ -26,7 +27,7 @@ bool reaches_qk(const Value* v, int depth) {
 }  // namespace
 
 std::string walk_scores_chain(Plan& pl, ScoresChain& chain) {
-  Value* s = pl.softmax->input(0);
+  Value* s = take_sink_prefix(pl);  // GPT-OSS's sink column and max subtraction (sinks.h)
   bool scores_flat = false;
   bool scores_merged = false;  // a [B, H, S, S_kv] -> [B·H, S, S_kv] view seen (walking back from the Softmax)
   bool seen_scale = false;  // walking backwards: a scale seen before a mask term scales the mask too

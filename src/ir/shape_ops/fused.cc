@@ -132,7 +132,7 @@ void layer_norm_linear_fn(ShapeContext& c) {
 
 // Attention: query (packed QKV [B, S, (H + 2·Hkv)·Dh] when key/value are
 // omitted, else Q [B, S, H·Dh]), key [B, S_kv, Hkv·Dh]?, value [B, S_kv, Hkv·Dv]?,
-// mask?, attn_bias?, past_key [B, Hkv, S_past, Dh]?, past_value [B, Hkv, S_past, Dv]?
+// mask?, attn_bias?, past_key [B, Hkv, S_past, Dh]?, past_value [B, Hkv, S_past, Dv]?, sinks [H]?
 // -> Y [B, S, H·Dv], present_key [B, Hkv, S_past + S_kv, Dh]?, present_value [.., Dv]?.
 void attention_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
@@ -167,6 +167,14 @@ void attention_fn(ShapeContext& c) {
     if (v) y_width = dim_mul(dim_div_exact((*v)[2], Dim::of(hkv)), Dim::of(h));
   }
   c.set_output_shape(0, {(*q)[0], (*q)[1], y_width});
+  // sinks: one float logit per query head (GPT-OSS), [num_heads].
+  if (c.has_input(7)) {
+    const DType st = c.input_dtype(7);
+    if (st != DType::Undefined && !dtype_is_float(st)) c.fail("sinks must be a float tensor, got " + std::string(dtype_name(st)));
+    const Shape* sk = shape_of(c, 7);
+    if (sk && (sk->size() != 1 || ((*sk)[0].known() && (*sk)[0].value != h)))
+      c.fail("sinks must be [num_heads] = [" + std::to_string(h) + "], got " + shp(*sk));
+  }
   // KV cache: present = past ++ the new keys along the sequence axis.
   if (c.has_input(5) != c.has_input(6)) c.fail("past_key and past_value must both be given or both be omitted");
   if (!c.has_input(5)) return;

@@ -2,7 +2,8 @@
 // for the semantics). The body follows the node's variant, chosen as an IR-10
 // overload: packed QKV or separate Q/K/V, grouped K/V heads, attn_bias float
 // (added) or bool (keep where true), key-padding mask, causal, KV cache (past ->
-// present), logit soft-capping (softcap > 0), a sliding window (window > 0). Head counts,
+// present), logit soft-capping (softcap > 0), a sliding window (window > 0), per-head sinks
+// (GPT-OSS: Concat the sink column, Softmax, Slice it off again). Head counts,
 // scale and mask_filter_value are read through attribute references, so one
 // body serves every layer of a variant. Needs a default-domain opset >= 13
 // (the Attention fusion does not fire below that).
@@ -29,6 +30,7 @@ std::string attention_overload(const Graph& g, const Node& n) {
   if (n.attr_int("window", 0) > 0) ov += "_window";
   if (n.attr_float("softcap", 0.0f) > 0.0f) ov += "_softcap";
   if (has_in(n, 5)) ov += "_past";
+  if (has_in(n, 7)) ov += "_sinks";
   if (n.attr_int("masked_rows_zero", 0)) ov += "_rows0";
   return ov + fnbody::dtype_suffix(g, n);  // before opset 15 the scalar constants are Cast to the element type
 }
@@ -77,11 +79,11 @@ std::string split_heads(FnBuilder& f, const std::string& x, const std::string& h
 
 onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::string& ov) {
   const bool past = ov.find("_past") != std::string::npos;
+  const bool sinks = ov.find("_sinks") != std::string::npos;
   std::vector<std::string> ins = {"query", "key", "value", "mask", "attn_bias"}, outs = {"Y"};
-  if (past) {
-    ins.insert(ins.end(), {"past_key", "past_value"});
-    outs.insert(outs.end(), {"present_key", "present_value"});
-  }
+  if (past || sinks) ins.insert(ins.end(), {"past_key", "past_value"});  // positional: sinks is input 7
+  if (past) outs.insert(outs.end(), {"present_key", "present_value"});
+  if (sinks) ins.push_back("sinks");
   FnBuilder f("Attention", ov, ins, outs, fnbody::attr_names(n), g.opset(""), fnbody::elem_type(n));
   const bool packed = !has_in(n, 1);
   const bool gqa = ov.find("_gqa") != std::string::npos;
@@ -162,7 +164,23 @@ onnx::FunctionProto build_attention(const Graph& g, const Node& n, const std::st
     if (window)  // key j stays visible while q_pos - j < window, i.e. j > q_pos - window
       s = f.node("Where", {f.node("Greater", {cols, f.node("Sub", {q_pos, int_attr_scalar(f, "window")})}), s, neg_inf});
   }
-  std::string p = f.node("Softmax", {s}, "", {FnBuilder::attr_int("axis", -1)});
+  std::string p;
+  if (sinks) {
+    // GPT-OSS's form: the sink logit of each head as one more column [B, H, S, 1], the softmax
+    // over S_kv + 1 columns, the sink's column sliced off again. sinks may be float32 in a
+    // half model: brought to the scores' type first (CastLike; before opset 15 a Cast to the
+    // element type, which the overload's dtype suffix tells apart).
+    std::string sk = f.opset() >= 15
+                         ? f.node("CastLike", {"sinks", "query"})
+                         : f.node("Cast", {"sinks"}, "", {FnBuilder::attr_int("to", static_cast<int64_t>(fnbody::elem_type(n)))});
+    sk = f.node("Reshape", {sk, f.ints({1, -1, 1, 1})});
+    std::string col = f.node("Expand", {sk, concat0(f, {dims(f, s, 0, 3), f.ints({1})})});
+    std::string all = f.node("Concat", {s, col}, "", {FnBuilder::attr_int("axis", -1)});
+    p = f.node("Softmax", {all}, "", {FnBuilder::attr_int("axis", -1)});
+    p = f.node("Slice", {p, f.ints({0}), dims(f, s, 3, 4), f.ints({-1})});
+  } else {
+    p = f.node("Softmax", {s}, "", {FnBuilder::attr_int("axis", -1)});
+  }
   // masked_rows_zero: the exporter's own guard Where(IsNaN(P), 0, P) (a row of -inf scores is
   // NaN after Softmax), kept as is so ONNX Runtime running the body gives what the export gave.
   if (ov.find("_rows0") != std::string::npos)
