@@ -127,8 +127,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_generic_kernel(Attentio
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int i = q0 + warp * kRowsPerWarp + r;
     if (i >= a.Sq) continue;
-    // l = 0 only when every score is -inf: NaN (0·inf), as Softmax gives, or 0 when asked.
-    const float inv = a.masked_rows_zero && m[r] == -INFINITY ? 0.f : 1.f / l[r];
+    // l = 0 only when every score is -inf: NaN (0·inf), as Softmax gives, or 0 when asked;
+    // a sink joins the row here (join_sink), so such a row is then 0.
+    float lr = l[r], keep = 1.f;
+    if (a.sinks) keep = join_sink(m[r], a.sinks[h], lr);
+    const float inv = a.masked_rows_zero && m[r] == -INFINITY ? 0.f : keep / lr;
 #pragma unroll
     for (int c = 0; c < DC; ++c) {
       const int d = lane + 32 * c;
@@ -176,7 +179,7 @@ const char* attention_kernel_name(const AttentionArgs& args) {
   const AttentionArgs a = without_idle_window(args);
   if (a.softcap > 0.f) return "generic";  // only the generic kernel soft-caps
   if (a.window > 0) return attention_mma_supported(a) ? "mma" : "generic";  // the Hopper kernel has no window
-  if (hopper_attention_applies(a)) return "hopper";
+  if (!a.sinks && hopper_attention_applies(a)) return "hopper";  // the Hopper kernel has no sinks
   return attention_mma_supported(a) ? "mma" : "generic";
 }
 
@@ -194,8 +197,8 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
     FUSED_DISPATCH_FLOAT(a.dtype, T, launch_generic<T>(a, stream));
   } else if (a.window > 0 && attention_mma_supported(a)) {
     launch_attention_mma(a, stream);  // a window that hides keys: the mma.sync kernel skips and masks them
-  } else if (a.window == 0 && launch_hopper_attention(a, stream)) {
-    // sm_90a kernel (fused_attention_hopper.cu): launched where it applies
+  } else if (a.window == 0 && !a.sinks && launch_hopper_attention(a, stream)) {
+    // sm_90a kernel (fused_attention_hopper.cu): launched where it applies (no window, no sinks)
   } else if (attention_mma_supported(a)) {
     launch_attention_mma(a, stream);
   } else {

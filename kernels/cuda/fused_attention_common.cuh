@@ -72,4 +72,16 @@ __device__ __forceinline__ float apply_bias(const AttentionArgs& a, float s, int
 bool attention_mma_supported(const AttentionArgs& a);
 void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 
+// Attention sinks (AttentionArgs::sinks): the head's sink logit joins a row whose running max
+// is m and sum l (both relative to m; m = -inf: nothing visible, l = 0) after the last key
+// tile. Updates l to the sum relative to max(m, sink) and returns the factor the row's
+// output accumulator (relative to m) takes: O / l then is the sink-normalised output.
+__device__ __forceinline__ float join_sink(float m, float sink, float& l) {
+  const float mf = fmaxf(m, sink);
+  if (mf == -INFINITY) return 1.f;  // no sink (-inf) and no visible key: unchanged (NaN or 0 as before)
+  const float c = __expf(m - mf);    // m = -inf: 0 (the row's mass is all the sink's)
+  l = l * c + __expf(sink - mf);
+  return c;
+}
+
 }  // namespace fuseopt::cuda_fused

@@ -3,7 +3,9 @@
 //   inputs : 0 query (packed QKV [B,S,(H+2Hkv)·Dh] when key/value are absent,
 //            else Q [B,S,H·Dh]), 1 key [B,Skv,Hkv·Dh]?, 2 value [B,Skv,Hkv·Dv]?,
 //            3 mask [B,Skv]?, 4 attn_bias (broadcastable to [B,H,S,Skv])?,
-//            5 past_key [B,Hkv,Sp,Dh]?, 6 past_value [B,Hkv,Sp,Dv]? (both or neither)
+//            5 past_key [B,Hkv,Sp,Dh]?, 6 past_value [B,Hkv,Sp,Dv]? (both or neither),
+//            7 sinks [H]? (float32/float16/bfloat16; fp32 on the device for the kernels: the
+//            generic and mma.sync ones take it, the Hopper and decode kernels are skipped)
 //   outputs: Y [B,S,H·Dv], with a past also present_key/present_value
 //            [B,Hkv,Sp+Skv,D] = past ++ new keys (one copy kernel per tensor; the present is
 //            what the kernels read in place through their head strides). S = 1 over a cache: the
@@ -21,6 +23,7 @@
 
 #include "kernels/common/fused_attention_params.h"
 #include "kernels/cuda/fused_attention_decode.h"
+#include "kernels/cuda/float_convert.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
 
@@ -83,9 +86,11 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // A window hides a key only when the keys outnumber it (the farthest query-key distance is
   // total_keys - 1); below that the paths without a window give the same result.
   const bool window_hides = window > 0 && total_keys > window;
-  // The decode kernels neither soft-cap nor slide a window (launch_attention sends those to the
-  // generic / mma.sync kernels).
-  const bool flash_decode = past_k && S == 1 && !bias && softcap == 0.0f && !window_hides && fd_on &&
+  const RtTensor* sinks = in.sinks;
+  if (sinks) dm::check_attention_sinks(ctx, *sinks, H, /*half_ok=*/true);
+  // The decode kernels neither soft-cap, slide a window nor take sinks (launch_attention sends
+  // those to the generic / mma.sync kernels).
+  const bool flash_decode = past_k && S == 1 && !bias && !sinks && softcap == 0.0f && !window_hides && fd_on &&
                             cuda_fused::flash_decode_supported(int(Dh), int(Dv), int(H), int(Hkv));
   // A KV cache the session holds (Session::hold_kv_cache): the pasts are views of its blocks
   // (seq_capacity rows per (b, h)) and the presents are the same blocks grown in place, so only
@@ -112,7 +117,7 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
   // the cache is read once, from the past, and written to the present on the way). FUSEOPT_DECODE_APPEND
   // =0 sends the step to the two-launch paths below; FUSEOPT_FLASH_DECODE=0 does too (prefill kernels).
   const bool fd_off = fd_env && *fd_env && std::string(fd_env) == "0";
-  if (past_k && S == 1 && Skv == 1 && !bias && softcap == 0.0f && !window_hides && !fd_off && B > 0 &&
+  if (past_k && S == 1 && Skv == 1 && !bias && !sinks && softcap == 0.0f && !window_hides && !fd_off && B > 0 &&
       cuda_fused::decode_append_mode() != 0) {
     const int64_t St = l.Sp + 1;
     if (mask) dm::check_attention_mask(ctx, *mask, B, St);
@@ -220,6 +225,14 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
     a.bias_sh = strides[1];
     a.bias_si = strides[2];
     a.bias_sj = strides[3];
+  }
+  if (sinks && sinks->dtype == DType::Float) {
+    a.sinks = sinks->ptr<float>();
+  } else if (sinks) {  // half sinks: widened once to the fp32 [H] the kernels read
+    float* wide = static_cast<float*>(ctx.scratch(size_t(H) * sizeof(float)));
+    ATT_CHECK(cuda::launch_float_convert(wide, DType::Float, sinks->data, sinks->dtype, H, cuda_fused::stream_of(ctx)),
+              "cannot widen " << dtype_name(sinks->dtype) << " sinks");
+    a.sinks = wide;
   }
   RtTensor* y = out_of(0, {B, S, H * Dv});
   if (y->numel() == 0) return;

@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
   }
 
   // Row sums across the quad, then O / l (l = 0: every score -inf, NaN like Softmax, or 0
-  // with masked_rows_zero; m is the row's max, the same in the four threads of the quad).
+  // with masked_rows_zero or a sink; m is the row's max, the same in the four threads of the quad).
   T* yb = static_cast<T*>(a.y) + int64_t(b) * a.Sq * a.H * D + int64_t(h) * D;
   const int64_t y_stride = int64_t(a.H) * D;
 #pragma unroll
@@ -367,7 +367,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttentionArgs a
       float lr = l[mt][r];
       lr += __shfl_xor_sync(0xffffffffu, lr, 1);
       lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      inv[r] = a.masked_rows_zero && m[mt][r] == -INFINITY ? 0.f : 1.f / lr;
+      float keep = 1.f;  // the sink joins the row's max and sum (join_sink); its column takes no value
+      if (a.sinks) keep = join_sink(m[mt][r], a.sinks[h], lr);
+      inv[r] = a.masked_rows_zero && m[mt][r] == -INFINITY ? 0.f : keep / lr;
     }
     const int row_a = warp_row0 + mt * 16 + g, row_b = row_a + 8;
 #pragma unroll

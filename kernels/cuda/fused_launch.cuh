@@ -112,6 +112,12 @@ struct AttentionArgs {
   // hides nothing at these lengths (Skv <= window) and sends the others to the mma.sync
   // kernel (or the generic one where that does not apply); the Hopper kernel has none.
   int window = 0;
+  // Attention sinks (GPT-OSS): one fp32 logit per query head ([H], device memory) that joins
+  // each row's softmax and takes no value: at the end of the sweep m' = max(m, sink),
+  // l' = l·e^(m - m') + e^(sink - m'), O rescaled by e^(m - m') (a row with no visible key
+  // gives 0). The generic and mma.sync kernels take it; launch_attention keeps such calls off
+  // the Hopper kernel, and the runtime off the decode kernels. Null = none.
+  const float* sinks = nullptr;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
