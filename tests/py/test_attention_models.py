@@ -58,14 +58,12 @@ GEMMS_PER_LAYER = {"deberta_": 5, "mobilebert": 9, "deepseekv3_": 7, "convbert_"
 # (tests/py/test_attention_mqa_models.py checks the reason). Fails on an unexpected fusion.
 # (Gemma-2's logit soft-capping fuses since the softcap attribute. TorchScript exports of
 # nn.MultiheadAttention, whose k.view(16, B*H, D) accepts only the traced length, fuse since
-# session 29: the pass manager binds that length, src/pass/forced_dims.h.)
+# session 29: the pass manager binds that length, src/pass/forced_dims.h. GPT-OSS's attention
+# sinks fuse since session 31: fuseopt.Attention's sinks input, passes/fusion/attention/sinks.h.)
 KNOWN_UNFUSED_ATTENTION = {
     # Hiera's mask-unit attention is rank 5: q, k, v [B, H, nW, S_w, D] with the windows as a second
     # batch axis and the token order (s, w) of a strided view; see NOTES-attention.md, session 30.
     "hiera_": "rank-5 mask-unit attention [B, H, windows, S, D]",
-    # GPT-OSS's attention sinks: a per-head logit concatenated to the scores, softmax, the sink
-    # column sliced off: the op has no sink input (ONNX Runtime's GroupQueryAttention has one).
-    "gptoss_": "attention sinks (softmax over the scores and a per-head sink logit)",
     # XLNet: seq-first einsum attention whose output projection Einsum('ibnd,hnd->ibh') contracts two
     # letters, so no Reshape merges the heads (the root the fusion needs).
     "xlnet_": "no head-merge Reshape: the output projection is Einsum('ibnd,hnd->ibh')",
