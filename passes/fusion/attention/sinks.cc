@@ -196,6 +196,16 @@ void check_sinks(Plan& pl) {
     pl.fail = "rule 7: " + pl.sink_slice->label() + " does not slice the Softmax's probabilities";
     return;
   }
+  // The rewrite rebuilds a Shape read of the scores or P as [B, H, S_q, S_kv]; between the Concat
+  // and the Slice they are S_kv + 1 wide, so such a reader cannot be served.
+  for (const Node* n : pl.core) {
+    if (n != pl.sink_concat && n != pl.softmax && !(n->is("Sub") && n->input(0) == pl.sink_concat->output(0))) continue;
+    for (const Node* c : n->output(0)->consumers())
+      if (c->is("Shape")) {
+        pl.fail = "rule 1: " + c->label() + " reads the shape of " + n->label() + ", which includes the sink column";
+        return;
+      }
+  }
   const Value* scores = pl.sink_concat->input(0);
   const Value* col = pl.sink_concat->input(1);
   if (std::string why = sink_logits(col, pl.num_heads, pl.sink_values); !why.empty()) {
