@@ -30,7 +30,8 @@ struct Form {
   int64_t opset = 18;
   // Negative variants:
   char bad = 0;  // Q sink per query row, N batch, I sink from a graph input, K slice keeps the sink,
-                 // A Concat on axis 2, F sink column first, M ReduceMax over the query axis, X no Slice
+                 // A Concat on axis 2, F sink column first, M ReduceMax over the query axis, X no Slice,
+                 // S a Shape read of the probabilities with the sink column
 };
 
 Value* heads(GraphBuilder& b, Value* x, const std::vector<int64_t>& perm, const std::string& n) {
@@ -88,6 +89,7 @@ void build(GraphBuilder& b, const Form& f) {
   if (f.max_sub || f.bad == 'M')
     cat = b.op("Sub", {cat, reduce_max(b, cat, f.opset, f.bad == 'M' ? 2 : -1)}, {}, "shifted");
   Value* p = b.op("Softmax", {cat}, {Attribute::make_int("axis", -1)}, "softmax");
+  if (f.bad == 'S') b.output(b.op("Shape", {p}, {}, "p_shape"));  // S_kv + 1 wide: no rebuilt shape serves it
   if (f.bad != 'X') {
     std::vector<int64_t> starts = {0}, ends = {-1}, axes = {cat_axis == 2 ? 2 : 3};
     if (f.bad == 'K') starts = {1}, ends = {std::numeric_limits<int64_t>::max()};
@@ -170,4 +172,5 @@ TEST_CASE("Attention sinks: the Slice, the Concat and the max must be the sink's
   CHECK_THAT(rejected({'R', true, -3e38f, 18, 'F'}), Contains("rule 7") && Contains("sink column first"));
   CHECK_THAT(rejected({'R', true, -3e38f, 18, 'M'}), Contains("rule 7") && Contains("not the row max"));
   CHECK_THAT(rejected({'R', false, -3e38f, 18, 'X'}), Contains("rule 7") && Contains("not sliced off"));
+  CHECK_THAT(rejected({'R', true, -3e38f, 18, 'S'}), Contains("rule 1") && Contains("includes the sink column"));
 }
