@@ -33,6 +33,12 @@ std::unique_ptr<Node> node_in_compute_dtypes(const Node& n, const std::function<
     if (a && a->t && compute(a->t->dtype) != a->t->dtype) {
       r = std::make_unique<Node>(n);
       r->set_attr(Attribute::make_tensor("value", convert_float(*a->t, compute(a->t->dtype))));
+    } else if (!a && n.is("ConstantOfShape") && compute(DType::Float) != DType::Float) {
+      // No value: ONNX's default is a float32 0 (the dynamo exporter writes new_empty / new_zeros
+      // that way), a float like any other, so it computes in the compute dtype; left float32 it
+      // met fp16 operands (DeepSeek-V3's slice_scatter into it: ScatterND refused the mix).
+      r = std::make_unique<Node>(n);
+      r->set_attr(Attribute::make_tensor("value", convert_float(Tensor::from_floats({0.f}, {1}), compute(DType::Float))));
     }
   }
   return r;
