@@ -59,17 +59,14 @@ extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq
       cuda_fused::launch_attention(a, s);
     } else if (kernel >= 16) {
       const int bits = kernel - 16;
-      if ((bits & 50) && D != 64) return 1;
-      if ((bits & 64) && D == 128 && (bits & 8)) return 1;
+      if ((bits & 18) && D != 64) return 1;
       cuda_fused::attention_set_hopper(1);
       cuda_fused::attention_hopper_set_pingpong(!(bits & 1));
       cuda_fused::attention_hopper_set_blocks(bits & 2 ? 64 : bits & 16 ? 192 : 128);
       cuda_fused::attention_hopper_set_persistent(!(bits & 4));
       cuda_fused::attention_hopper_set_wide_pv(!(bits & 8));
-      cuda_fused::attention_hopper_set_softmax((bits & 32 ? 1 : 0) | (bits & 64 ? 2 : 0));
       const bool ok = cuda_fused::launch_hopper_attention(a, s);
       cuda_fused::attention_hopper_set_wide_pv(true);
-      cuda_fused::attention_hopper_set_softmax(-1);
       cuda_fused::attention_hopper_set_persistent(true);
       cuda_fused::attention_hopper_set_blocks(0);
       cuda_fused::attention_hopper_set_pingpong(true);

@@ -19,9 +19,6 @@ launch overhead), inputs resident on the GPU.
   variants: nopp (no ping-pong), h64 (64-row blocks, head dim 64),
   nopers / h64_nopers (one block per work item), narrow (P·V as 2 x m64n64),
   h192 / h192_nopp (192-row blocks, three consumer warpgroups, head dim 64),
-  hopperp / h64p (hopper / h64 with a quarter of the softmax's exponentials
-  on the FMA pipe: kernels/common/exp2_poly.h), hopperst / h64st (one pass
-  against the running max, kSmxStale), hopperps / h64ps (both),
   mma = the mma.sync kernel (v3)
   sdpa   = torch SDPA on contiguous [B,H,S,D] tensors (its own best layout);
            with a mask it gets attn_mask [B,1,1,S] (or [B,1,S,S] with causal)
@@ -38,11 +35,9 @@ import torch.nn.functional as F
 
 SHAPES = [(8, 12, 512, 64), (32, 12, 128, 64), (4, 16, 2048, 128), (1, 16, 8192, 128)]
 # Hopper variants: 16 + bits (bench/attention_bench.cu): 1 no ping-pong, 2 64-row blocks,
-# 4 one block per item (not persistent), 8 P·V as two m64n64 (head dim 128), 16 192-row blocks,
-# 32 a quarter of the exponentials by polynomial (head dim 64), 64 the stale-max one-pass softmax.
+# 4 one block per item (not persistent), 8 P·V as two m64n64 (head dim 128), 16 192-row blocks.
 KERNELS = {"ours": 0, "mma": 2, "hopper": 16, "nopp": 17, "h64": 18, "nopers": 20, "h64_nopers": 22, "narrow": 24,
-           "h192": 32, "h192_nopp": 33, "hopperp": 48, "h64p": 50,
-           "hopperst": 80, "h64st": 82, "hopperps": 112, "h64ps": 114}
+           "h192": 32, "h192_nopp": 33}
 
 
 def load(path):

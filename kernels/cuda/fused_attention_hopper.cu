@@ -69,7 +69,6 @@ int g_blocks = 0;    // attention_hopper_set_blocks: 0 = by shape, else the rows
 int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
-int g_softmax = -1;    // attention_hopper_set_softmax; -1: FUSEOPT_ATTENTION_SOFTMAX (default 0)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -107,7 +106,7 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, int SMX = 0>
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
   using L = Layout<D, STAGES, NC, QB>;
@@ -115,7 +114,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
   if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, SMX>,
+    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::kAlloc) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -139,7 +138,6 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.causal = a.causal ? 1 : 0;
   p.pingpong = g_pingpong;
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
-  p.zero = 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
   p.y = a.y;
@@ -164,7 +162,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   }();
   p.heaviest_first = a.causal && grid == p.n_items && !per_head_order ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, SMX>, dim3(grid), dim3(L::kThreads),
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>, dim3(grid), dim3(L::kThreads),
                        L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -236,35 +234,6 @@ bool probe_sm90a(cudaStream_t stream) {
   return g_device_ok[dev] == 1;
 }
 
-// Softmax variant bits (hopper::kSmxPoly, kSmxStale): off by default until measured;
-// FUSEOPT_ATTENTION_SOFTMAX=poly|stale|both or attention_hopper_set_softmax switch them on.
-int softmax_bits() {
-  if (g_softmax >= 0) return g_softmax;
-  static const int env = [] {
-    const char* e = std::getenv("FUSEOPT_ATTENTION_SOFTMAX");
-    if (!e) return 0;
-    if (std::strcmp(e, "poly") == 0) return hopper::kSmxPoly;
-    if (std::strcmp(e, "stale") == 0) return hopper::kSmxStale;
-    if (std::strcmp(e, "both") == 0) return hopper::kSmxPoly | hopper::kSmxStale;
-    return 0;
-  }();
-  return env;
-}
-
-// The variants with softmax bits `smx` (head dim 64: any; head dim 128: the stale max only).
-template <class T>
-bool launch_smx(const AttentionArgs& a, int rows, int smx, cudaStream_t stream) {
-  if (a.Dh == 128) return launch_t<T, 128, 3, 2, 1, true, hopper::kSmxStale>(a, stream);
-  switch (smx | (rows == 64 ? 8 : 0)) {
-    case 1: return launch_t<T, 64, 4, 2, 2, false, 1>(a, stream);
-    case 2: return launch_t<T, 64, 4, 2, 2, false, 2>(a, stream);
-    case 3: return launch_t<T, 64, 4, 2, 2, false, 3>(a, stream);
-    case 9: return launch_t<T, 64, 2, 1, 2, false, 1>(a, stream);
-    case 10: return launch_t<T, 64, 2, 1, 2, false, 2>(a, stream);
-    default: return launch_t<T, 64, 2, 1, 2, false, 3>(a, stream);
-  }
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool args_fit(const AttentionArgs& a) {
@@ -295,7 +264,6 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
   g_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
-void attention_hopper_set_softmax(int bits) { g_softmax = bits < 0 ? -1 : bits & 3; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
@@ -305,10 +273,6 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   // 64-row blocks (two per SM) where 128-row blocks would leave SMs idle or
   // the sequence is too short to hide a block's prologue (default_rows_d64).
   const int rows = a.Dh == 128 ? 128 : g_blocks > 0 ? g_blocks : default_rows_d64(a);
-  const int smx = softmax_bits();
-  if (smx != 0 && rows != 192 && (a.Dh == 64 || (smx & hopper::kSmxStale) != 0) && (a.Dh == 64 || g_wide_pv))
-    return a.dtype == DType::Float16 ? launch_smx<__half>(a, rows, smx, stream)
-                                     : launch_smx<__nv_bfloat16>(a, rows, smx, stream);
   if (a.dtype == DType::Float16) {
     if (a.Dh == 128)
       return g_wide_pv ? launch_t<__half, 128, 3, 2, 1, true>(a, stream)

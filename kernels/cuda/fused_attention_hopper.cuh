@@ -36,11 +36,6 @@ void attention_hopper_set_blocks(int rows);
 void attention_hopper_set_persistent(bool on, int max_blocks = 0);
 // Head dim 128: P·V as one m64n128 MMA per 16 keys (default on) or two m64n64.
 void attention_hopper_set_wide_pv(bool on);
-// Softmax variants (bits): 1 = a quarter of the exponentials on the FMA pipe (head dim 64),
-// 2 = one pass against the running ("stale") max, redone only where a row's max grows by more
-// than 2^8 (kernels/cuda/fused_attention_hopper_kernel.cuh). -1 = FUSEOPT_ATTENTION_SOFTMAX
-// ("poly", "stale", "both"; default none), 0 = none.
-void attention_hopper_set_softmax(int bits);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "kernels/common/exp2_poly.h"
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_attention_hopper_wgmma.cuh"
@@ -26,7 +25,6 @@ struct HopperParams {
   int rows_zero;  // masked_rows_zero: a row with no score above -inf writes 0, not NaN
   int n_items;   // query tiles x heads x batch
   int heaviest_first;  // items ordered by query tile over all heads (causal, one block per item)
-  uint32_t zero;       // 0 (kernel's kSmxStale: a value the compiler cannot fold)
   const void* mask;
   DType mask_dtype;
   void* y;
@@ -55,19 +53,7 @@ struct Layout {
   static constexpr int kAlloc = kBytes + 1024;  // slack to align the base
 };
 
-// Softmax variants (SMX, a bit set; NOTES-perf.md v35):
-//   kSmxPoly:  a quarter of the unmasked tiles' exponentials (one of every four accumulator
-//              registers) on the FMA pipe (dm::exp2_poly3) instead of the MUFU, whose 16 results
-//              a clock bound head dim 64 at half the tensor-core peak.
-//   kSmxStale: unmasked tiles after a row's first take one pass against the running max as it
-//              stands ("stale"), the tile's max found beside the exponentials instead of before
-//              them; only rows whose scores outgrow it by more than 2^kStaleLog2 redo the pass
-//              with the new max. Removes the serial max -> shuffle -> exp chain and O's rescale
-//              from most tiles; P stays <= 2^8 (safe in fp16), and O / l is unchanged in exact
-//              arithmetic because O and l share the same max.
-constexpr int kSmxPoly = 1, kSmxStale = 2;
-constexpr float kStaleLog2 = 8.f;
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, int SMX = 0>
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
@@ -242,10 +228,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   float sacc[kBN / 2];       // S of one tile, then P (fp32) in place
   float o[kPanels * 32];     // O: column 64*pn + 8j + 2*t4 + (c & 1) at o[pn*32 + 4j + c]
   uint32_t pf[kBN / 16][4];  // P as A fragments, one per 16 keys
-  constexpr bool kPoly = (SMX & kSmxPoly) != 0, kStale = (SMX & kSmxStale) != 0;
-  // kStale: the softmax writes P (16-bit pairs) here while P·V of the previous tile still reads
-  // pf; copied to pf once that MMA is done. The scores stay in sacc for a redo.
-  uint32_t p16[kStale ? kBN / 16 : 1][4];
   // Descriptors built once and stepped by constants (desc_add): Q's per item (its buffer and this
   // warpgroup's 64 rows), K's and V's at ring slot 0.
   uint64_t desc_q = 0;
@@ -279,18 +261,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     wgmma_commit();
   };
   auto pack_p = [&]() {
-    if constexpr (kStale) {
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) pf[kk][c] = p16[kk][c] ^ (pf[kk][c] & p.zero);
-      // The old pf is read here (p.zero is 0, unknown to the compiler) so that its registers
-      // stay live until P·V is done: a plain copy lets ptxas give p16 the same registers, written
-      // while that MMA may still read them, and ptxas then serializes every wgmma (C7513).
-      // Pinned here too: a copy sunk between the P·V wgmmas would do the same.
-      fence_regs(pf);
-      return;
-    }
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       pf[kk][0] = pack2<T>(sacc[(2 * kk) * 4 + 0], sacc[(2 * kk) * 4 + 1]);
@@ -327,59 +297,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         return is_max ? fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])) : (v[0] + v[1]) + (v[2] + v[3]);
       };
       float mx[2];
-      // kStale: P as 16-bit pairs into p16 (sacc keeps the scores), register i of the tile at
-      // p16[i / 8][(i % 8) / 2], low half the even register: pack_p's order.
-      auto put_pair = [&](int i, float e0, float e1) {
-        if constexpr (kStale) p16[i / 8][(i % 8) / 2] = pack2<T>(e0, e1);
-      };
-      if constexpr (kStale) {
-        const bool fast = !diag && !stage_any[s];
-        if (fast && __all_sync(0xffffffffu, m[0] != -INFINITY && m[1] != -INFINITY)) {
-          float nb[2] = {-m[0] * kLog2e, -m[1] * kLog2e};
-          auto exp_pass = [&](bool find_max) {
-#pragma unroll
-            for (int i = 0; i < kBN / 2; i += 2) {
-              float e[2];
-#pragma unroll
-              for (int u = 0; u < 2; ++u) {
-                const int k = i + u, r = (k >> 1) & 1, ch = (k >> 2) & 3;
-                if (find_max) mx4[r][ch] = fmaxf(mx4[r][ch], sacc[k]);
-                const float x = fmaf(sacc[k], p.scale_log2, nb[r]);
-                e[u] = kPoly && (k & 3) == 3 ? dm::exp2_poly3(x) : ex2(x);
-                sum4[r][ch] += e[u];
-              }
-              put_pair(i, e[0], e[1]);
-            }
-          };
-          exp_pass(true);
-          corr[0] = corr[1] = 1.f;
-          bool redo = false;
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            mx[r] = reduce4(mx4[r], true);
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            // The same in the quad's four threads (m and mx are): the row's state stays shared.
-            if ((mx[r] * p.scale - m[r]) * kLog2e > kStaleLog2) {
-              const float m_new = mx[r] * p.scale;
-              corr[r] = ex2((m[r] - m_new) * kLog2e);
-              m[r] = m_new;
-              nb[r] = -m_new * kLog2e;
-              redo = true;
-            }
-          }
-          if (redo) {  // rare: a row's scores jumped; both rows again (the other's terms repeat)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-              for (int c = 0; c < 4; ++c) sum4[r][c] = 0.f;
-            exp_pass(false);
-          }
-          l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
-          l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
-          return;
-        }
-      }
       if (!diag && !stage_any[s]) {
         // Every score of the tile is a plain score: max of the raw dot products,
         // then p = 2^(s·scale·log2e - m·log2e) as one FFMA.
@@ -399,8 +316,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         }
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) {
-          const float x = fmaf(sacc[i], p.scale_log2, nb[(i >> 1) & 1]);
-          const float e = kPoly && (i & 3) == 3 ? dm::exp2_poly3(x) : ex2(x);
+          const float e = ex2(fmaf(sacc[i], p.scale_log2, nb[(i >> 1) & 1]));
           sacc[i] = e;
           sum4[(i >> 1) & 1][(i >> 2) & 3] += e;
         }
@@ -445,10 +361,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
         l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
       }
-      if constexpr (kStale) {
-#pragma unroll
-        for (int i = 0; i < kBN / 2; i += 2) put_pair(i, sacc[i], sacc[i + 1]);
-      }
     };
 
     // Ping-pong (p.pingpong): the warpgroups issue their MMAs in turn, 0, 1,
@@ -477,8 +389,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     // rather than between P·V's completion and the next issue (FlashAttention-3's order).
     float corr[2] = {1.f, 1.f};
     auto rescale_o = [&]() {
-      // kStale: most tiles keep the max (factor exactly 1).
-      if (kStale && corr[0] == 1.f && corr[1] == 1.f) return;
 #pragma unroll
       for (int i = 0; i < kPanels * 32; ++i) o[i] *= corr[(i >> 1) & 1];
     };

@@ -74,16 +74,6 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
-// The same for an MMA's register operand (the P fragments of P·V): keeps them live up to the
-// wait, so that the register allocator cannot give their registers to values written while the
-// MMA may still read them (ptxas then serializes every wgmma, warning C7513).
-template <int N, int M>
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-}
 // Shared-memory matrix descriptor, 128-byte swizzle; stride between 8-row
 // groups 1024 B; `lbo` only matters for MN-major operands wider than 64.
 __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo) {
