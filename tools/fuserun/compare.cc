@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace fuseopt::fuserun {
 
@@ -28,6 +29,7 @@ OutputCheck compare(const std::string& name, const Tensor& out, const Tensor& re
     }
     const double d = std::fabs(o - r);
     c.max_abs = std::max(c.max_abs, d);
+    c.ref_max_abs = std::max(c.ref_max_abs, std::fabs(r));
     diff2 += d * d;
     ref2 += r * r;
   }
@@ -38,6 +40,17 @@ OutputCheck compare(const std::string& name, const Tensor& out, const Tensor& re
     c.note += std::string(c.note.empty() ? "" : "; ") + "dtype " + dtype_name(out.dtype) + " vs reference " +
               dtype_name(ref.dtype);
   return c;
+}
+
+std::string half_range_hint(const OutputCheck& c, bool fp16) {
+  constexpr double kHalfMinNormal = 6.103515625e-05;  // 2^-14
+  if (c.pass || !fp16 || !c.shape_ok || c.nan || c.ref_max_abs >= kHalfMinNormal) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "every reference value is below fp16's normal range (max |ref| %.3g < 6.1e-5): fp16 cannot "
+                "represent this output; check it at fp32 or bf16",
+                c.ref_max_abs);
+  return buf;
 }
 
 }  // namespace fuseopt::fuserun

@@ -241,6 +241,8 @@ int run_tool(const Options& o) {
   if (!o.check_dir.empty()) {
     for (size_t i = 0; i < outs.size(); ++i) {
       checks.push_back(compare(out_names[i], outs[i], refs[i], atol, rtol));
+      const std::string hint = half_range_hint(checks.back(), precision == Precision::FP16);
+      if (!hint.empty()) checks.back().note += (checks.back().note.empty() ? "" : "; ") + hint;
       all_pass = all_pass && checks.back().pass;
     }
   }
