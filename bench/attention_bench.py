@@ -19,6 +19,7 @@ launch overhead), inputs resident on the GPU.
   variants: nopp (no ping-pong), h64 (64-row blocks, head dim 64),
   nopers / h64_nopers (one block per work item), narrow (P·V as 2 x m64n64),
   h192 / h192_nopp (192-row blocks, three consumer warpgroups, head dim 64),
+  cpers / h64_cpers (causal calls on the persistent grid too, snake order; 128 / 64 rows),
   mma = the mma.sync kernel (v3)
   sdpa   = torch SDPA on contiguous [B,H,S,D] tensors (its own best layout);
            with a mask it gets attn_mask [B,1,1,S] (or [B,1,S,S] with causal)
@@ -35,9 +36,10 @@ import torch.nn.functional as F
 
 SHAPES = [(8, 12, 512, 64), (32, 12, 128, 64), (4, 16, 2048, 128), (1, 16, 8192, 128)]
 # Hopper variants: 16 + bits (bench/attention_bench.cu): 1 no ping-pong, 2 64-row blocks,
-# 4 one block per item (not persistent), 8 P·V as two m64n64 (head dim 128), 16 192-row blocks.
+# 4 one block per item (not persistent), 8 P·V as two m64n64 (head dim 128), 16 192-row blocks,
+# 32 causal on the persistent grid (snake order).
 KERNELS = {"ours": 0, "mma": 2, "hopper": 16, "nopp": 17, "h64": 18, "nopers": 20, "h64_nopers": 22, "narrow": 24,
-           "h192": 32, "h192_nopp": 33}
+           "h192": 32, "h192_nopp": 33, "cpers": 48, "h64_cpers": 50}
 
 
 def load(path):
@@ -236,7 +238,7 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--kernels", default="ours,hopper,nopp,h64,nopers,h64_nopers,narrow")
     ap.add_argument("--profile-kernel", default="hopper")
-    ap.add_argument("--only", default="", help="B,H,S,D: bench this shape only")
+    ap.add_argument("--only", default="", help="B,H,S,D[;B,H,S,D...]: bench these shapes only")
     ap.add_argument("--mask-full", action="store_true",
                     help="masks keep every key (a padding mask that pads nothing: a batch of full rows)")
     ap.add_argument("--packed", action="store_true", help="Q, K, V as views of one [B, S, 3·H·D] buffer")
@@ -252,7 +254,7 @@ def main():
             c.run(lib, KERNELS[args.profile_kernel])
         torch.cuda.synchronize()
         return
-    shapes = [tuple(int(x) for x in args.only.split(","))] if args.only else SHAPES
+    shapes = [tuple(int(x) for x in sh.split(",")) for sh in args.only.split(";")] if args.only else SHAPES
     fails = 0 if args.no_check else check(lib, args.verbose)
     if not args.no_bench:
         rows = bench(lib, shapes, [k for k in args.kernels.split(",") if k], args.mask_full, args.packed)

@@ -179,7 +179,7 @@ const char* attention_kernel_name(const AttentionArgs& args) {
   const AttentionArgs a = without_idle_window(args);
   if (a.softcap > 0.f) return "generic";  // only the generic kernel soft-caps
   if (a.window > 0) return attention_mma_supported(a) ? "mma" : "generic";  // the Hopper kernel has no window
-  if (!a.sinks && hopper_attention_applies(a)) return "hopper";  // the Hopper kernel has no sinks
+  if (hopper_attention_applies(a)) return "hopper";
   return attention_mma_supported(a) ? "mma" : "generic";
 }
 
@@ -197,8 +197,8 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
     FUSED_DISPATCH_FLOAT(a.dtype, T, launch_generic<T>(a, stream));
   } else if (a.window > 0 && attention_mma_supported(a)) {
     launch_attention_mma(a, stream);  // a window that hides keys: the mma.sync kernel skips and masks them
-  } else if (a.window == 0 && !a.sinks && launch_hopper_attention(a, stream)) {
-    // sm_90a kernel (fused_attention_hopper.cu): launched where it applies (no window, no sinks)
+  } else if (a.window == 0 && launch_hopper_attention(a, stream)) {
+    // sm_90a kernel (fused_attention_hopper.cu): launched where it applies (no window)
   } else if (attention_mma_supported(a)) {
     launch_attention_mma(a, stream);
   } else {

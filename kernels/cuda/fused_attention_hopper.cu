@@ -1,9 +1,10 @@
 // Hopper (sm_90a) flash attention for fp16/bf16, head dim 64 or 128
 // (FlashAttention-3 scheme, written for fuseopt; NOTES-perf.md v7):
-//   block = a producer warpgroup (its first warp issues the TMA copies and
-//   writes the key-padding flags) + NC consumer warpgroups of 64 query rows
-//   each (setmaxnreg: NC = 2, the default, 40/232 registers; NC = 1, 64-row
-//   blocks two per SM, for head dim 64 at short S_kv; NC = 3, a tested option).
+//   block = a producer warpgroup (its first warp issues the TMA copies and,
+//   with a key-padding mask, writes the key flags; without one its lane 0
+//   alone runs) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
+//   NC = 2, head dim 128, 40/232 registers; NC = 1, 64-row blocks two per SM,
+//   head dim 64 at S_q <= 1024 and causal; NC = 3, head dim 64 past 1024).
 //   Q and K/V tiles [128 keys] reach shared memory by TMA (cp.async.bulk.tensor,
 //   128-byte swizzle, zero-filled past the end), K/V through a STAGES-deep
 //   ring guarded by mbarriers (full: TMA bytes landed; K-empty / V-empty: all
@@ -18,7 +19,8 @@
 //   Online softmax in fp32: running max and sum per row; without per-element
 //   checks one FFMA (scale·log2e folded) and one ex2 per score.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
-//   and its phases carry over) except under causal, where items differ in work.
+//   and its phases carry over); causal at head dim 64 in snake order of the
+//   heaviest-first items, at 128 one block per item.
 // Semantics are the generic kernel's (fused_launch.cuh): key-padding mask
 // replaced by mask_filter_value, causal bottom-right aligned (-inf), a row
 // with every score -inf gives NaN, finfo.min fills give uniform rows.
@@ -69,6 +71,7 @@ int g_blocks = 0;    // attention_hopper_set_blocks: 0 = by shape, else the rows
 int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
+int g_causal_persistent = -1;  // attention_hopper_set_causal_persistent (-1: head dim 64 only)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -79,13 +82,19 @@ int sm_count() {
   return cached[dev];
 }
 
-// Head dim 64: rows per block by shape (measured, NOTES-perf.md: 64-row
-// blocks, two per SM, win at S_kv 128 and 512; 192-row blocks lose everywhere).
-// Session 3 had kept 128-row blocks for a padding mask without causal at S_kv 512
-// (31.6 vs 34.5 us); since the producer reads the mask a tile ahead, 64-row blocks
-// are as fast there (30.0 vs 30.7 us) and faster with a mask that pads nothing
-// (BERT's all-ones mask: v26).
-int default_rows_d64(const AttentionArgs& a) { return a.Skv <= 1024 ? 64 : 128; }
+// Head dim 64: rows per block by shape (measured, NOTES-perf.md v36, H100):
+// - causal: 64-row blocks, two per SM, on the persistent grid (snake order):
+//   8x12x512 19.0 us vs 21.7 one block per item, 1x32x2048 53.5 vs 60.1;
+// - no causal, S_q > 1024: 192-row blocks (three consumer warpgroups; since the
+//   unmasked producer and P·V completing before the softmax they no longer spill):
+//   1x33x1536 47.4 us vs 52.0 (64 rows), 1x32x2048 88.1 vs 89.1, with a mask
+//   114.9 vs 117.9 (128 rows); at S 512 their 192-row tiles waste a third (30.8 vs 22.3);
+// - else 64-row blocks at S_kv <= 1024, 128-row beyond (v7, v26).
+int default_rows_d64(const AttentionArgs& a) {
+  if (a.causal) return 64;
+  if (a.Sq > 1024) return 192;
+  return a.Skv <= 1024 ? 64 : 128;
+}
 
 // View of Q, K or V as a 4-d tensor [B][seq][heads][D] (innermost last), one
 // box = 64 head-dim columns x `rows` positions of one head. The strides need not
@@ -106,7 +115,7 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, int MINB>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
   using L = Layout<D, STAGES, NC, QB>;
@@ -114,7 +123,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
   if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>,
+    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED, MINB>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::kAlloc) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -140,17 +149,19 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
+  p.sinks = a.sinks;
   p.y = a.y;
   const int64_t items = int64_t((a.Sq + kBM - 1) / kBM) * a.H * a.B;
   if (items >= (int64_t(1) << 31)) return false;
   p.n_items = static_cast<int>(items);
   // Persistent: as many blocks as fit at once (one or two per SM), each
   // walking the items; otherwise one block per item. Causal items differ in
-  // work (the static walk would leave SMs idle at the end): one block per
-  // item there, unless a test caps the grid.
+  // work: one block per item there (heaviest first), unless persistent causal
+  // is switched on (the snake order evens the blocks' work) or a test caps the grid.
   int grid = p.n_items;
-  if (g_persistent && (!a.causal || g_max_blocks > 0)) {
-    int fit = sm_count() * (NC == 1 ? 2 : 1);
+  const bool causal_persistent = g_causal_persistent < 0 ? D == 64 : g_causal_persistent == 1;
+  if (g_persistent && (!a.causal || causal_persistent || g_max_blocks > 0)) {
+    int fit = sm_count() * MINB;
     if (g_max_blocks > 0 && g_max_blocks < fit) fit = g_max_blocks;
     if (fit > 0 && fit < grid) grid = fit;
   }
@@ -160,12 +171,22 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
     const char* e = std::getenv("FUSEOPT_ATTENTION_CAUSAL_ORDER");
     return e && std::strcmp(e, "head") == 0;
   }();
-  p.heaviest_first = a.causal && grid == p.n_items && !per_head_order ? 1 : 0;
+  p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
+  p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV>, dim3(grid), dim3(L::kThreads),
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED, MINB>, dim3(grid), dim3(L::kThreads),
                        L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+// The kernel without a key-padding mask is its own instantiation (no key flags: a leaner
+// producer, fused_attention_hopper_kernel.cuh).
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
+bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int kMinB = NC == 1 ? 2 : 1;
+  return a.mask ? launch_t<T, D, STAGES, NC, QB, WIDE_PV, true, kMinB>(a, stream)
+                : launch_t<T, D, STAGES, NC, QB, WIDE_PV, false, kMinB>(a, stream);
 }
 
 // -1: not yet known for the device; 0: no; 1: yes.
@@ -192,10 +213,10 @@ int switch_state() {
   return env;
 }
 
-// Default choice: where the kernel measured faster than the mma.sync one,
-// i.e. everywhere except short causal sequences with a padding mask
-// (32x12x128x64: 18.5 vs 17.4 us).
-bool default_takes(const AttentionArgs& a) { return kDefaultOn && !(a.causal && a.mask && a.Skv <= 128); }
+// Default choice: where the kernel measured faster than the mma.sync one: everywhere
+// (short causal sequences with a padding mask went to the mma.sync kernel until the
+// persistent causal grid: 32x12x128x64 14.4 vs 16.9 us, NOTES-perf.md v36).
+bool default_takes(const AttentionArgs&) { return kDefaultOn; }
 
 bool takes(const AttentionArgs& a) {
   const int st = switch_state();
@@ -264,6 +285,7 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
   g_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
+void attention_hopper_set_causal_persistent(int mode) { g_causal_persistent = mode < 0 ? -1 : mode ? 1 : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
@@ -275,18 +297,18 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   const int rows = a.Dh == 128 ? 128 : g_blocks > 0 ? g_blocks : default_rows_d64(a);
   if (a.dtype == DType::Float16) {
     if (a.Dh == 128)
-      return g_wide_pv ? launch_t<__half, 128, 3, 2, 1, true>(a, stream)
-                       : launch_t<__half, 128, 3, 2, 1, false>(a, stream);
-    return rows == 64    ? launch_t<__half, 64, 2, 1, 2, false>(a, stream)
-           : rows == 192 ? launch_t<__half, 64, 4, 3, 2, false>(a, stream)
-                         : launch_t<__half, 64, 4, 2, 2, false>(a, stream);
+      return g_wide_pv ? launch_v<__half, 128, 3, 2, 1, true>(a, stream)
+                       : launch_v<__half, 128, 3, 2, 1, false>(a, stream);
+    return rows == 64    ? launch_v<__half, 64, 2, 1, 2, false>(a, stream)
+           : rows == 192 ? launch_v<__half, 64, 4, 3, 2, false>(a, stream)
+                         : launch_v<__half, 64, 4, 2, 2, false>(a, stream);
   }
   if (a.Dh == 128)
-    return g_wide_pv ? launch_t<__nv_bfloat16, 128, 3, 2, 1, true>(a, stream)
-                     : launch_t<__nv_bfloat16, 128, 3, 2, 1, false>(a, stream);
-  return rows == 64    ? launch_t<__nv_bfloat16, 64, 2, 1, 2, false>(a, stream)
-         : rows == 192 ? launch_t<__nv_bfloat16, 64, 4, 3, 2, false>(a, stream)
-                       : launch_t<__nv_bfloat16, 64, 4, 2, 2, false>(a, stream);
+    return g_wide_pv ? launch_v<__nv_bfloat16, 128, 3, 2, 1, true>(a, stream)
+                     : launch_v<__nv_bfloat16, 128, 3, 2, 1, false>(a, stream);
+  return rows == 64    ? launch_v<__nv_bfloat16, 64, 2, 1, 2, false>(a, stream)
+         : rows == 192 ? launch_v<__nv_bfloat16, 64, 4, 3, 2, false>(a, stream)
+                       : launch_v<__nv_bfloat16, 64, 4, 2, 2, false>(a, stream);
 }
 
 }  // namespace fuseopt::cuda_fused

@@ -28,14 +28,17 @@ void attention_set_hopper(int mode);
 // two consumer warpgroups issue their MMAs in turn ("ping-pong").
 void attention_hopper_set_pingpong(bool on);
 // Query rows per block of the head-dim-64 kernel: 64 (one consumer
-// warpgroup, two blocks per SM), 128 (two consumer warpgroups) or 0 = by
-// shape (the default).
+// warpgroup, two blocks per SM), 128 (two consumer warpgroups), 192 (three)
+// or 0 = by shape (the default, default_rows_d64).
 void attention_hopper_set_blocks(int rows);
 // Persistent grid (one or two blocks per SM walking the work items; default
 // on) or one block per item; max_blocks > 0 caps the persistent grid (tests).
 void attention_hopper_set_persistent(bool on, int max_blocks = 0);
 // Head dim 128: P·V as one m64n128 MMA per 16 keys (default on) or two m64n64.
 void attention_hopper_set_wide_pv(bool on);
+// Causal calls on the persistent grid (snake order of the heaviest-first items) or one block
+// per item: 1 / 0, or -1 = by head dim (the default: persistent at 64, a block per item at 128).
+void attention_hopper_set_causal_persistent(int mode);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

@@ -24,9 +24,11 @@ struct HopperParams {
   int pingpong;  // the two consumer warpgroups take turns issuing their MMAs
   int rows_zero;  // masked_rows_zero: a row with no score above -inf writes 0, not NaN
   int n_items;   // query tiles x heads x batch
-  int heaviest_first;  // items ordered by query tile over all heads (causal, one block per item)
+  int heaviest_first;  // items ordered by query tile over all heads (causal)
+  int snake;           // persistent causal: every other round of items in reverse block order
   const void* mask;
   DType mask_dtype;
+  const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
   void* y;
 };
 
@@ -53,8 +55,14 @@ struct Layout {
   static constexpr int kAlloc = kBytes + 1024;  // slack to align the base
 };
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
-__global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
+// MASKED: a key-padding mask is given. Without one the producer writes no key flags (its warp's
+// lane 0 alone issues the copies, in few registers: the 192-row kernel's producer at 24 spilled
+// with the flag code) and the consumers find the keys past S_kv from the tile's position.
+// MINB: blocks per SM (2 with NC = 1, else 1). (Three 64-row blocks an SM do not compile:
+// the launch bound's 80 registers a thread are below what one m64n128 wgmma needs, whatever
+// setmaxnreg gives the consumers.)
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, int MINB>
+__global__ void __launch_bounds__(128 * (NC + 1), MINB)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
@@ -91,7 +99,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // every head's last query tile, then every head's one before, ..., so the
   // blocks the hardware starts first are the longest and the short ones fill
   // the tail (longest-processing-time order; within a head the blocks still
-  // run close together).
+  // run close together). A persistent causal grid (snake) takes that order
+  // in rounds of gridDim.x items, every other round in reverse block order
+  // (block b: items b, 2G-1-b, 2G+b, ...), so each block's heavy and light
+  // items even out.
+  auto work = [&](int n) {
+    const int G = gridDim.x, b = blockIdx.x;
+    return n * G + (p.snake && (n & 1) ? G - 1 - b : b);
+  };
   const int q_tiles = (p.Sq + kBM - 1) / kBM;
   const int causal_off = p.Skv - p.Sq;
   struct Item {
@@ -121,7 +136,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       mbar_init(q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(k_full(s), 32);  // the producer warp: its lanes wrote the key flags
+      mbar_init(k_full(s), MASKED ? 32 : 1);  // MASKED: the producer warp's lanes wrote the key flags
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), 4 * NC);  // the consumer warps
       mbar_init(v_empty(s), 4 * NC);
@@ -134,14 +149,51 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     // ---------------- producer warpgroup ----------------
     // Registers: NC = 2: 128 x 40 + 256 x 232 <= 64K (one block per SM);
     // NC = 3: 128 x 24 + 384 x 160 <= 64K; NC = 1: 128 x 56 + 128 x 200 = 32K
-    // (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count, and the
-    // spills are the producer's (item walk, mask words, flags): NC = 2 46 bytes at 40 / 232,
-    // none at 56 / 224; NC = 3 314 at 24 / 160, 96 at 56 / 152. Measured (NOTES-perf.md v34,
-    // H100): neither is faster — 56 / 224 won with a mask and lost 1-3 % without one at
-    // 4 x 16 x 2048 x 128; 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us).
+    // (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count; with a
+    // mask the producer (item walk, mask words, flags) spills: NC = 2 38 bytes at 40 / 232,
+    // none at 56 / 224; NC = 3 134 at 24 / 160. Measured (NOTES-perf.md v34, H100): neither
+    // is faster — 56 / 224 won with a mask and lost 1-3 % without one at 4 x 16 x 2048 x 128;
+    // 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us). Without a mask no variant
+    // spills (v36).
+    static_assert(MINB == (NC == 1 ? 2 : 1));
     if constexpr (NC == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     else if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    // The copies (one thread): an item's Q into buffer qb once the consumers are done with
+    // its previous item; K / V of key tile k0 into ring slot s (their bytes announced on the
+    // full barrier first).
+    auto copy_q = [&](const Item& it, int n) {
+      const int qb = n % QB;
+      if (n >= QB) mbar_wait(q_empty(qb), ((n / QB) - 1) & 1);
+      mbar_arrive_tx(q_full(qb), L::kQBytes);
+#pragma unroll
+      for (int pn = 0; pn < kPanels; ++pn)
+        tma_load(sQ + qb * L::kQBytes + pn * kBM * 128, &tm_q, q_full(qb), pn * 64, it.h, it.q0, it.b);
+    };
+    auto copy_kv = [&](uint32_t base, const CUtensorMap* map, uint32_t full, const Item& it, int s, int k0) {
+#pragma unroll
+      for (int pn = 0; pn < kPanels; ++pn)
+        tma_load(base + s * L::kStageBytes + pn * kBN * 128, map, full, pn * 64, it.hk, k0, it.b);
+    };
+    if constexpr (!MASKED) {
+      if (threadIdx.x != 0) return;
+      int tc = 0;
+      for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
+        const Item it = item(w);
+        copy_q(it, n);
+        for (int t = 0; t < it.n_tiles; ++t, ++tc) {
+          const int s = tc % STAGES;
+          const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
+          if (tc >= STAGES) mbar_wait(k_empty(s), reuse_parity);
+          mbar_arrive_tx(k_full(s), L::kStageBytes);
+          copy_kv(sK, &tm_k, k_full(s), it, s, t * kBN);
+          if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
+          mbar_arrive_tx(v_full(s), L::kStageBytes);
+          copy_kv(sV, &tm_v, v_full(s), it, s, t * kBN);
+        }
+      }
+      return;
+    }
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     int tc = 0;
@@ -161,16 +213,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       }
     };
     bool have_next = false;
-    for (int w = blockIdx.x, n = 0; w < p.n_items; w += gridDim.x, ++n) {
+    for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
       const Item it = item(w);
-      if (lane == 0) {
-        const int qb = n % QB;
-        if (n >= QB) mbar_wait(q_empty(qb), ((n / QB) - 1) & 1);
-        mbar_arrive_tx(q_full(qb), L::kQBytes);
-#pragma unroll
-        for (int pn = 0; pn < kPanels; ++pn)
-          tma_load(sQ + qb * L::kQBytes + pn * kBM * 128, &tm_q, q_full(qb), pn * 64, it.h, it.q0, it.b);
-      }
+      if (lane == 0) copy_q(it, n);
       const int64_t mask_row = int64_t(it.b) * p.Skv;
       if (!have_next) fetch(mask_row, 0);
       have_next = false;
@@ -181,9 +226,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         const int k0 = t * kBN;
         if (lane == 0) {
           mbar_expect_tx(k_full(s), L::kStageBytes);
-#pragma unroll
-          for (int pn = 0; pn < kPanels; ++pn)
-            tma_load(sK + s * L::kStageBytes + pn * kBN * 128, &tm_k, k_full(s), pn * 64, it.hk, k0, it.b);
+          copy_kv(sK, &tm_k, k_full(s), it, s, k0);
         }
         // Per key: 2 = past S_kv (-inf), 1 = masked by the key-padding mask (filter value).
         int any = 0;
@@ -196,8 +239,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         }
         if (t + 1 < it.n_tiles) {
           fetch(mask_row, k0 + kBN);
-        } else if (w + int(gridDim.x) < p.n_items) {
-          fetch(int64_t(item(w + gridDim.x).b) * p.Skv, 0);
+        } else if (work(n + 1) < p.n_items) {
+          fetch(int64_t(item(work(n + 1)).b) * p.Skv, 0);
           have_next = true;
         }
         any = __any_sync(0xffffffffu, any);
@@ -206,9 +249,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         if (lane == 0) {
           if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
           mbar_arrive_tx(v_full(s), L::kStageBytes);
-#pragma unroll
-          for (int pn = 0; pn < kPanels; ++pn)
-            tma_load(sV + s * L::kStageBytes + pn * kBN * 128, &tm_v, v_full(s), pn * 64, it.hk, k0, it.b);
+          copy_kv(sV, &tm_v, v_full(s), it, s, k0);
         }
       }
     }
@@ -224,6 +265,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   const int warp = (ct >> 5) & 3, lane = ct & 31;
   const int g = lane >> 2, t4 = lane & 3;
   constexpr int kSN = kBN / 8;  // n8 blocks of S
+  // Three consumer warpgroups have 160 registers each, too few for S, P and O (128) plus the
+  // softmax's own: there P·V(t) completes before the softmax of S(t+1) (the other warpgroups'
+  // MMAs keep the tensor cores busy meanwhile), so P's registers are free during it.
+  constexpr bool kSerialPV = NC == 3;
 
   float sacc[kBN / 2];       // S of one tile, then P (fp32) in place
   float o[kPanels * 32];     // O: column 64*pn + 8j + 2*t4 + (c & 1) at o[pn*32 + 4j + c]
@@ -271,7 +316,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   };
 
   int tc = 0;
-  for (int w = blockIdx.x, n = 0; w < p.n_items; w += gridDim.x, ++n) {
+  for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
     const Item it = item(w);
     const int n_tiles = it.n_tiles;
     const int warp_row0 = it.q0 + cw * 64 + warp * 16;  // first query row of this warp
@@ -297,7 +342,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         return is_max ? fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])) : (v[0] + v[1]) + (v[2] + v[3]);
       };
       float mx[2];
-      if (!diag && !stage_any[s]) {
+      // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
+      // producer's flags, otherwise only the last tile can reach past S_kv.
+      const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
+      if (!diag && !special) {
         // Every score of the tile is a plain score: max of the raw dot products,
         // then p = 2^(s·scale·log2e - m·log2e) as one FFMA.
 #pragma unroll
@@ -326,14 +374,19 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         // Scores in natural units with the replacements of the contract.
 #pragma unroll
         for (int j = 0; j < kSN; ++j) {
-          const uint32_t f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
+          const uint32_t f2 = MASKED ? *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4) : 0u;
+          (void)f2;
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
-            const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
             const int col = k0 + j * 8 + 2 * t4 + (c & 1);
             const int row = row0 + 8 * (c >> 1);
             float v = sacc[j * 4 + c] * p.scale;
-            v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
+            if constexpr (MASKED) {
+              const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
+              v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
+            } else {
+              if (col >= p.Skv) v = -INFINITY;
+            }
             if (p.causal && col > row + causal_off) v = -INFINITY;
             sacc[j * 4 + c] = v;
             mx4[c >> 1][j & 3] = fmaxf(mx4[c >> 1][j & 3], v);
@@ -417,15 +470,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       mbar_wait(v_full(s), phase(t));
       issue_pv(s);
       turn_end(false);
-      wgmma_wait<1>();  // S(t+1) done; PV(t) may still run
-      fence_regs(sacc);
+      if constexpr (kSerialPV) {
+        wgmma_wait<0>();  // S(t+1) and PV(t) done: P(t)'s registers are free for the softmax
+        fence_regs(sacc);
+        fence_regs(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
+      } else {
+        wgmma_wait<1>();  // S(t+1) done; PV(t) may still run
+        fence_regs(sacc);
+      }
       softmax(t + 1, s1, corr);
       __syncwarp();
       if (lane == 0) mbar_arrive(k_empty(s1));  // K(t+1) and its key flags are no longer read
-      wgmma_wait<0>();
-      fence_regs(o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
+      if constexpr (!kSerialPV) {
+        wgmma_wait<0>();
+        fence_regs(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
+      }
       pack_p();
     }
     // Every S of the item is done: the producer may load the next item's Q.
@@ -446,14 +509,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     tc += n_tiles;
 
     // Row sums across the quad, then O / l (l = 0: every score -inf, NaN like Softmax, or 0
-    // with rows_zero; m is the row's max, the same in the four threads of the quad).
+    // with rows_zero; m is the row's max, the same in the four threads of the quad). A sink
+    // joins the row here (join_sink: m and l are in natural units), so such a row is then 0.
+    const float sink = p.sinks ? p.sinks[it.h] : -INFINITY;
     float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float lr = l[r];
       lr += __shfl_xor_sync(0xffffffffu, lr, 1);
       lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      inv[r] = p.rows_zero && m[r] == -INFINITY ? 0.f : 1.f / lr;
+      const float keep = p.sinks ? join_sink(m[r], sink, lr) : 1.f;
+      inv[r] = p.rows_zero && m[r] == -INFINITY ? 0.f : keep / lr;
     }
     const int64_t y_stride = int64_t(p.H) * D;
     T* yb = static_cast<T*>(p.y) + int64_t(it.b) * p.Sq * y_stride + int64_t(it.h) * D;

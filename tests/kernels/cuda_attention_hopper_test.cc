@@ -102,25 +102,32 @@ void run_case(const HopperCase& c, DType dt) {
   // 192-row blocks (head dim 64).
   // (persistent with max_blocks 3: every block walks several items, so the
   // K/V ring, its phases and the Q buffer carry over between items.)
+  // (causal_persistent: causal calls on the persistent grid too, snake order of the items.)
   struct Variant {
     int rows;
     bool pingpong, persistent, wide;
     int max_blocks;
+    bool causal_persistent = false;
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
                               {64, true, false, true, 0},  {64, true, true, true, 3},   {192, true, true, true, 0},
-                              {192, false, false, true, 0}, {192, true, true, true, 3}};
+                              {192, false, false, true, 0}, {192, true, true, true, 3},
+                              {128, true, true, true, 0, true}, {64, true, true, true, 0, true},
+                              {64, true, true, true, 5, true}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
-                       << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks);
+                       << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
+                       << (var.causal_persistent ? " causal persistent" : ""));
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
     cuda_fused::attention_hopper_set_wide_pv(var.wide);
+    cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent ? 1 : 0);
     auto got = op.run_cuda(dt);
+    cuda_fused::attention_hopper_set_causal_persistent(-1);
     cuda_fused::attention_hopper_set_blocks(0);
     cuda_fused::attention_hopper_set_pingpong(true);
     cuda_fused::attention_hopper_set_persistent(true);

@@ -1,7 +1,8 @@
 // CUDA fuseopt.Attention with sinks (input 7, [H]; GPT-OSS) against the CPU kernel. The sink
 // joins each row's running max and sum after the last key tile (join_sink in
-// fused_attention_common.cuh) in the generic and mma.sync kernels; launch_attention keeps such
-// calls off the Hopper kernel and the runtime kernel off the decode kernels. Half sinks (the
+// fused_attention_common.cuh) in the generic, mma.sync and Hopper kernels (each case runs with
+// the Hopper kernel forced on and off, so an sm_90 device tests both); the runtime kernel keeps
+// such calls off the decode kernels. Half sinks (the
 // harness gives the inputs the case's dtype) are widened to fp32 once. Cases: tiles that do not
 // divide (77, 130 rows), GQA/MQA, causal, key padding with a whole batch padded (rows whose
 // mass is all the sink's: 0), sliding windows (GPT-OSS alternates them), head dim 80 (generic
@@ -10,6 +11,7 @@
 
 #include <limits>
 
+#include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/fused_launch.cuh"
 #include "support/cuda_kernel_check.h"
 
@@ -41,17 +43,22 @@ void run_sinks(const SinkCase& c, DType dt) {
   Tensor mask = cuda_check::random_padding_mask(c.B, c.Skv, DType::Int64);
   for (int64_t j = 0; j < c.Skv; ++j) mask.data<int64_t>()[j] = 0;  // batch 0: every key padded
   op.inputs = {&q, &k, &v, c.mask ? &mask : nullptr, nullptr, nullptr, nullptr, &sinks};
-  auto got = op.run_cuda(dt);
   auto want = op.run_cpu(dt);
-  REQUIRE(got[0].dims == want[0].dims);
-  const double err = cuda_check::rel_error(got[0], want[0]);
-  INFO("relative error " << err);
-  CHECK(err < cuda_check::tolerance(dt));
+  for (int hopper : {1, 0}) {  // the Hopper kernel where it applies (sm_90), then never
+    INFO("Hopper kernel " << (hopper ? "on" : "off"));
+    cuda_fused::attention_set_hopper(hopper);
+    auto got = op.run_cuda(dt);
+    cuda_fused::attention_set_hopper(-1);
+    REQUIRE(got[0].dims == want[0].dims);
+    const double err = cuda_check::rel_error(got[0], want[0]);
+    INFO("relative error " << err);
+    CHECK(err < cuda_check::tolerance(dt));
+  }
 }
 
 }  // namespace
 
-TEST_CASE("cuda Attention sinks (mma.sync / generic kernels) vs CPU", "[cuda][attention]") {
+TEST_CASE("cuda Attention sinks (generic, mma.sync and Hopper kernels) vs CPU", "[cuda][attention]") {
   if (!cuda_check::gpu_ready()) return;
   const SinkCase cases[] = {
       {2, 77, 77, 4, 4, 64, true, false},
@@ -65,16 +72,18 @@ TEST_CASE("cuda Attention sinks (mma.sync / generic kernels) vs CPU", "[cuda][at
     for (const SinkCase& c : cases) run_sinks(c, dt);
 }
 
-TEST_CASE("cuda Attention: sinks keep the call off the Hopper kernel", "[cuda][attention]") {
+TEST_CASE("cuda Attention: sinks do not change the kernel choice", "[cuda][attention]") {
   if (!cuda_check::gpu_ready()) return;
   cuda_fused::AttentionArgs a;
   a.H = a.Hkv = 8;
   a.Dh = a.Dv = 64;
   a.Sq = a.Skv = 512;
   a.dtype = DType::Float16;
+  const std::string without = cuda_fused::attention_kernel_name(a);
   const float dummy = 0.f;
-  a.sinks = &dummy;  // only the pointer's presence is read by the choice
-  CHECK(std::string(cuda_fused::attention_kernel_name(a)) != "hopper");
+  a.sinks = &dummy;  // only the pointer's presence could be read by the choice
+  CHECK(std::string(cuda_fused::attention_kernel_name(a)) == without);
+  CHECK((without == "hopper") == cuda_fused::hopper_attention_applies(a));
 }
 
 TEST_CASE("cuda Attention sinks: a decode step over a cache", "[cuda][attention]") {
