@@ -6,7 +6,7 @@
 // -> fuseopt.Attention with input 7 sinks [H] (passes/fusion/attention/sinks.h). Positive
 // cases fuse each broadcast spelling (Reshape + Expand, a [1, H, 1, 1] initializer expanded
 // to a Shape-built target as the dynamo exporter writes it, Unsqueeze, Tile, one logit for all
-// heads), with and without the max subtraction, at opsets 17 and 18, and compare with the
+// heads, expanded or tiled over them), with and without the max subtraction, at opsets 17 and 18, and compare with the
 // original graph on the CPU Session, fully padded rows included (all mass on the sink: 0).
 // Negative cases check the rule and the reason the report gives.
 #include <cmath>
@@ -24,7 +24,8 @@ namespace {
 constexpr int64_t B = 2, S = 5, H = 2, Dh = 4, D = H * Dh;
 
 struct Form {
-  char sink = 'R';          // R Reshape [H] + Expand; C [1,H,1,1] + Expand(Shape target); U Unsqueeze; T Tile; O one for all
+  char sink = 'R';          // R Reshape [H] + Expand; C [1,H,1,1] + Expand(Shape target); U Unsqueeze; T Tile;
+                            // O one for all; H one for all, Tile repeating it over the heads
   bool max_sub = true;      // combined - ReduceMax(combined, -1, keepdims)
   float fill = -std::numeric_limits<float>::max();  // padding Where fill
   int64_t opset = 18;
@@ -66,14 +67,15 @@ void build(GraphBuilder& b, const Form& f) {
     case 'C': sink = b.constant("sinks", Tensor::from_floats({logits.data<float>()[0], logits.data<float>()[1]}, {1, H, 1, 1})); break;
     case 'U': sink = b.op("Unsqueeze", {b.constant("sinks", Tensor::from_floats({0.3f, -0.7f}, {H})), ints(b, "sink_axes", {0, 2, 3})}); break;
     case 'T': sink = b.constant("sinks", Tensor::from_floats({0.3f, -0.7f}, {1, H, 1, 1})); break;
-    case 'O': sink = b.constant("sinks", Tensor::from_floats({0.4f}, {1, 1, 1, 1})); break;
+    case 'O':
+    case 'H': sink = b.constant("sinks", Tensor::from_floats({0.4f}, {1, 1, 1, 1})); break;
     default: sink = b.constant("sinks", Tensor::from_floats({0.3f, -0.7f}, {1, H, 1, 1})); break;
   }
   if (f.bad == 'Q') sink = b.constant("sinks_q", rand_tensor({1, H, S, 1}, 19));
   if (f.bad == 'N') sink = b.constant("sinks_b", rand_tensor({B, 1, 1, 1}, 19));
   if (f.bad == 'I') sink = b.input("sinks_in", DType::Float, {1, H, 1, 1});
-  if (!f.bad && f.sink == 'T') {
-    sink = b.op("Tile", {sink, ints(b, "reps", {B, 1, S, 1})}, {}, "sink_col");
+  if (!f.bad && (f.sink == 'T' || f.sink == 'H')) {
+    sink = b.op("Tile", {sink, ints(b, "reps", {B, f.sink == 'H' ? H : 1, S, 1})}, {}, "sink_col");
   } else if (!f.bad && f.sink == 'C') {  // the dynamo exporter's target: Concat(Shape(x)[0:1], [1], Shape(mask)[1:2], [1])
     Value* bdim = b.op("Shape", {x}, {Attribute::make_int("start", 0), Attribute::make_int("end", 1)});
     Value* sdim = b.op("Shape", {mask}, {Attribute::make_int("start", 1), Attribute::make_int("end", 2)});
@@ -154,7 +156,7 @@ std::string rejected(const Form& f) {
 }  // namespace
 
 TEST_CASE("Attention sinks: every broadcast spelling fuses with input 7 and matches", "[passes][attention]") {
-  for (char sink : {'R', 'C', 'U', 'T', 'O'}) fuses({sink});
+  for (char sink : {'R', 'C', 'U', 'T', 'O', 'H'}) fuses({sink});
   fuses({'R', false});                                           // no max subtraction
   fuses({'C', true, -std::numeric_limits<float>::infinity()});  // -inf fill: the sink still takes the row, 0 not NaN
   fuses({'R', true, -std::numeric_limits<float>::max(), 17});   // ReduceMax axes as an attribute

@@ -49,11 +49,19 @@ std::string sink_logits(const Value* x, int64_t H, std::vector<float>& out) {
       continue;
     }
     if (p->is("Tile") && p->inputs.size() == 2 && p->input(0)) {
-      // Rank kept; repeating the head axis would give head h the logit of h mod Hs.
+      // Rank kept; repeating the head axis would give head h the logit of h mod Hs, unless
+      // the input has one head (Hs = 1: one logit for every head either way).
+      const Value* in = p->input(0);
       const auto reps = const_ints(p->input(1));
-      const auto r = rank_of(p->input(0));
+      const auto r = rank_of(in);
       if (!reps || !r || static_cast<int64_t>(reps->size()) != *r) return p->label() + " has unknown repeats";
-      if (*r >= 3 && (*reps)[*r - 3] != 1) return p->label() + " repeats the head axis";
+      if (*r >= 3 && (*reps)[*r - 3] != 1) {
+        const size_t h_axis = static_cast<size_t>(*r - 3);
+        const Tensor* c = const_of(in);
+        const bool one_head = c ? c->dims[h_axis] == 1
+                                : in->shape && (*in->shape)[h_axis].known() && (*in->shape)[h_axis].value == 1;
+        if (!one_head) return p->label() + " repeats the head axis";
+      }
       src = p->input(0);
       continue;
     }
