@@ -115,7 +115,7 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, int MINB>
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
   using L = Layout<D, STAGES, NC, QB>;
@@ -123,7 +123,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
   if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED, MINB>,
+    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::kAlloc) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -161,7 +161,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   int grid = p.n_items;
   const bool causal_persistent = g_causal_persistent < 0 ? D == 64 : g_causal_persistent == 1;
   if (g_persistent && (!a.causal || causal_persistent || g_max_blocks > 0)) {
-    int fit = sm_count() * MINB;
+    int fit = sm_count() * hopper::blocks_per_sm(NC);
     if (g_max_blocks > 0 && g_max_blocks < fit) fit = g_max_blocks;
     if (fit > 0 && fit < grid) grid = fit;
   }
@@ -174,7 +174,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED, MINB>, dim3(grid), dim3(L::kThreads),
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid), dim3(L::kThreads),
                        L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -184,9 +184,8 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
 // producer, fused_attention_hopper_kernel.cuh).
 template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int kMinB = NC == 1 ? 2 : 1;
-  return a.mask ? launch_t<T, D, STAGES, NC, QB, WIDE_PV, true, kMinB>(a, stream)
-                : launch_t<T, D, STAGES, NC, QB, WIDE_PV, false, kMinB>(a, stream);
+  return a.mask ? launch_t<T, D, STAGES, NC, QB, WIDE_PV, true>(a, stream)
+                : launch_t<T, D, STAGES, NC, QB, WIDE_PV, false>(a, stream);
 }
 
 // -1: not yet known for the device; 0: no; 1: yes.

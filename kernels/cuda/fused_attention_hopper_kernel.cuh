@@ -58,11 +58,13 @@ struct Layout {
 // MASKED: a key-padding mask is given. Without one the producer writes no key flags (its warp's
 // lane 0 alone issues the copies, in few registers: the 192-row kernel's producer at 24 spilled
 // with the flag code) and the consumers find the keys past S_kv from the tile's position.
-// MINB: blocks per SM (2 with NC = 1, else 1). (Three 64-row blocks an SM do not compile:
-// the launch bound's 80 registers a thread are below what one m64n128 wgmma needs, whatever
-// setmaxnreg gives the consumers.)
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, int MINB>
-__global__ void __launch_bounds__(128 * (NC + 1), MINB)
+// Blocks per SM: two 64-row blocks (NC = 1), else one. (Three 64-row blocks an SM do not
+// compile: the launch bound's 80 registers a thread are below what one m64n128 wgmma needs,
+// whatever setmaxnreg gives the consumers; NOTES-perf.md v36.)
+constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
+
+template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
+__global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
@@ -155,7 +157,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), MINB)
     // is faster — 56 / 224 won with a mask and lost 1-3 % without one at 4 x 16 x 2048 x 128;
     // 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us). Without a mask no variant
     // spills (v36).
-    static_assert(MINB == (NC == 1 ? 2 : 1));
     if constexpr (NC == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     else if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
@@ -374,8 +375,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), MINB)
         // Scores in natural units with the replacements of the contract.
 #pragma unroll
         for (int j = 0; j < kSN; ++j) {
-          const uint32_t f2 = MASKED ? *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4) : 0u;
-          (void)f2;
+          uint32_t f2 = 0;
+          if constexpr (MASKED) f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const int col = k0 + j * 8 + 2 * t4 + (c & 1);
