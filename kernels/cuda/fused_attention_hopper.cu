@@ -51,7 +51,6 @@ namespace {
 
 using hopper::hopper_attention_kernel;
 using hopper::HopperParams;
-using hopper::kBN;
 using hopper::kLog2e;
 using hopper::Layout;
 
@@ -72,6 +71,7 @@ int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = -1;  // attention_hopper_set_causal_persistent (-1: head dim 64 only)
+int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128 or 176
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -115,15 +115,15 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
-  using L = Layout<D, STAGES, NC, QB>;
+  using L = Layout<D, BN, STAGES, NC, QB>;
   constexpr int kBM = L::kBM;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
   if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED>,
+    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::kAlloc) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -133,8 +133,8 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   }
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, a.dtype, a.q, a.H, a.Sq, a.B, D, D, a.q_seq_stride, a.q_batch_stride, kBM) ||
-      !make_map(&tk, a.dtype, a.k, a.Hkv, a.Skv, a.B, D, a.k_head_stride, a.k_seq_stride, a.k_batch_stride, kBN) ||
-      !make_map(&tv, a.dtype, a.v, a.Hkv, a.Skv, a.B, D, a.v_head_stride, a.v_seq_stride, a.v_batch_stride, kBN))
+      !make_map(&tk, a.dtype, a.k, a.Hkv, a.Skv, a.B, D, a.k_head_stride, a.k_seq_stride, a.k_batch_stride, BN) ||
+      !make_map(&tv, a.dtype, a.v, a.Hkv, a.Skv, a.B, D, a.v_head_stride, a.v_seq_stride, a.v_batch_stride, BN))
     return false;  // the driver refused a map: the caller runs the mma.sync kernel instead
   HopperParams p;
   p.H = a.H;
@@ -174,7 +174,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid), dim3(L::kThreads),
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid), dim3(L::kThreads),
                        L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -184,8 +184,18 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
 // producer, fused_attention_hopper_kernel.cuh).
 template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
-  return a.mask ? launch_t<T, D, STAGES, NC, QB, WIDE_PV, true>(a, stream)
-                : launch_t<T, D, STAGES, NC, QB, WIDE_PV, false>(a, stream);
+  return a.mask ? launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true>(a, stream)
+                : launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
+}
+
+// Head dim 128: keys per K/V tile, 128 or 176 (two stages, 24 / 240 registers, the wide P·V;
+// no mask: its key flags are written 32 keys a pass). Measured (NOTES-perf.md v37, H100,
+// interleaved timing): without causal 176 is faster at S 2048 and 8192; under causal it loses at
+// 2048 (diagonal tiles waste more of 176 keys) and wins at 8192, so causal takes it from 4096 on.
+int key_tile_d128(const AttentionArgs& a) {
+  if (a.mask || !g_wide_pv) return 128;
+  if (g_key_tile > 0) return g_key_tile;
+  return !a.causal || a.Skv >= 4096 ? 176 : 128;
 }
 
 // -1: not yet known for the device; 0: no; 1: yes.
@@ -285,6 +295,7 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 void attention_hopper_set_causal_persistent(int mode) { g_causal_persistent = mode < 0 ? -1 : mode ? 1 : 0; }
+void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 176 ? keys : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
@@ -295,6 +306,7 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   // the sequence is too short to hide a block's prologue (default_rows_d64).
   const int rows = a.Dh == 128 ? 128 : g_blocks > 0 ? g_blocks : default_rows_d64(a);
   if (a.dtype == DType::Float16) {
+    if (a.Dh == 128 && key_tile_d128(a) == 176) return launch_t<__half, 128, 176, 2, 2, 1, true, false>(a, stream);
     if (a.Dh == 128)
       return g_wide_pv ? launch_v<__half, 128, 3, 2, 1, true>(a, stream)
                        : launch_v<__half, 128, 3, 2, 1, false>(a, stream);
@@ -302,6 +314,8 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
            : rows == 192 ? launch_v<__half, 64, 4, 3, 2, false>(a, stream)
                          : launch_v<__half, 64, 4, 2, 2, false>(a, stream);
   }
+  if (a.Dh == 128 && key_tile_d128(a) == 176)
+    return launch_t<__nv_bfloat16, 128, 176, 2, 2, 1, true, false>(a, stream);
   if (a.Dh == 128)
     return g_wide_pv ? launch_v<__nv_bfloat16, 128, 3, 2, 1, true>(a, stream)
                      : launch_v<__nv_bfloat16, 128, 3, 2, 1, false>(a, stream);

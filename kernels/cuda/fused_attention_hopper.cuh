@@ -39,6 +39,10 @@ void attention_hopper_set_wide_pv(bool on);
 // Causal calls on the persistent grid (snake order of the heaviest-first items) or one block
 // per item: 1 / 0, or -1 = by head dim (the default: persistent at 64, a block per item at 128).
 void attention_hopper_set_causal_persistent(int mode);
+// Head dim 128: keys per K/V tile, 128 or 176, or 0 = by shape (the default: 176 without
+// causal, and under causal from S_kv 4096 on). 176 needs no mask and the wide P·V; elsewhere
+// (and at head dim 64) the kernel keeps 128.
+void attention_hopper_set_key_tile(int keys);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

@@ -14,7 +14,6 @@
 
 namespace fuseopt::cuda_fused::hopper {
 
-constexpr int kBN = 128;        // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct HopperParams {
@@ -38,8 +37,14 @@ struct HopperParams {
 // block per SM), 3 (192-row blocks, head dim 64: less K/V traffic per query
 // row, three warpgroups to interleave) or 1 (64-row blocks, two blocks per
 // SM). QB query buffers: with 2 the next work item's Q loads during this one.
-template <int D, int STAGES, int NC, int QB>
+// BN keys per K/V tile: 128, or 176 at head dim 128 without a mask (fewer tiles a row, so
+// less of the per-tile cost — row maxima, barriers, O's rescale — per key; FlashAttention-3's
+// 128 x 176 block; two stages of it and one Q buffer fill 208 KB). A tile's 128-byte rows
+// group into 1024-byte swizzle atoms of 8 rows, so BN is a multiple of 8.
+template <int D, int BN, int STAGES, int NC, int QB>
 struct Layout {
+  static_assert(BN % 8 == 0 && BN <= 256, "a K/V tile is whole 8-row swizzle atoms, at most a TMA box");
+  static constexpr int kBN = BN;
   static constexpr int kBM = 64 * NC;  // query rows per block
   static constexpr int kThreads = 128 * (NC + 1);
   static constexpr int kPanels = D / 64;
@@ -63,7 +68,20 @@ struct Layout {
 // whatever setmaxnreg gives the consumers; NOTES-perf.md v36.)
 constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
 
-template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
+// Registers a thread after setmaxnreg: the producer warpgroup's and each consumer's
+// (blocks_per_sm x 128 x (producer + NC x consumer) <= 64K). The 176-key tile's consumers hold
+// S (88) and P (44) at once besides O (64, head dim 128): they take the 240 that the unmasked
+// producer's 24 leave. (176 keys with 64-row blocks at head dim 64, 40 / 216, compiled without
+// spills but was no faster than 128 anywhere: NOTES-perf.md v37.)
+template <int NC, int BN, bool MASKED>
+struct Regs {
+  static constexpr bool kWide = NC == 2 && BN > 128 && !MASKED;
+  static constexpr int kProducer = NC == 1 ? 56 : NC == 3 || kWide ? 24 : 40;
+  static constexpr int kConsumer = NC == 1 ? 200 : NC == 3 ? 160 : kWide ? 240 : 232;
+  static_assert(blocks_per_sm(NC) * 128 * (kProducer + NC * kConsumer) <= 65536, "over the SM's registers");
+};
+
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
@@ -71,7 +89,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
   // no TMA copy, key-flag read or output write before the previous kernel has completed.
   cuda_pdl::pdl_begin();
-  using L = Layout<D, STAGES, NC, QB>;
+  // The key flags are written 32 keys a pass of the producer warp.
+  static_assert(!MASKED || BN % 32 == 0, "a masked key tile is whole 32-key passes");
+  using L = Layout<D, BN, STAGES, NC, QB>;
+  constexpr int kBN = BN;
   constexpr int kPanels = L::kPanels;
   constexpr int kBM = L::kBM;
   extern __shared__ unsigned char smem_raw[];
@@ -149,17 +170,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
 
   if (threadIdx.x < 128) {
     // ---------------- producer warpgroup ----------------
-    // Registers: NC = 2: 128 x 40 + 256 x 232 <= 64K (one block per SM);
-    // NC = 3: 128 x 24 + 384 x 160 <= 64K; NC = 1: 128 x 56 + 128 x 200 = 32K
-    // (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count; with a
+    // Registers (Regs): NC = 2: 40 / 232 (24 / 240 with the unmasked 176-key tile); NC = 3:
+    // 24 / 160; NC = 1: 56 / 200 (two blocks per SM). ptxas allocates each side of setmaxnreg to its own count; with a
     // mask the producer (item walk, mask words, flags) spills: NC = 2 38 bytes at 40 / 232,
     // none at 56 / 224; NC = 3 134 at 24 / 160. Measured (NOTES-perf.md v34, H100): neither
     // is faster — 56 / 224 won with a mask and lost 1-3 % without one at 4 x 16 x 2048 x 128;
     // 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us). Without a mask no variant
     // spills (v36).
-    if constexpr (NC == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
-    else if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs<NC, BN, MASKED>::kProducer) : "memory");
     // The copies (one thread): an item's Q into buffer qb once the consumers are done with
     // its previous item; K / V of key tile k0 into ring slot s (their bytes announced on the
     // full barrier first).
@@ -258,9 +276,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   }
 
   // ---------------- consumer warpgroups ----------------
-  if constexpr (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-  else if constexpr (NC == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
-  else asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs<NC, BN, MASKED>::kConsumer) : "memory");
   const int ct = threadIdx.x - 128;
   const int cw = ct >> 7;  // consumer warpgroup: rows [64cw, 64cw+64) of the block
   const int warp = (ct >> 5) & 3, lane = ct & 31;
@@ -346,9 +362,19 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
       // producer's flags, otherwise only the last tile can reach past S_kv.
       const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
-      if (!diag && !special) {
+      if (!diag && (!special || !MASKED)) {
         // Every score of the tile is a plain score: max of the raw dot products,
-        // then p = 2^(s·scale·log2e - m·log2e) as one FFMA.
+        // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. Without a mask a tile reaching
+        // past S_kv (the last) takes this path too, its keys there set to -inf first (one
+        // compare and select a score): it holds a real key, so the row max stays finite, and
+        // 2^-inf = 0. The general path below cost this one tile as much as three plain ones
+        // (ncu, 4 x 16 x 2048 x 128 with 176-key tiles; NOTES-perf.md v37).
+        if (!MASKED && special) {
+          const int lim = p.Skv - k0 - 2 * t4;  // column j*8 + (c&1) of this thread is a key iff below
+#pragma unroll
+          for (int i = 0; i < kBN / 2; ++i)
+            if ((i >> 2) * 8 + (i & 1) >= lim) sacc[i] = -INFINITY;
+        }
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) mx4[(i >> 1) & 1][(i >> 2) & 3] = fmaxf(mx4[(i >> 1) & 1][(i >> 2) & 3], sacc[i]);
         mx[0] = reduce4(mx4[0], true);

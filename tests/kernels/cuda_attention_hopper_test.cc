@@ -6,7 +6,7 @@
 // MQA, key-padding masks (int64 and bool; batch 0 fully masked: NaN with the
 // -inf filter, uniform rows with finfo.min), packed QKV and separate Q/K/V,
 // fp16 and bf16, head dims 64 and 128, every variant of the kernel (block
-// rows, ping-pong, persistent grid, P·V width). On a device where the kernel applies
+// rows, ping-pong, persistent grid, P·V width, 128- or 176-key tiles). On a device where the kernel applies
 // (compute capability 9.0) the test checks that the dispatcher takes it; on
 // other devices the same cases run through the other kernels.
 #include <catch2/catch.hpp>
@@ -103,30 +103,39 @@ void run_case(const HopperCase& c, DType dt) {
   // (persistent with max_blocks 3: every block walks several items, so the
   // K/V ring, its phases and the Q buffer carry over between items.)
   // (causal_persistent: causal calls on the persistent grid too, snake order of the items.)
+  // (key_tile, head dim 128: 0 = by shape — 176 keys without causal or mask — else 128 or 176
+  // forced; 176 under causal too, so diagonal tiles of that width run; with a mask the kernel
+  // keeps 128.)
   struct Variant {
     int rows;
     bool pingpong, persistent, wide;
     int max_blocks;
     bool causal_persistent = false;
+    int key_tile = 0;
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
                               {64, true, false, true, 0},  {64, true, true, true, 3},   {192, true, true, true, 0},
                               {192, false, false, true, 0}, {192, true, true, true, 3},
                               {128, true, true, true, 0, true}, {64, true, true, true, 0, true},
-                              {64, true, true, true, 5, true}};
+                              {64, true, true, true, 5, true},
+                              {128, true, true, true, 0, false, 128}, {128, true, true, true, 0, false, 176},
+                              {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
+    if (var.key_tile && c.D != 128) continue;
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
                        << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
-                       << (var.causal_persistent ? " causal persistent" : ""));
+                       << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile);
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
     cuda_fused::attention_hopper_set_wide_pv(var.wide);
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent ? 1 : 0);
+    cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     auto got = op.run_cuda(dt);
+    cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(-1);
     cuda_fused::attention_hopper_set_blocks(0);
     cuda_fused::attention_hopper_set_pingpong(true);
