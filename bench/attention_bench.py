@@ -22,7 +22,7 @@ kernel's graph and SDPA's in turn, starting one further along each round.
   h192 / h192_nopp (192-row blocks, three consumer warpgroups, head dim 64),
   cpers / h64_cpers (causal calls on the persistent grid too, snake order; 128 / 64 rows),
   k176 (head dim 128: 176-key tiles, 24 / 240 registers; without a mask only; "hopper" and
-  the other variants run 128-key tiles),
+  the other variants run 128-key tiles), k176_cpers (the same, causal on the persistent grid),
   mma = the mma.sync kernel (v3)
   sdpa   = torch SDPA on contiguous [B,H,S,D] tensors (its own best layout);
            with a mask it gets attn_mask [B,1,1,S] (or [B,1,S,S] with causal)
@@ -43,7 +43,7 @@ SHAPES = [(8, 12, 512, 64), (32, 12, 128, 64), (4, 16, 2048, 128), (1, 16, 8192,
 # 32 causal on the persistent grid (snake order), 64 176-key tiles (head dim 128).
 KERNELS = {"ours": 0, "mma": 2, "hopper": 16, "nopp": 17, "h64": 18, "nopers": 20, "h64_nopers": 22, "narrow": 24,
            "h192": 32, "h192_nopp": 33, "cpers": 48, "h64_cpers": 50,
-           "k176": 80}
+           "k176": 80, "k176_cpers": 112}
 
 
 def load(path):

@@ -332,6 +332,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     }
   };
 
+  // Ping-pong between the consumer warpgroups (below): block-wide; the last warpgroup opens the
+  // block's first turn.
+  const bool pp = NC >= 2 && p.pingpong;
+  if (pp && cw == NC - 1) named_arrive(1);
   int tc = 0;
   for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
     const Item it = item(w);
@@ -447,16 +451,21 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // .., NC-1, 0, .. (named barrier 1 + w = "warpgroup w may issue"), so one's
     // softmax runs while the others' MMAs occupy the tensor cores. Each
     // warpgroup has n_tiles + 1 issue points per item (S(0); S(t+1) with
-    // PV(t); PV(last)); the last warpgroup opens the item's first turn and
-    // does not hand on after its last.
-    const bool pp = NC >= 2 && p.pingpong && n_tiles > 0;
+    // PV(t); PV(last)), one empty turn for an item without keys. The turns run
+    // on across items: the last warpgroup hands on right after issuing its last
+    // P·V, so warpgroup 0 issues the next item's S(0) while the others finish
+    // this item's P·V and stores. (Until session 33 the last warpgroup opened
+    // each item's first turn only once it had reached that item, after its
+    // stores, so both drained at every item boundary: 2-5 % slower with 128-row
+    // blocks, NOTES-perf.md v37.) Only the block's last turn hands on to no
+    // one, so no arrival is left pending at exit.
+    const bool last_item = work(n + 1) >= p.n_items;
     auto turn_begin = [&]() {
       if (pp) named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-      if (pp && !(last && cw == NC - 1)) named_arrive(1 + (cw + 1) % NC);
+      if (pp && !(last && last_item && cw == NC - 1)) named_arrive(1 + (cw + 1) % NC);
     };
-    if (pp && cw == NC - 1) named_arrive(1);
 
     const int qb = n % QB;
     desc_q = make_desc(sQ + qb * L::kQBytes + cw * 64 * 128, 16);
@@ -484,6 +493,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       __syncwarp();
       if (lane == 0) mbar_arrive(k_empty(s));
       pack_p();
+    } else {
+      turn_begin();  // no keys (causal, S_q > S_kv): an empty turn keeps the order
+      turn_end(true);
     }
     // Steady state (unconditional, so that the compiler sees which wgmma group
     // each wait completes): S(t+1) and PV(t) in flight, softmax of S(t+1)
