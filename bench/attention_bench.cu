@@ -66,12 +66,12 @@ extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq
       cuda_fused::attention_hopper_set_blocks(bits & 2 ? 64 : bits & 16 ? 192 : 128);
       cuda_fused::attention_hopper_set_persistent(!(bits & 4));
       cuda_fused::attention_hopper_set_wide_pv(!(bits & 8));
-      cuda_fused::attention_hopper_set_causal_persistent(bits & 32 ? 1 : 0);
+      cuda_fused::attention_hopper_set_causal_persistent(bits & 32);
       cuda_fused::attention_hopper_set_key_tile(bits & 64 ? 176 : 128);
       const bool ok = cuda_fused::launch_hopper_attention(a, s);
       cuda_fused::attention_hopper_set_key_tile(0);
       cuda_fused::attention_hopper_set_wide_pv(true);
-      cuda_fused::attention_hopper_set_causal_persistent(-1);
+      cuda_fused::attention_hopper_set_causal_persistent(true);
       cuda_fused::attention_hopper_set_persistent(true);
       cuda_fused::attention_hopper_set_blocks(0);
       cuda_fused::attention_hopper_set_pingpong(true);

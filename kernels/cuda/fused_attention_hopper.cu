@@ -20,7 +20,7 @@
 //   checks one FFMA (scale·log2e folded) and one ex2 per score.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
 //   and its phases carry over); causal at head dim 64 in snake order of the
-//   heaviest-first items, at 128 one block per item.
+//   heaviest-first items at both head dims.
 // Semantics are the generic kernel's (fused_launch.cuh): key-padding mask
 // replaced by mask_filter_value, causal bottom-right aligned (-inf), a row
 // with every score -inf gives NaN, finfo.min fills give uniform rows.
@@ -70,7 +70,7 @@ int g_blocks = 0;    // attention_hopper_set_blocks: 0 = by shape, else the rows
 int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
-int g_causal_persistent = -1;  // attention_hopper_set_causal_persistent (-1: head dim 64 only)
+int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
 int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128 or 176
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
@@ -156,11 +156,12 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.n_items = static_cast<int>(items);
   // Persistent: as many blocks as fit at once (one or two per SM), each
   // walking the items; otherwise one block per item. Causal items differ in
-  // work: one block per item there (heaviest first), unless persistent causal
-  // is switched on (the snake order evens the blocks' work) or a test caps the grid.
+  // work: the persistent grid takes them heaviest first in snake order (the
+  // blocks' work evens out). At head dim 128 one block per causal item was
+  // faster until the consumers' ping-pong turns ran on across items; since then
+  // the persistent grid is 4-8 % faster there too (NOTES-perf.md v37).
   int grid = p.n_items;
-  const bool causal_persistent = g_causal_persistent < 0 ? D == 64 : g_causal_persistent == 1;
-  if (g_persistent && (!a.causal || causal_persistent || g_max_blocks > 0)) {
+  if (g_persistent && (!a.causal || g_causal_persistent || g_max_blocks > 0)) {
     int fit = sm_count() * hopper::blocks_per_sm(NC);
     if (g_max_blocks > 0 && g_max_blocks < fit) fit = g_max_blocks;
     if (fit > 0 && fit < grid) grid = fit;
@@ -190,8 +191,9 @@ bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
 
 // Head dim 128: keys per K/V tile, 128 or 176 (two stages, 24 / 240 registers, the wide P·V;
 // no mask: its key flags are written 32 keys a pass). Measured (NOTES-perf.md v37, H100,
-// interleaved timing): without causal 176 is faster at S 2048 and 8192; under causal it loses at
-// 2048 (diagonal tiles waste more of 176 keys) and wins at 8192, so causal takes it from 4096 on.
+// interleaved timing): without causal 176 is faster at S 1024-8192 (2-9 %); under causal (the
+// persistent grid) it loses at 1024 and 2048 (diagonal tiles waste more of 176 keys) and wins at
+// 4096 and 8192 (4 %), so causal takes it from 4096 on.
 int key_tile_d128(const AttentionArgs& a) {
   if (a.mask || !g_wide_pv) return 128;
   if (g_key_tile > 0) return g_key_tile;
@@ -294,7 +296,7 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
   g_max_blocks = max_blocks > 0 ? max_blocks : 0;
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
-void attention_hopper_set_causal_persistent(int mode) { g_causal_persistent = mode < 0 ? -1 : mode ? 1 : 0; }
+void attention_hopper_set_causal_persistent(bool on) { g_causal_persistent = on ? 1 : 0; }
 void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 176 ? keys : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 

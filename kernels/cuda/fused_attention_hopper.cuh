@@ -36,9 +36,9 @@ void attention_hopper_set_blocks(int rows);
 void attention_hopper_set_persistent(bool on, int max_blocks = 0);
 // Head dim 128: P·V as one m64n128 MMA per 16 keys (default on) or two m64n64.
 void attention_hopper_set_wide_pv(bool on);
-// Causal calls on the persistent grid (snake order of the heaviest-first items) or one block
-// per item: 1 / 0, or -1 = by head dim (the default: persistent at 64, a block per item at 128).
-void attention_hopper_set_causal_persistent(int mode);
+// Causal calls on the persistent grid (snake order of the heaviest-first items; the default)
+// or one block per item (heaviest first).
+void attention_hopper_set_causal_persistent(bool on);
 // Head dim 128: keys per K/V tile, 128 or 176, or 0 = by shape (the default: 176 without
 // causal, and under causal from S_kv 4096 on). 176 needs no mask and the wide P·V; elsewhere
 // (and at head dim 64) the kernel keeps 128.

@@ -102,7 +102,8 @@ void run_case(const HopperCase& c, DType dt) {
   // 192-row blocks (head dim 64).
   // (persistent with max_blocks 3: every block walks several items, so the
   // K/V ring, its phases and the Q buffer carry over between items.)
-  // (causal_persistent: causal calls on the persistent grid too, snake order of the items.)
+  // (causal_persistent: causal calls on the persistent grid, snake order of the items — the
+  // default — or, false, one block per item.)
   // (key_tile, head dim 128: 0 = by shape — 176 keys without causal or mask — else 128 or 176
   // forced; 176 under causal too, so diagonal tiles of that width run; with a mask the kernel
   // keeps 128.)
@@ -120,7 +121,8 @@ void run_case(const HopperCase& c, DType dt) {
                               {128, true, true, true, 0, true}, {64, true, true, true, 0, true},
                               {64, true, true, true, 5, true},
                               {128, true, true, true, 0, false, 128}, {128, true, true, true, 0, false, 176},
-                              {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176}};
+                              {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176},
+                              {128, true, true, true, 4, true, 176}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
@@ -132,11 +134,11 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
     cuda_fused::attention_hopper_set_wide_pv(var.wide);
-    cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent ? 1 : 0);
+    cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     auto got = op.run_cuda(dt);
     cuda_fused::attention_hopper_set_key_tile(0);
-    cuda_fused::attention_hopper_set_causal_persistent(-1);
+    cuda_fused::attention_hopper_set_causal_persistent(true);
     cuda_fused::attention_hopper_set_blocks(0);
     cuda_fused::attention_hopper_set_pingpong(true);
     cuda_fused::attention_hopper_set_persistent(true);
