@@ -9,10 +9,8 @@
 // harness before the launch.
 #include <catch2/catch.hpp>
 
-#include <limits>
-
 #include "kernels/cuda/fused_launch.cuh"
-#include "support/cuda_kernel_check.h"
+#include "support/attention_variant_cases.h"
 
 using namespace fuseopt;
 using cuda_check::OpCase;
@@ -20,30 +18,23 @@ using cuda_check::OpCase;
 namespace {
 
 struct WindowCase {
-  int64_t B, S, Skv, H, Hkv, Dh, window;
+  attention_variant::Shape shape;
+  int64_t window;
   bool causal, mask;
 };
 
 void run_window(const WindowCase& c, DType dt) {
-  INFO("B" << c.B << " S" << c.S << " Skv" << c.Skv << " H" << c.H << " Hkv" << c.Hkv << " Dh" << c.Dh << " window "
-           << c.window << (c.causal ? " causal" : "") << (c.mask ? " mask" : "") << " " << cuda_check::short_name(dt));
+  const attention_variant::Shape& s = c.shape;
+  INFO(attention_variant::describe(s) << " window " << c.window << (c.causal ? " causal" : "")
+                                      << (c.mask ? " mask" : "") << " " << cuda_check::short_name(dt));
   OpCase op("fuseopt", "Attention", 5, 1);
-  op.attr(Attribute::make_int("num_heads", c.H));
-  op.attr(Attribute::make_int("kv_num_heads", c.Hkv));
-  op.attr(Attribute::make_int("causal", c.causal));
+  attention_variant::set_heads(op, s.H, s.Hkv, c.causal);
   op.attr(Attribute::make_int("window", c.window));
-  op.attr(Attribute::make_float("mask_filter_value", -std::numeric_limits<float>::max()));
-  Tensor q = cuda_check::random_tensor({c.B, c.S, c.H * c.Dh}, -2.f, 2.f);
-  Tensor k = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.Dh}, -2.f, 2.f);
-  Tensor v = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.Dh});
-  Tensor mask = cuda_check::random_padding_mask(c.B, c.Skv, DType::Int64);
-  op.inputs = {&q, &k, &v, c.mask ? &mask : nullptr, nullptr};
+  auto in = attention_variant::random_inputs(s);
+  op.inputs = {&in.q, &in.k, &in.v, c.mask ? &in.mask : nullptr, nullptr};
   auto got = op.run_cuda(dt);
   auto want = op.run_cpu(dt);
-  REQUIRE(got[0].dims == want[0].dims);
-  const double err = cuda_check::rel_error(got[0], want[0]);
-  INFO("relative error " << err);
-  CHECK(err < cuda_check::tolerance(dt));
+  attention_variant::check_outputs(got, want, dt);
 }
 
 }  // namespace
@@ -51,12 +42,12 @@ void run_window(const WindowCase& c, DType dt) {
 TEST_CASE("cuda Attention sliding window (mma.sync / generic kernels) vs CPU", "[cuda][attention]") {
   if (!cuda_check::gpu_ready()) return;
   const WindowCase cases[] = {
-      {2, 77, 77, 4, 4, 64, 20, true, false},
-      {2, 130, 130, 4, 2, 128, 40, true, true},  // GQA, padding; several key tiles left of the window
-      {2, 33, 130, 4, 1, 64, 65, true, false},   // MQA, S_kv > S (bottom-right), tiles skipped per block
-      {2, 77, 77, 2, 2, 64, 20, false, true},    // no causal: later keys stay visible
-      {1, 200, 200, 2, 2, 80, 50, true, true},   // head dim 80: the generic kernel at every dtype
-      {1, 64, 64, 2, 2, 64, 1, true, false},     // window 1: the diagonal only
+      {{2, 77, 77, 4, 4, 64}, 20, true, false},
+      {{2, 130, 130, 4, 2, 128}, 40, true, true},  // GQA, padding; several key tiles left of the window
+      {{2, 33, 130, 4, 1, 64}, 65, true, false},   // MQA, S_kv > S (bottom-right), tiles skipped per block
+      {{2, 77, 77, 2, 2, 64}, 20, false, true},    // no causal: later keys stay visible
+      {{1, 200, 200, 2, 2, 80}, 50, true, true},   // head dim 80: the generic kernel at every dtype
+      {{1, 64, 64, 2, 2, 64}, 1, true, false},     // window 1: the diagonal only
   };
   for (DType dt : {DType::Float, DType::Float16, DType::BFloat16})
     for (const WindowCase& c : cases) run_window(c, dt);
@@ -64,7 +55,7 @@ TEST_CASE("cuda Attention sliding window (mma.sync / generic kernels) vs CPU", "
 
 TEST_CASE("cuda Attention: a window of at least S_kv keys runs the kernels without one", "[cuda][attention]") {
   if (!cuda_check::gpu_ready()) return;
-  for (DType dt : {DType::Float16, DType::BFloat16}) run_window({2, 100, 100, 4, 4, 64, 100, true, true}, dt);
+  for (DType dt : {DType::Float16, DType::BFloat16}) run_window({{2, 100, 100, 4, 4, 64}, 100, true, true}, dt);
   cuda_fused::AttentionArgs a;
   a.H = a.Hkv = 8;
   a.Dh = a.Dv = 64;
@@ -84,23 +75,12 @@ TEST_CASE("cuda Attention: a decode step whose past outgrows the window", "[cuda
   for (int64_t past : {31, 300}) {  // 32 keys: inside the window (decode kernels); 301: past it
     INFO("past " << past);
     OpCase op("fuseopt", "Attention", 7, 3);
-    op.attr(Attribute::make_int("num_heads", H));
-    op.attr(Attribute::make_int("kv_num_heads", Hkv));
-    op.attr(Attribute::make_int("causal", 1));
+    attention_variant::set_heads(op, H, Hkv, true);
     op.attr(Attribute::make_int("window", 64));
-    Tensor q = cuda_check::random_tensor({B, 1, H * D}, -2.f, 2.f);
-    Tensor k = cuda_check::random_tensor({B, 1, Hkv * D}, -2.f, 2.f);
-    Tensor v = cuda_check::random_tensor({B, 1, Hkv * D});
-    Tensor pk = cuda_check::random_tensor({B, Hkv, past, D}, -2.f, 2.f);
-    Tensor pv = cuda_check::random_tensor({B, Hkv, past, D});
-    op.inputs = {&q, &k, &v, nullptr, nullptr, &pk, &pv};
+    auto in = attention_variant::random_step(B, H, Hkv, D, past);
+    op.inputs = {&in.q, &in.k, &in.v, nullptr, nullptr, &in.past_k, &in.past_v};
     auto want = op.run_cpu(DType::Float16);
     auto got = op.run_cuda(DType::Float16);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      INFO("output " << i);
-      REQUIRE(got[i].dims == want[i].dims);
-      CHECK(cuda_check::rel_error(got[i], want[i]) < cuda_check::tolerance(DType::Float16));
-    }
+    attention_variant::check_outputs(got, want, DType::Float16);
   }
 }
