@@ -3,24 +3,27 @@
 //   block = a producer warpgroup (its first warp issues the TMA copies and,
 //   with a key-padding mask, writes the key flags; without one its lane 0
 //   alone runs) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
-//   NC = 2, head dim 128, 40/232 registers; NC = 1, 64-row blocks two per SM,
-//   head dim 64 at S_q <= 1024 and causal; NC = 3, head dim 64 past 1024).
-//   Q and K/V tiles [128 keys] reach shared memory by TMA (cp.async.bulk.tensor,
+//   NC = 2, head dim 128, 40/232 registers, 24/240 with 176-key tiles; NC = 1,
+//   64-row blocks two per SM, head dim 64 at S_q <= 1024 and causal; NC = 3,
+//   head dim 64 past 1024).
+//   Q and K/V tiles [128 keys; 176 at head dim 128 without a mask, under causal
+//   from S_kv 4096] reach shared memory by TMA (cp.async.bulk.tensor,
 //   128-byte swizzle, zero-filled past the end), K/V through a STAGES-deep
 //   ring guarded by mbarriers (full: TMA bytes landed; K-empty / V-empty: all
 //   consumer warps are done with the stage's K / V).
-//   S = Q·Kᵀ: wgmma m64n128k16, A and B from shared memory (descriptors).
+//   S = Q·Kᵀ: wgmma m64n128k16 (m64n176k16), A and B from shared memory (descriptors).
 //   O += P·V: wgmma m64n(D)k16 (or 2 x m64n64 for D = 128), P from registers
 //   (the S accumulator converted to fp16/bf16 is the A fragment), V as an
 //   MN-major B (transpose bit), so V needs no transposed copy.
 //   Within a warpgroup S(t+1) and PV(t) are issued back to back and the
 //   softmax of S(t+1) runs while PV(t) is on the tensor cores; between
-//   warpgroups a named-barrier ping-pong orders the MMA issue.
+//   warpgroups a named-barrier ping-pong orders the MMA issue, its turns
+//   running on across a block's items.
 //   Online softmax in fp32: running max and sum per row; without per-element
 //   checks one FFMA (scale·log2e folded) and one ex2 per score.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
-//   and its phases carry over); causal at head dim 64 in snake order of the
-//   heaviest-first items at both head dims.
+//   and its phases carry over); causal in snake order of the heaviest-first
+//   items.
 // Semantics are the generic kernel's (fused_launch.cuh): key-padding mask
 // replaced by mask_filter_value, causal bottom-right aligned (-inf), a row
 // with every score -inf gives NaN, finfo.min fills give uniform rows.
