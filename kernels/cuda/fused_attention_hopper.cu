@@ -178,8 +178,8 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid), dim3(L::kThreads),
-                       L::kAlloc, stream, tq, tk, tv, p);
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid),
+                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
