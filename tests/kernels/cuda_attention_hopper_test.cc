@@ -6,9 +6,10 @@
 // MQA, key-padding masks (int64 and bool; batch 0 fully masked: NaN with the
 // -inf filter, uniform rows with finfo.min), packed QKV and separate Q/K/V,
 // fp16 and bf16, head dims 64 and 128, every variant of the kernel (block
-// rows, ping-pong, persistent grid, P·V width, 128- or 176-key tiles). On a device where the kernel applies
-// (compute capability 9.0) the test checks that the dispatcher takes it; on
-// other devices the same cases run through the other kernels.
+// rows, ping-pong, persistent grid, P·V width, 128- or 176-key tiles). On a
+// device where the kernel applies (compute capability 9.0) the test checks that
+// the dispatcher takes it; on other devices the same cases run through the
+// other kernels.
 #include <catch2/catch.hpp>
 
 #include <limits>

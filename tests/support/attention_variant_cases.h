@@ -1,7 +1,8 @@
 // What the CUDA tests of fuseopt.Attention's variants (sinks, sliding window, softcap:
 // tests/kernels/cuda_attention_{sinks,window,softcap}_test.cc) share: the node's head
-// attributes, fresh random inputs of a prefill case or of a one-token step over a cache, and
-// the comparison of every output with the CPU kernel's. The harness NaN-poisons the CUDA
+// attributes, fresh random inputs of a prefill case or of a one-token step over a cache (the
+// decode kernels' cases, decode_attention_cases.h, draw theirs here too), and the comparison of
+// every output with the CPU kernel's. The harness NaN-poisons the CUDA
 // outputs before each launch.
 #pragma once
 #include <catch2/catch.hpp>

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/fused_attention_decode.h"
+#include "support/attention_variant_cases.h"
 #include "support/cuda_kernel_check.h"
 
 namespace decode_attention {
@@ -61,14 +62,10 @@ inline OpCase make_op(const Step& c) {
 inline void run_step(const Step& c, DType dt, bool expect_kernel = true) {
   INFO(describe(c) << " " << cuda_check::short_name(dt));
   OpCase op = make_op(c);
-  Tensor q = cuda_check::random_tensor({c.B, 1, c.H * c.D}, -2.f, 2.f);
-  Tensor k = cuda_check::random_tensor({c.B, 1, c.Hkv * c.D}, -2.f, 2.f);
-  Tensor v = cuda_check::random_tensor({c.B, 1, c.Hkv * c.D});
-  Tensor pk = cuda_check::random_tensor({c.B, c.Hkv, c.Sp, c.D}, -2.f, 2.f);
-  Tensor pv = cuda_check::random_tensor({c.B, c.Hkv, c.Sp, c.D});
+  auto in = attention_variant::random_step(c.B, c.H, c.Hkv, c.D, c.Sp);
   Tensor mask;
   if (c.mask) mask = cuda_check::random_padding_mask(c.B, c.Sp + 1, c.mask == 1 ? DType::Int64 : DType::Bool);
-  op.inputs = {&q, &k, &v, c.mask ? &mask : nullptr, nullptr, &pk, &pv};
+  op.inputs = {&in.q, &in.k, &in.v, c.mask ? &mask : nullptr, nullptr, &in.past_k, &in.past_v};
   if (c.stable_mask) op.stable_inputs.push_back(3);
   auto want = op.run_cpu(dt);
   AppendMode on("1");
