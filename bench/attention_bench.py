@@ -23,6 +23,9 @@ kernel's graph and SDPA's in turn, starting one further along each round.
   cpers / h64_cpers (causal calls on the persistent grid too, snake order; 128 / 64 rows),
   k176 (head dim 128: 176-key tiles, 24 / 240 registers; without a mask only; "hopper" and
   the other variants run 128-key tiles), k176_cpers (the same, causal on the persistent grid),
+  k160 / k160_cpers (head dim 128: 160-key tiles, O through shared memory and a TMA store),
+  h64_direct / h64_cpers_direct / hopper_direct / h192_direct (head dim 64: O by 4-byte stores
+  from the registers, as before session 34, instead of the staging buffer and TMA store),
   mma = the mma.sync kernel (v3)
   sdpa   = torch SDPA on contiguous [B,H,S,D] tensors (its own best layout);
            with a mask it gets attn_mask [B,1,1,S] (or [B,1,S,S] with causal)
@@ -40,10 +43,13 @@ import torch.nn.functional as F
 SHAPES = [(8, 12, 512, 64), (32, 12, 128, 64), (4, 16, 2048, 128), (1, 16, 8192, 128)]
 # Hopper variants: 16 + bits (bench/attention_bench.cu): 1 no ping-pong, 2 64-row blocks,
 # 4 one block per item (not persistent), 8 P·V as two m64n64 (head dim 128), 16 192-row blocks,
-# 32 causal on the persistent grid (snake order), 64 176-key tiles (head dim 128).
+# 32 causal on the persistent grid (snake order), 64 176-key tiles (head dim 128), 128 O written
+# by 4-byte stores from the registers instead of the staging buffer and TMA store (head dim 64;
+# with 64: 160-key tiles and the TMA store at head dim 128).
 KERNELS = {"ours": 0, "mma": 2, "hopper": 16, "nopp": 17, "h64": 18, "nopers": 20, "h64_nopers": 22, "narrow": 24,
            "h192": 32, "h192_nopp": 33, "cpers": 48, "h64_cpers": 50,
-           "k176": 80, "k176_cpers": 112}
+           "k176": 80, "k176_cpers": 112,
+           "k160": 208, "k160_cpers": 240, "h64_direct": 146, "h64_cpers_direct": 178, "hopper_direct": 144, "h192_direct": 160}
 
 
 def load(path):

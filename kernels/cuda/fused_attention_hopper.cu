@@ -3,15 +3,15 @@
 //   block = a producer warpgroup (its first warp issues the TMA copies and,
 //   with a key-padding mask, writes the key flags; without one its lane 0
 //   alone runs) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
-//   NC = 2, head dim 128, 40/232 registers, 24/240 with 176-key tiles; NC = 1,
+//   NC = 2, head dim 128, 40/232 registers, 24/240 with 160/176-key tiles; NC = 1,
 //   64-row blocks two per SM, head dim 64 at S_q <= 1024 and causal; NC = 3,
 //   head dim 64 past 1024).
-//   Q and K/V tiles [128 keys; 176 at head dim 128 without a mask, under causal
-//   from S_kv 4096] reach shared memory by TMA (cp.async.bulk.tensor,
+//   Q and K/V tiles [128 keys; 160 at head dim 128 without a mask] reach
+//   shared memory by TMA (cp.async.bulk.tensor,
 //   128-byte swizzle, zero-filled past the end), K/V through a STAGES-deep
 //   ring guarded by mbarriers (full: TMA bytes landed; K-empty / V-empty: all
 //   consumer warps are done with the stage's K / V).
-//   S = Q·Kᵀ: wgmma m64n128k16 (m64n176k16), A and B from shared memory (descriptors).
+//   S = Q·Kᵀ: wgmma m64n128k16 (m64n160k16), A and B from shared memory (descriptors).
 //   O += P·V: wgmma m64n(D)k16 (or 2 x m64n64 for D = 128), P from registers
 //   (the S accumulator converted to fp16/bf16 is the A fragment), V as an
 //   MN-major B (transpose bit), so V needs no transposed copy.
@@ -19,8 +19,12 @@
 //   softmax of S(t+1) runs while PV(t) is on the tensor cores; between
 //   warpgroups a named-barrier ping-pong orders the MMA issue, its turns
 //   running on across a block's items.
-//   Online softmax in fp32: running max and sum per row; without per-element
-//   checks one FFMA (scale·log2e folded) and one ex2 per score.
+//   Online softmax in fp32: running max and sum per row; one FFMA (scale·log2e
+//   folded) and one ex2 per score, the keys a row may not see (causal
+//   diagonal, past S_kv) set to -inf first; with a key-padding mask, tiles
+//   holding a masked key (or one past S_kv) check each score.
+//   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
+//   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
 //   and its phases carry over); causal in snake order of the heaviest-first
 //   items.
@@ -74,7 +78,8 @@ int g_persistent = 1;  // attention_hopper_set_persistent
 int g_max_blocks = 0;  // its optional cap on the grid (tests: several items per block)
 int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
-int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128 or 176
+int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128, 160 or 176
+int g_tma_store = 1;           // attention_hopper_set_tma_store
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -139,6 +144,11 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
       !make_map(&tk, a.dtype, a.k, a.Hkv, a.Skv, a.B, D, a.k_head_stride, a.k_seq_stride, a.k_batch_stride, BN) ||
       !make_map(&tv, a.dtype, a.v, a.Hkv, a.Skv, a.B, D, a.v_head_stride, a.v_seq_stride, a.v_batch_stride, BN))
     return false;  // the driver refused a map: the caller runs the mma.sync kernel instead
+  // Y [B][S_q][H][D] for the TMA-store epilogue (head dim 64), a 64-row box a consumer warpgroup.
+  CUtensorMap ty = tq;
+  if (L::kTmaStore &&
+      !make_map(&ty, a.dtype, a.y, a.H, a.Sq, a.B, D, D, int64_t(a.H) * D, int64_t(a.Sq) * a.H * D, 64))
+    return false;
   HopperParams p;
   p.H = a.H;
   p.Hkv = a.Hkv;
@@ -149,6 +159,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.fill = a.mask_filter_value;
   p.causal = a.causal ? 1 : 0;
   p.pingpong = g_pingpong;
+  p.tma_store = g_tma_store;
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
@@ -179,7 +190,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
   cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid),
-                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, p);
+                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -192,15 +203,16 @@ bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
                 : launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
 }
 
-// Head dim 128: keys per K/V tile, 128 or 176 (two stages, 24 / 240 registers, the wide P·V;
-// no mask: its key flags are written 32 keys a pass). Measured (NOTES-perf.md v37, H100,
-// interleaved timing): without causal 176 is faster at S 1024-8192 (2-9 %); under causal (the
-// persistent grid) it loses at 1024 and 2048 (diagonal tiles waste more of 176 keys) and wins at
-// 4096 and 8192 (4 %), so causal takes it from 4096 on.
+// Head dim 128 without a mask: 160-key tiles (two stages, 24 / 240 registers, the wide P·V) and
+// O through shared memory and a TMA store, causal or not; 176 (FlashAttention-3's width, no room
+// for O's buffer) and 128 stay as variants. With a mask 128 (its key flags are written 32 keys a
+// pass). Measured (NOTES-perf.md v38, H100, interleaved with SDPA): 4 x 16 x 2048 x 128 245.7 us
+// against 176's 249.4 and 128's 271 (v37), causal on the persistent grid 156.8 against 128's
+// 169.7; 1 x 16 x 8192 x 128 equal to 176 without causal (921.5 / 915.6), causal 480.2 / 491.8.
 int key_tile_d128(const AttentionArgs& a) {
   if (a.mask || !g_wide_pv) return 128;
   if (g_key_tile > 0) return g_key_tile;
-  return !a.causal || a.Skv >= 4096 ? 176 : 128;
+  return 160;
 }
 
 // -1: not yet known for the device; 0: no; 1: yes.
@@ -300,7 +312,8 @@ void attention_hopper_set_persistent(bool on, int max_blocks) {
 }
 void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 void attention_hopper_set_causal_persistent(bool on) { g_causal_persistent = on ? 1 : 0; }
-void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 176 ? keys : 0; }
+void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 160 || keys == 176 ? keys : 0; }
+void attention_hopper_set_tma_store(bool on) { g_tma_store = on ? 1 : 0; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
@@ -312,6 +325,7 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   const int rows = a.Dh == 128 ? 128 : g_blocks > 0 ? g_blocks : default_rows_d64(a);
   if (a.dtype == DType::Float16) {
     if (a.Dh == 128 && key_tile_d128(a) == 176) return launch_t<__half, 128, 176, 2, 2, 1, true, false>(a, stream);
+    if (a.Dh == 128 && key_tile_d128(a) == 160) return launch_t<__half, 128, 160, 2, 2, 1, true, false>(a, stream);
     if (a.Dh == 128)
       return g_wide_pv ? launch_v<__half, 128, 3, 2, 1, true>(a, stream)
                        : launch_v<__half, 128, 3, 2, 1, false>(a, stream);
@@ -321,6 +335,8 @@ bool launch_hopper_attention(const AttentionArgs& a, cudaStream_t stream) {
   }
   if (a.Dh == 128 && key_tile_d128(a) == 176)
     return launch_t<__nv_bfloat16, 128, 176, 2, 2, 1, true, false>(a, stream);
+  if (a.Dh == 128 && key_tile_d128(a) == 160)
+    return launch_t<__nv_bfloat16, 128, 160, 2, 2, 1, true, false>(a, stream);
   if (a.Dh == 128)
     return g_wide_pv ? launch_v<__nv_bfloat16, 128, 3, 2, 1, true>(a, stream)
                      : launch_v<__nv_bfloat16, 128, 3, 2, 1, false>(a, stream);

@@ -39,10 +39,13 @@ void attention_hopper_set_wide_pv(bool on);
 // Causal calls on the persistent grid (snake order of the heaviest-first items; the default)
 // or one block per item (heaviest first).
 void attention_hopper_set_causal_persistent(bool on);
-// Head dim 128: keys per K/V tile, 128 or 176, or 0 = by shape (the default: 176 without
-// causal, and under causal from S_kv 4096 on). 176 needs no mask and the wide P·V; elsewhere
-// (and at head dim 64) the kernel keeps 128.
+// Head dim 128: keys per K/V tile, 128, 160 or 176, or 0 = by shape (the default: 160 without a
+// mask, its O written by a TMA store; 128 with one). 160 and 176 need no mask and the wide P·V;
+// elsewhere (and at head dim 64) the kernel keeps 128.
 void attention_hopper_set_key_tile(int keys);
+// Head dim 64: O through a shared-memory staging buffer and one TMA store a warpgroup (the
+// default) or 4-byte stores from the registers (head dim 128 always: no room for the buffer).
+void attention_hopper_set_tma_store(bool on);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

@@ -25,6 +25,7 @@ struct HopperParams {
   int n_items;   // query tiles x heads x batch
   int heaviest_first;  // items ordered by query tile over all heads (causal)
   int snake;           // persistent causal: every other round of items in reverse block order
+  int tma_store;       // head dim 64: O through shared memory and a TMA store (else 4-byte stores)
   const void* mask;
   DType mask_dtype;
   const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
@@ -53,7 +54,13 @@ struct Layout {
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + QB * kQBytes;
   static constexpr int kOffV = kOffK + STAGES * kStageBytes;
-  static constexpr int kOffFlags = kOffV + STAGES * kStageBytes;  // STAGES x kBN bytes
+  // O's staging buffer (the TMA-store epilogue, kTmaStore below): [kBM rows][128 B] a 64-column
+  // panel, each consumer warpgroup its 64 rows. Head dim 64 has room; head dim 128 only with
+  // 160-key tiles (2 x 80 KB of K/V + Q 32 + O 32 = 224 KB): the 128- and 176-key rings fill it.
+  static constexpr bool kTmaStore = D == 64 || BN == 160;
+  static constexpr int kOffOut = kOffV + STAGES * kStageBytes;
+  static constexpr int kOutBytes = kTmaStore ? kPanels * kBM * 128 : 0;
+  static constexpr int kOffFlags = kOffOut + kOutBytes;  // STAGES x kBN bytes
   static constexpr int kOffAny = kOffFlags + STAGES * kBN;        // STAGES ints
   static constexpr int kOffBar = (kOffAny + STAGES * 4 + 7) / 8 * 8;
   static constexpr int kBytes = kOffBar + (2 * QB + 4 * STAGES) * 8;
@@ -84,7 +91,8 @@ struct Regs {
 template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                            const __grid_constant__ CUtensorMap tm_v, const HopperParams p) {
+                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_y,
+                            const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
   // no TMA copy, key-flag read or output write before the previous kernel has completed.
@@ -366,18 +374,29 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
       // producer's flags, otherwise only the last tile can reach past S_kv.
       const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
-      if (!diag && (!special || !MASKED)) {
+      // Every tile takes the plain path but those with a masked key or one past S_kv under a
+      // key-padding mask (its flags): they take the general path below.
+      if (!MASKED || !special) {
         // Every score of the tile is a plain score: max of the raw dot products,
-        // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. Without a mask a tile reaching
-        // past S_kv (the last) takes this path too, its keys there set to -inf first (one
-        // compare and select a score): it holds a real key, so the row max stays finite, and
-        // 2^-inf = 0. The general path below cost this one tile as much as three plain ones
-        // (ncu, 4 x 16 x 2048 x 128 with 176-key tiles; NOTES-perf.md v37).
-        if (!MASKED && special) {
-          const int lim = p.Skv - k0 - 2 * t4;  // column j*8 + (c&1) of this thread is a key iff below
+        // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. The keys a row may not see — right
+        // of its last visible key on the causal diagonal, and without a mask past S_kv (the
+        // last tile) — are set to -inf first: one compare and select a score, instead of the
+        // general path's compares, scale and subtract before every ex2. (The general path cost
+        // the last partial tile as much as three plain ones, ncu at 4 x 16 x 2048 x 128 with
+        // 176-key tiles, NOTES-perf.md v37; at 32 x 12 x 128 causal every tile is a diagonal
+        // one; GPT-2's and Llama's exports pass an all-ones padding mask, so their diagonal
+        // tiles come here too.) A row may have seen no key yet (causal with S_q > S_kv, rows
+        // past S_q): its max stays -inf and the update below takes 0 as its base.
+        if (diag || (!MASKED && special)) {
+          int lim[2];  // column j*8 + (c&1) of this thread is visible to row half r iff below lim[r]
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int end = p.causal ? min(p.Skv, row0 + 8 * r + causal_off + 1) : p.Skv;
+            lim[r] = end - k0 - 2 * t4;
+          }
 #pragma unroll
           for (int i = 0; i < kBN / 2; ++i)
-            if ((i >> 2) * 8 + (i & 1) >= lim) sacc[i] = -INFINITY;
+            if ((i >> 2) * 8 + (i & 1) >= lim[(i >> 1) & 1]) sacc[i] = -INFINITY;
         }
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) mx4[(i >> 1) & 1][(i >> 2) & 3] = fmaxf(mx4[(i >> 1) & 1][(i >> 2) & 3], sacc[i]);
@@ -388,10 +407,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
         for (int r = 0; r < 2; ++r) {
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r] * p.scale);  // finite: the tile has real scores
-          corr[r] = ex2((m[r] - m_new) * kLog2e);
+          const float m_new = fmaxf(m[r], mx[r] * p.scale);
+          const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: no inf - inf
+          corr[r] = ex2((m[r] - base) * kLog2e);
           m[r] = m_new;
-          nb[r] = -m_new * kLog2e;
+          nb[r] = -base * kLog2e;
         }
 #pragma unroll
         for (int i = 0; i < kBN / 2; ++i) {
@@ -402,22 +422,19 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
         l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
         l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
       } else {
-        // Scores in natural units with the replacements of the contract.
+        // Masked calls only: scores in natural units with the replacements of the contract
+        // (the key flags: past S_kv -inf, masked the fill value; a masked key is not -inf, so
+        // this path cannot share the plain one's -inf trick).
 #pragma unroll
         for (int j = 0; j < kSN; ++j) {
-          uint32_t f2 = 0;
-          if constexpr (MASKED) f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
+          const uint32_t f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const int col = k0 + j * 8 + 2 * t4 + (c & 1);
             const int row = row0 + 8 * (c >> 1);
             float v = sacc[j * 4 + c] * p.scale;
-            if constexpr (MASKED) {
-              const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
-              v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
-            } else {
-              if (col >= p.Skv) v = -INFINITY;
-            }
+            const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
+            v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
             if (p.causal && col > row + causal_off) v = -INFINITY;
             sacc[j * 4 + c] = v;
             mx4[c >> 1][j & 3] = fmaxf(mx4[c >> 1][j & 3], v);
@@ -560,17 +577,57 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       const float keep = p.sinks ? join_sink(m[r], sink, lr) : 1.f;
       inv[r] = p.rows_zero && m[r] == -INFINITY ? 0.f : keep / lr;
     }
-    const int64_t y_stride = int64_t(p.H) * D;
-    T* yb = static_cast<T*>(p.y) + int64_t(it.b) * p.Sq * y_stride + int64_t(it.h) * D;
+    bool stored = false;
+    if constexpr (L::kTmaStore) {
+      if (p.tma_store) {
+      // The epilogue through shared memory (FlashAttention-3's): the warpgroup writes its 64 rows
+      // of O / l into its staging panel with the 128-byte swizzle (16-byte chunk j of a row at
+      // chunk j ^ row % 8: a warp's 8 rows fall on all 32 banks) and one thread stores the panel
+      // by TMA, which skips rows past S_q. The 4-byte stores straight from the registers (8 rows
+      // x 16 bytes a warp instruction) held the warps at every item's end; the TMA store runs
+      // while the warpgroup starts its next item. Its issuer waits until the previous store has
+      // read the panel before the warpgroup writes it again (an item later: no wait in practice).
+      const uint32_t sO = base + L::kOffOut + uint32_t(cw) * 64 * 128;  // + pn * kBM * 128: panel pn
+      const bool issuer = (ct & 127) == 0;
+      if (issuer) bulk_wait_read();
+      warpgroup_bar(1 + NC + cw);
+      const int lr = warp * 16 + g;  // this thread's rows in the panel: lr, lr + 8 (same lr % 8)
 #pragma unroll
-    for (int j = 0; j < kPanels * 8; ++j) {
-      const int col = j * 8 + 2 * t4;
-      if (row0 < p.Sq)
-        *reinterpret_cast<uint32_t*>(yb + row0 * y_stride + col) = pack2<T>(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
-      if (row0 + 8 < p.Sq)
-        *reinterpret_cast<uint32_t*>(yb + (row0 + 8) * y_stride + col) =
-            pack2<T>(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+      for (int j = 0; j < kPanels * 8; ++j) {
+        const uint32_t at = sO + uint32_t(j / 8) * (kBM * 128) + uint32_t(lr) * 128 +
+                            ((uint32_t(j % 8) ^ uint32_t(lr & 7)) << 4) + uint32_t(t4) * 4;
+        const uint32_t v0 = pack2<T>(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
+        const uint32_t v1 = pack2<T>(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(v0) : "memory");
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at + 8 * 128), "r"(v1) : "memory");
+      }
+      fence_async_shared();
+      warpgroup_bar(1 + NC + cw);
+      if (issuer) {
+#pragma unroll
+        for (int pn = 0; pn < kPanels; ++pn) tma_store(&tm_y, sO + pn * (kBM * 128), pn * 64, it.h, it.q0 + cw * 64, it.b);
+        bulk_commit();
+      }
+      stored = true;
+      }
     }
+    if (!stored) {
+      const int64_t y_stride = int64_t(p.H) * D;
+      T* yb = static_cast<T*>(p.y) + int64_t(it.b) * p.Sq * y_stride + int64_t(it.h) * D;
+#pragma unroll
+      for (int j = 0; j < kPanels * 8; ++j) {
+        const int col = j * 8 + 2 * t4;
+        if (row0 < p.Sq)
+          *reinterpret_cast<uint32_t*>(yb + row0 * y_stride + col) = pack2<T>(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
+        if (row0 + 8 < p.Sq)
+          *reinterpret_cast<uint32_t*>(yb + (row0 + 8) * y_stride + col) =
+              pack2<T>(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+      }
+    }
+  }
+  // The last TMA store has written Y before the block ends (and with it the grid).
+  if constexpr (L::kTmaStore) {
+    if ((ct & 127) == 0) bulk_wait_all();
   }
 #endif  // FUSEOPT_HOPPER_DEVICE
 }

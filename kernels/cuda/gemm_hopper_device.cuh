@@ -85,13 +85,8 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t sr
                "r"(c0), "r"(c1), "r"(src)
                : "memory");
 }
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// This thread's bulk stores have finished reading shared memory (the buffer may be rewritten).
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-// ... and have completed (their writes are done).
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-// Generic-proxy writes to shared memory made visible to the async proxy (the TMA store).
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// bulk_commit, bulk_wait_read, bulk_wait_all, fence_async_shared: fused_attention_hopper_sync.cuh
+// (the attention's epilogue stores the same way).
 // The 128 threads of consumer warpgroup `wg` (named barriers 3 and 4).
 __device__ __forceinline__ void warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");

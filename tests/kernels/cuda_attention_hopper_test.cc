@@ -4,10 +4,11 @@
 // 128-row / 128-key tiles (1, 17, 130, 257, 1000), S_q != S_kv under causal
 // (bottom-right alignment, also rows with no visible key: NaN), GQA 32/8 and
 // MQA, key-padding masks (int64 and bool; batch 0 fully masked: NaN with the
-// -inf filter, uniform rows with finfo.min), packed QKV and separate Q/K/V,
+// -inf filter, uniform rows with finfo.min; and one padding only a batch's last
+// keys, so that masked causal diagonal tiles take the plain softmax path), packed QKV and separate Q/K/V,
 // fp16 and bf16, head dims 64 and 128, every variant of the kernel (block
-// rows, ping-pong, persistent grid, P·V width, 128- or 176-key tiles). On a
-// device where the kernel applies (compute capability 9.0) the test checks that
+// rows, ping-pong, persistent grid, P·V width, 128-, 160- or 176-key tiles,
+// O by TMA store or 4-byte stores). On a device where the kernel applies (compute capability 9.0) the test checks that
 // the dispatcher takes it; on other devices the same cases run through the
 // other kernels.
 #include <catch2/catch.hpp>
@@ -26,7 +27,8 @@ namespace {
 struct HopperCase {
   int64_t B, S, Skv, H, Hkv, D;
   bool packed, causal;
-  int mask;     // 0 none, 1 int64 padding, 2 bool padding (batch 0 fully masked in both)
+  int mask;     // 0 none, 1 int64 padding, 2 bool padding (batch 0 fully masked in both),
+                // 3 bool, batch b padding its last 5b keys (most tiles hold no masked key)
   float fill;   // mask_filter_value (NaN = attribute omitted: -inf)
   float scale;  // NaN = attribute omitted (1/sqrt(D))
 };
@@ -94,7 +96,15 @@ void run_case(const HopperCase& c, DType dt) {
     k = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.D}, -2.f, 2.f);
     v = cuda_check::random_tensor({c.B, c.Skv, c.Hkv * c.D});
   }
-  if (c.mask) mask = cuda_check::random_padding_mask(c.B, c.Skv, c.mask == 1 ? DType::Int64 : DType::Bool);
+  if (c.mask == 3) {
+    // Under causal the diagonal tiles of such a mask take the plain softmax path (their keys
+    // are all kept), the last tiles the general one.
+    mask = Tensor(DType::Bool, {c.B, c.Skv});
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = 0; j < c.Skv; ++j) mask.data<uint8_t>()[b * c.Skv + j] = j < c.Skv - 5 * b;
+  } else if (c.mask) {
+    mask = cuda_check::random_padding_mask(c.B, c.Skv, c.mask == 1 ? DType::Int64 : DType::Bool);
+  }
   op.inputs = {&q, c.packed ? nullptr : &k, c.packed ? nullptr : &v, c.mask ? &mask : nullptr, nullptr};
   auto want = op.run_cpu(dt);
   // Every variant of the kernel on the same inputs: 128-row blocks (two
@@ -105,15 +115,18 @@ void run_case(const HopperCase& c, DType dt) {
   // K/V ring, its phases and the Q buffer carry over between items.)
   // (causal_persistent: causal calls on the persistent grid, snake order of the items — the
   // default — or, false, one block per item.)
-  // (key_tile, head dim 128: 0 = by shape — 176 keys without causal or mask — else 128 or 176
-  // forced; 176 under causal too, so diagonal tiles of that width run; with a mask the kernel
-  // keeps 128.)
+  // (key_tile, head dim 128: 0 = by shape — 176 keys without causal or mask — else 128, 160 (O
+  // through the TMA store) or 176 forced; 160 and 176 under causal too, so diagonal tiles of that
+  // width run; with a mask the kernel keeps 128.)
+  // (direct_store, head dim 64: O written by 4-byte stores from the registers instead of the
+  // default staging buffer and TMA store.)
   struct Variant {
     int rows;
     bool pingpong, persistent, wide;
     int max_blocks;
     bool causal_persistent = false;
     int key_tile = 0;
+    bool direct_store = false;
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
@@ -123,21 +136,27 @@ void run_case(const HopperCase& c, DType dt) {
                               {64, true, true, true, 5, true},
                               {128, true, true, true, 0, false, 128}, {128, true, true, true, 0, false, 176},
                               {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176},
-                              {128, true, true, true, 4, true, 176}};
+                              {128, true, true, true, 4, true, 176},
+                              {128, true, true, true, 0, false, 160}, {128, true, true, true, 3, true, 160},
+                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
     if (var.key_tile && c.D != 128) continue;
+    if (var.direct_store && c.D != 64) continue;
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
                        << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
-                       << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile);
+                       << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile
+                       << (var.direct_store ? " direct stores" : ""));
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
     cuda_fused::attention_hopper_set_wide_pv(var.wide);
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
+    cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
     auto got = op.run_cuda(dt);
+    cuda_fused::attention_hopper_set_tma_store(true);
     cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(true);
     cuda_fused::attention_hopper_set_blocks(0);
@@ -210,6 +229,8 @@ TEST_CASE("cuda Attention Hopper kernel: key-padding masks and fully masked rows
         {2, 17, 300, 4, 4, D, false, false, 1, -10000.f, kNoAttr},
         {2, 1000, 1000, 2, 1, D, false, true, 1, kFinfoMin, kNoAttr},
         {2, 1, 257, 4, 4, D, false, false, 2, kNoAttr, kNoAttr},
+        {3, 300, 300, 4, 2, D, false, true, 3, kNoAttr, kNoAttr},    // causal, diagonal tiles unmasked
+        {2, 100, 300, 4, 4, D, false, true, 3, kFinfoMin, kNoAttr},  // the same with S_q < S_kv
     };
     run_all(cases);
   }
