@@ -61,15 +61,16 @@ extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq
       const int bits = kernel - 16;
       if ((bits & 18) && D != 64) return 1;
       if ((bits & 64) && (D != 128 || mask)) return 1;  // the 176-key tile: head dim 128, no mask
-      if ((bits & 128) && D != 64 && !(bits & 64)) return 1;  // direct stores: head dim 64; with 64: 160 keys
+      if ((bits & 128) && D != 64) return 1;              // direct stores: head dim 64
+      if ((bits & 256) && (D != 128 || mask)) return 1;  // the 160-key tile: head dim 128, no mask
       cuda_fused::attention_set_hopper(1);
       cuda_fused::attention_hopper_set_pingpong(!(bits & 1));
       cuda_fused::attention_hopper_set_blocks(bits & 2 ? 64 : bits & 16 ? 192 : 128);
       cuda_fused::attention_hopper_set_persistent(!(bits & 4));
       cuda_fused::attention_hopper_set_wide_pv(!(bits & 8));
       cuda_fused::attention_hopper_set_causal_persistent(bits & 32);
-      cuda_fused::attention_hopper_set_key_tile(bits & 64 ? (bits & 128 ? 160 : 176) : 128);
-      cuda_fused::attention_hopper_set_tma_store(!(bits & 128) || (bits & 64));  // 128 + 64: 160 keys, TMA store
+      cuda_fused::attention_hopper_set_key_tile(bits & 256 ? 160 : bits & 64 ? 176 : 128);
+      cuda_fused::attention_hopper_set_tma_store(!(bits & 128));
       const bool ok = cuda_fused::launch_hopper_attention(a, s);
       cuda_fused::attention_hopper_set_tma_store(true);
       cuda_fused::attention_hopper_set_key_tile(0);

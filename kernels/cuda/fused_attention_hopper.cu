@@ -144,7 +144,8 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
       !make_map(&tk, a.dtype, a.k, a.Hkv, a.Skv, a.B, D, a.k_head_stride, a.k_seq_stride, a.k_batch_stride, BN) ||
       !make_map(&tv, a.dtype, a.v, a.Hkv, a.Skv, a.B, D, a.v_head_stride, a.v_seq_stride, a.v_batch_stride, BN))
     return false;  // the driver refused a map: the caller runs the mma.sync kernel instead
-  // Y [B][S_q][H][D] for the TMA-store epilogue (head dim 64), a 64-row box a consumer warpgroup.
+  // Y [B][S_q][H][D] for the TMA-store epilogue (Layout::kTmaStore), a 64-row box a consumer
+  // warpgroup; the other variants never read it (a copy of Q's map fills the parameter).
   CUtensorMap ty = tq;
   if (L::kTmaStore &&
       !make_map(&ty, a.dtype, a.y, a.H, a.Sq, a.B, D, D, int64_t(a.H) * D, int64_t(a.Sq) * a.H * D, 64))

@@ -43,8 +43,9 @@ void attention_hopper_set_causal_persistent(bool on);
 // mask, its O written by a TMA store; 128 with one). 160 and 176 need no mask and the wide P·V;
 // elsewhere (and at head dim 64) the kernel keeps 128.
 void attention_hopper_set_key_tile(int keys);
-// Head dim 64: O through a shared-memory staging buffer and one TMA store a warpgroup (the
-// default) or 4-byte stores from the registers (head dim 128 always: no room for the buffer).
+// O through a shared-memory staging buffer and one TMA store a warpgroup (the default) or
+// 4-byte stores from the registers, where the buffer fits: head dim 64, and head dim 128 with
+// 160-key tiles (the 128- and 176-key variants always store from the registers).
 void attention_hopper_set_tma_store(bool on);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA

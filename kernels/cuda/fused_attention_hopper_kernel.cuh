@@ -25,7 +25,7 @@ struct HopperParams {
   int n_items;   // query tiles x heads x batch
   int heaviest_first;  // items ordered by query tile over all heads (causal)
   int snake;           // persistent causal: every other round of items in reverse block order
-  int tma_store;       // head dim 64: O through shared memory and a TMA store (else 4-byte stores)
+  int tma_store;       // where Layout::kTmaStore: O through shared memory and a TMA store (else 4-byte stores)
   const void* mask;
   DType mask_dtype;
   const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
@@ -577,9 +577,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       const float keep = p.sinks ? join_sink(m[r], sink, lr) : 1.f;
       inv[r] = p.rows_zero && m[r] == -INFINITY ? 0.f : keep / lr;
     }
-    bool stored = false;
-    if constexpr (L::kTmaStore) {
-      if (p.tma_store) {
+    // A plain if (the condition is a constant where kTmaStore is false, and the branch is dropped).
+    if (L::kTmaStore && p.tma_store) {
       // The epilogue through shared memory (FlashAttention-3's): the warpgroup writes its 64 rows
       // of O / l into its staging panel with the 128-byte swizzle (16-byte chunk j of a row at
       // chunk j ^ row % 8: a warp's 8 rows fall on all 32 banks) and one thread stores the panel
@@ -608,10 +607,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
         for (int pn = 0; pn < kPanels; ++pn) tma_store(&tm_y, sO + pn * (kBM * 128), pn * 64, it.h, it.q0 + cw * 64, it.b);
         bulk_commit();
       }
-      stored = true;
-      }
-    }
-    if (!stored) {
+    } else {
       const int64_t y_stride = int64_t(p.H) * D;
       T* yb = static_cast<T*>(p.y) + int64_t(it.b) * p.Sq * y_stride + int64_t(it.h) * D;
 #pragma unroll

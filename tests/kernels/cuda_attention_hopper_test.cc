@@ -4,13 +4,14 @@
 // 128-row / 128-key tiles (1, 17, 130, 257, 1000), S_q != S_kv under causal
 // (bottom-right alignment, also rows with no visible key: NaN), GQA 32/8 and
 // MQA, key-padding masks (int64 and bool; batch 0 fully masked: NaN with the
-// -inf filter, uniform rows with finfo.min; and one padding only a batch's last
-// keys, so that masked causal diagonal tiles take the plain softmax path), packed QKV and separate Q/K/V,
-// fp16 and bf16, head dims 64 and 128, every variant of the kernel (block
-// rows, ping-pong, persistent grid, P·V width, 128-, 160- or 176-key tiles,
-// O by TMA store or 4-byte stores). On a device where the kernel applies (compute capability 9.0) the test checks that
-// the dispatcher takes it; on other devices the same cases run through the
-// other kernels.
+// -inf filter, uniform rows with finfo.min; and one padding only a batch's
+// last keys, so that masked causal diagonal tiles take the plain softmax
+// path), packed QKV and separate Q/K/V, fp16 and bf16, head dims 64 and 128,
+// every variant of the kernel (block rows, ping-pong, persistent grid, P·V
+// width, 128-, 160- or 176-key tiles, O by TMA store or 4-byte stores). On a
+// device where the kernel applies (compute capability 9.0) the test checks
+// that the dispatcher takes it; on other devices the same cases run through
+// the other kernels.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -115,8 +116,8 @@ void run_case(const HopperCase& c, DType dt) {
   // K/V ring, its phases and the Q buffer carry over between items.)
   // (causal_persistent: causal calls on the persistent grid, snake order of the items — the
   // default — or, false, one block per item.)
-  // (key_tile, head dim 128: 0 = by shape — 176 keys without causal or mask — else 128, 160 (O
-  // through the TMA store) or 176 forced; 160 and 176 under causal too, so diagonal tiles of that
+  // (key_tile, head dim 128: 0 = by shape — 160 keys (O through the TMA store) without a mask —
+  // else 128, 160 or 176 forced; 160 and 176 under causal too, so diagonal tiles of that
   // width run; with a mask the kernel keeps 128.)
   // (direct_store, head dim 64: O written by 4-byte stores from the registers instead of the
   // default staging buffer and TMA store.)
