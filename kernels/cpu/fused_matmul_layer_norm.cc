@@ -1,15 +1,17 @@
 // fuseopt.FusedMatMulLayerNorm on the CPU (the reference):
 //
-//   inputs : 0 A [..., K], 1 W [K, N] (transB=0) or [N, K], 2 bias [N]?, 3 gamma [N], 4 beta [N]?
+//   inputs : 0 A [..., K], 1 W [K, N] (transB=0) or [N, K], 2 bias [N]?, 3 gamma [N], 4 beta [N]?,
+//            5 skip [..., N]? (Y's shape exactly)
 //   output : 0 Y [..., N]
-//   attrs  : transB (0/1), alpha (1), activation (gelu / gelu_tanh), epsilon (1e-5)
-//   h = act(alpha · A·op(W) + bias);  Y = (h − mean(h)) / sqrt(var(h) + eps) · gamma (+ beta)
+//   attrs  : transB (0/1), alpha (1), activation (gelu / gelu_tanh; none with skip), epsilon (1e-5)
+//   h = act(alpha · A·op(W) + bias) (+ skip);  Y = (h − mean(h)) / sqrt(var(h) + eps) · gamma (+ beta)
 //
 // Row by row: the GEMM row in fp32 with FusedMatMul's loop order, the activation
-// of fused_activation.h, then the statistics as LayerNormalization computes them
-// (row_stats.h, double, two-pass). Each of the three steps is therefore the same
-// arithmetic as the unfused FusedMatMul + LayerNormalization kernels, and the
-// fused op reproduces that graph on the CPU to the bit.
+// of fused_activation.h (or the skip row added in fp32), then the statistics as
+// LayerNormalization and SkipLayerNorm compute them (row_stats.h, double,
+// two-pass). Each step is therefore the same arithmetic as the unfused
+// FusedMatMul + LayerNormalization (or + SkipLayerNorm) kernels, and the fused op
+// reproduces that graph on the CPU to the bit.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -42,8 +44,9 @@ FUSEOPT_KERNEL(CpuFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Backe
   const RtTensor* bias = opt_input(ctx, 2);
   const RtTensor* gamma = opt_input(ctx, 3);
   const RtTensor* beta = opt_input(ctx, 4);
+  const RtTensor* skip = opt_input(ctx, 5);
   FMLN_CHECK(a && w && gamma, "needs A, W and gamma");
-  for (const RtTensor* t : {a, w, bias, gamma, beta})
+  for (const RtTensor* t : {a, w, bias, gamma, beta, skip})
     FMLN_CHECK(!t || t->dtype == DType::Float, "CPU kernel supports float tensors only, got " << dtype_name(t->dtype));
   FMLN_CHECK(a->rank() >= 1, "needs A of rank >= 1");
   FMLN_CHECK(w->rank() == 2, "needs a 2-D W, got " << shape_str(w->shape));
@@ -51,8 +54,13 @@ FUSEOPT_KERNEL(CpuFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Backe
   const float alpha = n.attr_float("alpha", 1.0f);
   const float eps = n.attr_float("epsilon", 1e-5f);
   const cpu::Activation act = cpu::parse_activation(n);
-  FMLN_CHECK(act == cpu::Activation::Gelu || act == cpu::Activation::GeluTanh,
-             "activation must be gelu or gelu_tanh, got '" << n.attr_string("activation", "none") << "'");
+  if (skip)
+    FMLN_CHECK(act == cpu::Activation::None,
+               "with skip the activation must be none, got '" << n.attr_string("activation", "none") << "'");
+  else
+    FMLN_CHECK(act == cpu::Activation::Gelu || act == cpu::Activation::GeluTanh,
+               "activation must be gelu or gelu_tanh (none only with skip), got '"
+                   << n.attr_string("activation", "none") << "'");
   const int64_t K = a->shape.back();
   const int64_t N = trans_b ? w->shape[0] : w->shape[1];
   FMLN_CHECK((trans_b ? w->shape[1] : w->shape[0]) == K,
@@ -63,6 +71,8 @@ FUSEOPT_KERNEL(CpuFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Backe
 
   std::vector<int64_t> yshape = a->shape;
   yshape.back() = N;
+  FMLN_CHECK(!skip || skip->shape == yshape,
+             "skip " << shape_str(skip->shape) << " is not Y's shape " << shape_str(yshape) << " (no broadcast)");
   RtTensor* y = ctx.output(0, DType::Float, yshape);
   // Rows of Y (with K = 0 every row is the norm of act(bias)).
   const int64_t out_rows = shape_numel(yshape) / std::max<int64_t>(1, N);
@@ -72,6 +82,7 @@ FUSEOPT_KERNEL(CpuFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Backe
   const float* pbias = bias ? bias->ptr<float>() : nullptr;
   const float* pg = gamma->ptr<float>();
   const float* pb = beta ? beta->ptr<float>() : nullptr;
+  const float* pskip = skip ? skip->ptr<float>() : nullptr;
   float* py = y->ptr<float>();
 
   parallel_for(out_rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, N * std::max<int64_t>(1, K))),
@@ -100,7 +111,10 @@ FUSEOPT_KERNEL(CpuFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Backe
                      if (pbias) v += pbias[j];
                      h[j] = cpu::apply_activation(act, v);
                    }
-                   // The norm, as the LayerNormalization CPU kernel computes it.
+                   // Sum = h + skip, as CpuFusedSkipLayerNorm adds its summands (fp32; commutative).
+                   if (pskip)
+                     for (int64_t j = 0; j < N; ++j) h[j] += pskip[r * N + j];
+                   // The norm, as the LayerNormalization and SkipLayerNorm CPU kernels compute it.
                    const cpu::RowStats st = cpu::row_stats(h.data(), N, eps);
                    float* yrow = py + r * N;
                    for (int64_t j = 0; j < N; ++j) {

@@ -1,13 +1,17 @@
-// fuseopt.FusedMatMulLayerNorm on CUDA: one cuBLASLt GEMM h = alpha · A·op(W)
-// (+ bias, in its epilogue) into scratch [rows, N] in the compute dtype, then
-// one row kernel Y = LayerNorm(gelu(h)) · gamma (+ beta) that reads h once,
-// GELU and statistics in fp32 (fused_matmul_layer_norm.cu). Two launches where
-// the unfused FusedMatMul + LayerNorm take three for the erf GELU (the GEMM's
-// bias epilogue, the erf-GELU pass, the norm: cuBLASLt has only the tanh GELU
-// epilogue) and two for the tanh GELU; either way h crosses memory once.
-// fp16/bf16: h is rounded to the storage type once, after the GEMM (the unfused
-// graph rounds it again after the GELU). Attribute and shape handling mirror
-// kernels/cpu/fused_matmul_layer_norm.cc.
+// fuseopt.FusedMatMulLayerNorm on CUDA. Without skip: one cuBLASLt GEMM h = alpha · A·op(W)
+// (+ bias, in its epilogue) into scratch [rows, N] in the compute dtype, then one row kernel
+// Y = LayerNorm(gelu(h)) · gamma (+ beta) that reads h once, GELU and statistics in fp32
+// (fused_matmul_layer_norm.cu). Two launches where the unfused FusedMatMul + LayerNorm take
+// three for the erf GELU (the GEMM's bias epilogue, the erf-GELU pass, the norm: cuBLASLt has
+// only the tanh GELU epilogue) and two for the tanh GELU; either way h crosses memory once.
+// fp16/bf16: h is rounded to the storage type once, after the GEMM (the unfused graph rounds it
+// again after the GELU).
+// With skip (activation none: a post-norm transformer's out-projection or FFN2 and its residual
+// LayerNorm): the GEMM into scratch and the SkipLayerNorm kernel (launch_norm), the kernels the
+// unfused graph runs; with FUSEOPT_GEMM_LN_HOPPER=1 on Hopper one kernel instead, the GEMM's row
+// of tiles split over a cluster that exchanges row statistics (fused_matmul_layer_norm_hopper.cu:
+// h never reaches memory, but it measured slower, NOTES-perf.md v39).
+// Attribute and shape handling mirror kernels/cpu/fused_matmul_layer_norm.cc.
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -28,6 +32,12 @@ cuda_fused::LnGelu parse_gelu(const Node& n) {
   if (a == "gelu") return cuda_fused::LnGelu::Erf;
   if (a == "gelu_tanh") return cuda_fused::LnGelu::Tanh;
   throw Error(n.label() + ": FusedMatMulLayerNorm activation must be gelu or gelu_tanh, got '" + a + "'");
+}
+
+// Y's dtype: fp32 where Y is a float graph output of a 16-bit run that nothing else reads (the
+// norm kernel writes it as delivered, as SkipLayerNorm does), else A's.
+DType y_dtype(KernelContext& ctx, DType dt) {
+  return dt != DType::Float && ctx.output_delivered_dtype(0, dt) == DType::Float ? DType::Float : dt;
 }
 
 }  // namespace
@@ -59,15 +69,45 @@ FUSEOPT_KERNEL(CudaFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Back
   cuda_fused::check_vector(ctx, bias, N, "bias");
   cuda_fused::check_vector(ctx, gamma, N, "gamma");
   cuda_fused::check_vector(ctx, beta, N, "beta");
-  const cuda_fused::LnGelu gelu = parse_gelu(n);
+  const RtTensor* skip = opt_input(ctx, 5);
+  const std::string act = n.attr_string("activation", "none");
+  if (skip) {
+    FUSE_CHECK(act == "none" || act.empty(),
+               n.label() << ": FusedMatMulLayerNorm with skip takes activation none, got '" << act << "'");
+    cuda_fused::check_same_dtype(ctx, skip, dt, "skip");
+  }
+  const cuda_fused::LnGelu gelu = skip ? cuda_fused::LnGelu::Erf : parse_gelu(n);
 
   std::vector<int64_t> yshape = a->shape;
   yshape.back() = N;
-  RtTensor* y = ctx.output(0, dt, yshape);
+  if (skip)
+    FUSE_CHECK(skip->shape == yshape, n.label() << ": FusedMatMulLayerNorm skip " << shape_str(skip->shape)
+                                                << " must have Y's shape " << shape_str(yshape));
+  RtTensor* y = ctx.output(0, skip ? y_dtype(ctx, dt) : dt, yshape);
   int64_t rows = 1;  // A's leading dims, folded into the GEMM's rows (W is 2-D)
   for (size_t i = 0; i + 1 < a->shape.size(); ++i) rows *= a->shape[i];
   if (rows == 0 || N == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
+  const float eps = n.attr_float("epsilon", 1e-5f);
+
+  if (skip && y->dtype == dt && K > 0) {
+    cuda_fused::HopperGemmLayerNorm hg;
+    hg.dt = dt;
+    hg.a = a->data;
+    hg.b = w->data;
+    hg.b_nk = trans_b;
+    hg.bias = bias ? bias->data : nullptr;
+    hg.skip = skip->data;
+    hg.gamma = gamma->data;
+    hg.beta = beta ? beta->data : nullptr;
+    hg.y = y->data;
+    hg.M = rows;
+    hg.N = N;
+    hg.K = K;
+    hg.alpha = n.attr_float("alpha", 1.0f);
+    hg.eps = eps;
+    if (cuda_fused::gemm_layer_norm_hopper_wanted(hg) && cuda_fused::launch_gemm_layer_norm_hopper(hg, stream)) return;
+  }
 
   const size_t h_bytes = static_cast<size_t>(rows * N) * dtype_size(dt);
   void* h = ctx.scratch(h_bytes);
@@ -90,6 +130,24 @@ FUSEOPT_KERNEL(CudaFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Back
     g.bias = bias ? bias->data : nullptr;
     cuda_fused::gemm(g, a->data, w->data, h, stream, [&ctx](size_t bytes) { return ctx.scratch(bytes); });
   }
+  if (skip) {
+    // The SkipLayerNorm kernel on h and the residual: Sum = h + skip, Y = LayerNorm(Sum).
+    cuda_fused::NormArgs na;
+    na.dtype = dt;
+    na.rows = rows;
+    na.D = N;
+    na.x = h;
+    na.skip = skip->data;
+    na.skip_rows = rows;
+    na.gamma = gamma->data;
+    na.beta = beta ? beta->data : nullptr;
+    na.y = y->data;
+    na.y_fp32 = y->dtype != dt;
+    na.eps = eps;
+    na.rms = false;
+    cuda_fused::launch_norm(na, stream);
+    return;
+  }
   cuda_fused::GeluLayerNormArgs la;
   la.dtype = dt;
   la.rows = rows;
@@ -98,7 +156,7 @@ FUSEOPT_KERNEL(CudaFusedMatMulLayerNorm, "fuseopt", "FusedMatMulLayerNorm", Back
   la.gamma = gamma->data;
   la.beta = beta ? beta->data : nullptr;
   la.y = y->data;
-  la.eps = n.attr_float("epsilon", 1e-5f);
+  la.eps = eps;
   la.gelu = gelu;
   cuda_fused::launch_gelu_layer_norm(la, stream);
 }

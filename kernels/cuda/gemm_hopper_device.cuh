@@ -1,4 +1,4 @@
-// Device side of the Hopper GEMM (gemm_hopper.cu, its only includer): tile constants, the shared-
+// Device side of the Hopper GEMM (gemm_hopper.cu; fused_matmul_layer_norm_hopper.cu reuses it): tile constants, the shared-
 // memory layout, the kernel parameters, and the primitives its kernels share — TMA copies in and
 // out (multicast too), cluster barriers, bulk-group waits, and the epilogue into the staging
 // buffer the TMA store reads. sm_90a only where it is PTX.

@@ -3,7 +3,9 @@
 //   none / tanh) + LayerNormalization-17 (axis = -1, epsilon)
 // The function body's sequence with the GELU in one standard op instead of its
 // erf / tanh primitives (the rule of the FusedMatMul and LayerNormLinear GELU
-// mappings in emit_standard_ops.cc), so exact, at opset 20.
+// mappings in emit_standard_ops.cc), so exact, at opset 20. The skip variant (no
+// activation) stays fuseopt: its body is MatMul + Add + LayerNormalization at
+// opset >= 17, the standard sequence itself (as for SkipLayerNorm's LayerNorm variant).
 #include <string>
 
 #include "onnx_io/emit_standard.h"
@@ -16,6 +18,9 @@ std::string fmln_check(const Graph&, const Node& n) {
   if (!a || !(a->dtype == DType::Float || a->dtype == DType::Float16 || a->dtype == DType::BFloat16 ||
               a->dtype == DType::Double))
     return "A is not a float tensor of known type";
+  if (n.input(5))
+    return "the skip variant: its function body is MatMul (+ Add bias) + Add skip + LayerNormalization at opset >= "
+           "17, the standard sequence itself, so runtimes run the same ops; kept fused for fuserun";
   const std::string act = n.attr_string("activation", "gelu");
   if (act != "gelu" && act != "gelu_tanh") return "activation '" + act + "' is not a GELU";
   if (!n.input(1) || !n.input(3)) return "W or gamma missing";

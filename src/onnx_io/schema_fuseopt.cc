@@ -33,7 +33,7 @@ const Row kRows[] = {
     {"SkipLayerNorm", "X skip gamma beta? bias?", "Y Sum?", "epsilon:f rms:i"},
     {"EmbedLayerNorm", "gamma beta? table0 ids0 table1 ids1 table2? ids2?", "Y", "epsilon:f"},
     {"LayerNormLinear", "X gamma beta? W bias? skip?", "Y Sum?", "epsilon:f rms:i transB:i activation:s"},
-    {"FusedMatMulLayerNorm", "A W bias? gamma beta?", "Y", "transB:i alpha:f activation:s epsilon:f"},
+    {"FusedMatMulLayerNorm", "A W bias? gamma beta? skip?", "Y", "transB:i alpha:f activation:s epsilon:f"},
     {"Attention", "QKV K? V? mask? attn_bias? past_key? past_value? sinks?", "Y present_key? present_value?",
      "num_heads:i! kv_num_heads:i scale:f causal:i mask_filter_value:f masked_rows_zero:i softcap:f window:i"},
     {"RotaryEmbedding", "X cos_cache sin_cache position_ids?", "Y",

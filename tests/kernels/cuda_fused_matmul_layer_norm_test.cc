@@ -6,8 +6,14 @@
 // row kernel's paths (warp, block with 16-byte vectors, block scalar, a row over
 // 48 KB of shared memory); erf and tanh GELU, with and without bias and beta,
 // transB and alpha, fp32 / tf32 / fp16 / bf16, K = 0, bad inputs.
+// The residual form (skip, activation none): the Hopper cluster kernel (opt-in; forced on for every
+// row count and two tile widths, its launches counted on a compute-capability 9.0 device so a case
+// cannot pass through the fallback unnoticed) and the GEMM + SkipLayerNorm kernel path (fp32, the
+// switch off: the default).
 // Without a GPU every case returns after a WARN (cuda_check::gpu_ready).
 #include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
 
 #include <cmath>
 
@@ -68,6 +74,14 @@ std::string path_for(DType dt, int64_t n) {
   a.D = n;
   a.h = a.gamma = a.y = reinterpret_cast<void*>(uintptr_t{256});
   return cuda_fused::gelu_layer_norm_kernel_name(a);
+}
+
+bool device_is_hopper() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
 }
 
 }  // namespace
@@ -160,6 +174,75 @@ TEST_CASE("cuda FusedMatMulLayerNorm: bad inputs are errors", "[cuda][FusedMatMu
     OpCase c("fuseopt", "FusedMatMulLayerNorm", 5, 1);
     set_attrs(c, "gelu", false, 1.f);
     c.inputs = {&in.a, &in.w, &in.bias, &g, &in.beta};
+    CHECK_THROWS_AS(c.run_cuda(DType::Float), Error);
+  }
+}
+
+TEST_CASE("cuda FusedMatMulLayerNorm with skip: the Hopper cluster kernel and the two-kernel path",
+          "[cuda][FusedMatMulLayerNorm]") {
+  if (!cuda_check::gpu_ready()) return;
+  struct Case {
+    std::vector<int64_t> a;  // A [..., K]
+    int64_t n;
+    bool trans_b;
+  };
+  // N 768 = 4 x 192, 1024 = 4 x 256, 512 = 4 x 128, 384 = 2 x 192, 2048 = 8 x 256; rows 300 and 37
+  // (the last row tile part-empty: its rows past M are computed and clipped by the TMA store),
+  // 4103 (more row tiles than clusters at once: the persistent walk reuses the residual buffer
+  // and both partial-sum sets), 1. K 200, 72 and 136 divide no 64-wide k-step.
+  const Case cases[] = {{{300, 200}, 768, true},  {{2, 150, 72}, 1024, false}, {{4103, 64}, 768, false},
+                        {{1, 1, 200}, 512, true}, {{3, 100, 96}, 384, false},  {{37, 136}, 768, false},
+                        {{130, 64}, 2048, true}};
+  const bool hopper = device_is_hopper();
+  // Forced on with the tile width by shape, forced on with 128-column tiles (6-8 blocks a cluster,
+  // and at 4103 rows more row tiles than clusters held), then off (the two-kernel path).
+  for (int config = 0; config < 3; ++config) {
+    const int forced = config < 2 ? 1 : 0;
+    const int tile = config == 1 ? 128 : 0;
+    cuda_fused::set_gemm_layer_norm_hopper(forced);
+    cuda_fused::set_gemm_layer_norm_hopper_tile_n(tile);
+    for (DType dt : kFloatTypes)
+      for (const Case& s : cases)
+        for (int variant = 0; variant < 2; ++variant) {
+          Inputs in = random_inputs(s.a, s.n, s.trans_b);
+          std::vector<int64_t> yshape = s.a;
+          yshape.back() = s.n;
+          Tensor skip = cuda_check::random_tensor(yshape, -2.f, 2.f);
+          OpCase c("fuseopt", "FusedMatMulLayerNorm", 6, 1);
+          set_attrs(c, "none", s.trans_b, variant ? 0.5f : 1.f, 1e-12f);
+          // variant 1: no bias, no beta (their slots empty), alpha 0.5.
+          c.inputs = {&in.a, &in.w, variant ? nullptr : &in.bias, &in.gamma, variant ? nullptr : &in.beta, &skip};
+          INFO("skip: A " << shape_str(s.a) << " N " << s.n << " transB " << s.trans_b << " variant " << variant
+                          << " config " << config << " (0: by shape, 1: 128-column tiles, 2: two kernels)");
+          const long long before = cuda_fused::gemm_layer_norm_hopper_launch_count();
+          check_case(c, dt);
+          const long long launched = cuda_fused::gemm_layer_norm_hopper_launch_count() - before;
+          const int64_t slices = tile ? s.n / tile : 0;
+          const bool fits = tile == 0 || (s.n % tile == 0 && (slices == 2 || slices == 3 || slices == 4 ||
+                                                              slices == 6 || slices == 8));
+          if (forced && hopper && dt != DType::Float && fits) CHECK(launched == 1);
+          else CHECK(launched == 0);
+        }
+  }
+  cuda_fused::set_gemm_layer_norm_hopper(-1);
+  cuda_fused::set_gemm_layer_norm_hopper_tile_n(0);
+}
+
+TEST_CASE("cuda FusedMatMulLayerNorm with skip: bad inputs are errors", "[cuda][FusedMatMulLayerNorm]") {
+  if (!cuda_check::gpu_ready()) return;
+  Inputs in = random_inputs({4, 6}, 8, false);
+  {
+    Tensor skip = cuda_check::random_tensor({4, 8});
+    OpCase c("fuseopt", "FusedMatMulLayerNorm", 6, 1);
+    set_attrs(c, "gelu", false, 1.f);  // a GELU with a residual is not this op's form
+    c.inputs = {&in.a, &in.w, &in.bias, &in.gamma, &in.beta, &skip};
+    CHECK_THROWS_AS(c.run_cuda(DType::Float), Error);
+  }
+  {
+    Tensor skip = cuda_check::random_tensor({1, 8});  // broadcast, not Y's shape
+    OpCase c("fuseopt", "FusedMatMulLayerNorm", 6, 1);
+    set_attrs(c, "none", false, 1.f);
+    c.inputs = {&in.a, &in.w, &in.bias, &in.gamma, &in.beta, &skip};
     CHECK_THROWS_AS(c.run_cuda(DType::Float), Error);
   }
 }

@@ -1,10 +1,15 @@
-// FusedMatMulLayerNorm: a GELU GEMM read only by a last-axis LayerNorm (the
-// masked-LM prediction-head transform). Positive: erf and tanh GELU,
+// FusedMatMulLayerNorm, form 1: a GELU GEMM read only by a last-axis LayerNorm
+// (the masked-LM prediction-head transform). Positive: erf and tanh GELU,
 // LayerNormalization and fuseopt.LayerNorm, with and without beta, the opset-20
 // Gelu op, a 2-D Gemm view behind a Reshape (transB, alpha), --approximate-gelu,
 // and a whole BERT MLM head from primitives through every pass (the norm goes to
 // this fusion, not to LayerNormLinear with the tied decoder). Negative: rules
 // 1-6 with their reasons, and a GELU-free GEMM that is not a candidate at all.
+// Form 2: a GELU-free GEMM into a SkipLayerNorm (post-LN residual). Positive: the
+// GEMM into either summand, with and without beta and GEMM bias, symbolic shapes,
+// a post-LN block from primitives through every pass. Negative: rules 1-3 and 2
+// with their reasons, and a GELU GEMM or a Reshape before the SkipLayerNorm, which
+// are not candidates.
 #include "support/fusion_check.h"
 
 using namespace fuseopt;
@@ -324,4 +329,211 @@ TEST_CASE("FusedMatMulLayerNorm rule 5: dtypes differ", "[passes][FusedMatMulLay
   b.output(layer_norm(b, fmm(b, a, weight(b), bias(b), "gelu")->outputs[0], g16, nullptr)->outputs[0]);
   // Invalid ONNX (LayerNormalization's X and Scale are both T): only --no-validate input reaches the pass.
   check_rejected(b, "rule 5", "gamma16", /*unchecked=*/true);
+}
+
+// ---- form 2: a GELU-free GEMM into a SkipLayerNorm ------------------------------------------------
+
+namespace {
+
+// fuseopt.SkipLayerNorm(x, skip, gamma, beta?, bias?){epsilon 1e-12, rms}; omitted inputs keep their slots.
+Node* skip_norm(GraphBuilder& b, Value* x, Value* skip, Value* bt, Value* sln_bias = nullptr, int64_t rms = 0,
+                int outputs = 1) {
+  std::vector<Value*> in = {x, skip, gamma(b), bt, sln_bias};
+  while (!in.back()) in.pop_back();
+  return b.node("SkipLayerNorm", in, outputs,
+                {Attribute::make_float("epsilon", 1e-12f), Attribute::make_int("rms", rms)}, "fuseopt", "sln");
+}
+
+std::map<std::string, Tensor> skip_feeds() {
+  return {{"a", rand_tensor({2, 3, K}, 7, -2.0f, 2.0f)}, {"res", rand_tensor({2, 3, N}, 8, -2.0f, 2.0f)}};
+}
+
+}  // namespace
+
+TEST_CASE("FusedMatMulLayerNorm: a GELU-free GEMM into either summand of a SkipLayerNorm",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  for (bool gemm_first : {true, false})
+    for (bool with_beta : {true, false})
+      for (bool with_bias : {true, false}) {
+        GraphBuilder b(17);
+        Value* a = b.input("a", DType::Float, {2, 3, K});
+        Value* res = b.input("res", DType::Float, {2, 3, N});
+        Value* h = fmm(b, a, weight(b), with_bias ? bias(b) : nullptr, "none")->outputs[0];
+        Value* bt = with_beta ? beta(b) : nullptr;
+        b.output(skip_norm(b, gemm_first ? h : res, gemm_first ? res : h, bt)->outputs[0]);
+        INFO("GEMM into " << (gemm_first ? "X" : "skip") << ", beta " << with_beta << ", bias " << with_bias);
+        auto before = clone_graph(b.graph());
+        FusionReport r = run_one_pass(b.graph(), kPass);
+        INFO(reasons(r, kPass));
+        REQUIRE(matched(r, kPass) == 1);
+        REQUIRE(b.graph().num_nodes() == 1);
+        const Node* f = fused(b.graph());
+        REQUIRE(f);
+        CHECK(f->attr_string("activation", "") == "none");
+        CHECK(f->attr_float("epsilon", 0) == 1e-12f);
+        REQUIRE(f->inputs.size() == 6);
+        CHECK((f->input(2) != nullptr) == with_bias);
+        CHECK((f->input(4) != nullptr) == with_beta);
+        CHECK(f->input(5) == res);
+        // h + skip is the SkipLayerNorm's fp32 sum in either order: the CPU results are the same bits.
+        require_same_outputs(*before, b.graph(), skip_feeds(), 0.0f);
+        CHECK(matched(run_one_pass(b.graph(), kPass), kPass) == 0);  // idempotent
+      }
+}
+
+TEST_CASE("FusedMatMulLayerNorm: skip form with symbolic batch and sequence dims", "[passes][FusedMatMulLayerNorm][skip]") {
+  GraphBuilder b(17);
+  Value* a = b.input("a", DType::Float, {-1, -1, K}, {"batch", "seq"});
+  Value* res = b.input("res", DType::Float, {-1, -1, N}, {"batch", "seq"});
+  b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, beta(b))->outputs[0]);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_one_pass(b.graph(), kPass);
+  INFO(reasons(r, kPass));
+  REQUIRE(matched(r, kPass) == 1);
+  require_same_outputs(*before, b.graph(), skip_feeds(), 0.0f);
+}
+
+// A post-LN encoder block's tail from primitives at opset 17: dense + bias, the residual
+// Add, LayerNormalization. SkipLayerNorm (200) takes the Add and the norm, FusedMatMul
+// (300) the bias, this pass (350) both.
+TEST_CASE("FusedMatMulLayerNorm: a post-LN residual block from primitives through every pass",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  GraphBuilder b(17);
+  Value* a = b.input("a", DType::Float, {2, 3, K});
+  Value* res = b.input("res", DType::Float, {2, 3, N});
+  Value* d = b.op("Add", {b.op("MatMul", {a, weight(b)}, {}, "dense"), bias(b)});
+  b.output(layer_norm(b, b.op("Add", {d, res}, {}, "residual"), gamma(b), beta(b))->outputs[0]);
+  auto before = clone_graph(b.graph());
+  FusionReport r = run_passes(b.graph(), {"cleanup", "fusion"});
+  INFO(reasons(r, kPass));
+  CHECK(matched(r, kPass) == 1);
+  CHECK(b.graph().num_nodes() == 1);
+  const Node* f = fused(b.graph());
+  REQUIRE(f);
+  CHECK(f->input(5) == res);
+  require_same_outputs(*before, b.graph(), skip_feeds(), 1e-6f);
+}
+
+TEST_CASE("FusedMatMulLayerNorm: GEMMs before a SkipLayerNorm that are not candidates",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  SECTION("a GELU GEMM") {
+    for (const char* act : {"gelu", "relu"}) {
+      GraphBuilder b(17);
+      Value* a = b.input("a", DType::Float, {2, 3, K});
+      Value* res = b.input("res", DType::Float, {2, 3, N});
+      b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), act)->outputs[0], res, beta(b))->outputs[0]);
+      INFO(act);
+      FusionReport r = run_one_pass(b.graph(), kPass);
+      CHECK(matched(r, kPass) == 0);
+      CHECK(reasons(r, kPass).empty());
+      CHECK(fused(b.graph()) == nullptr);
+    }
+  }
+  SECTION("a 2-D Gemm view behind a Reshape (left unfused)") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {6, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Value* h = b.op("Reshape", {fmm(b, a, weight(b), bias(b), "none")->outputs[0],
+                                b.constant("s3", Tensor::from_ints({2, 3, N}, {3}))},
+                    {}, "view");
+    b.output(skip_norm(b, h, res, beta(b))->outputs[0]);
+    FusionReport r = run_one_pass(b.graph(), kPass);
+    CHECK(matched(r, kPass) == 0);
+    CHECK(fused(b.graph()) == nullptr);
+  }
+}
+
+TEST_CASE("FusedMatMulLayerNorm skip rule 1: the GEMM output has a second reader, or the Sum is read",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  SECTION("GEMM output read elsewhere") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Value* h = fmm(b, a, weight(b), bias(b), "none")->outputs[0];
+    b.output(skip_norm(b, h, res, beta(b))->outputs[0]);
+    b.output(b.op("Relu", {h}, {}, "second_reader"));
+    check_rejected(b, "rule 1", "second_reader");
+  }
+  SECTION("Sum read by another node") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Node* s = skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, beta(b), nullptr, 0, 2);
+    b.output(s->outputs[0]);
+    b.output(b.op("Relu", {s->outputs[1]}, {}, "sum_reader"));
+    check_rejected(b, "rule 1", "(Sum) is read");
+  }
+  SECTION("Sum a graph output") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Node* s = skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, beta(b), nullptr, 0, 2);
+    b.output(s->outputs[0]);
+    b.output(s->outputs[1]);
+    check_rejected(b, "rule 1", "(Sum) is read");
+  }
+}
+
+TEST_CASE("FusedMatMulLayerNorm skip rule 3: SkipLayerNorm bias, rms, a broadcast residual",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  SECTION("the SkipLayerNorm's own bias") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Value* sb = b.constant("sln_bias", rand_tensor({N}, 9));
+    b.output(skip_norm(b, fmm(b, a, weight(b), nullptr, "none")->outputs[0], res, beta(b), sb)->outputs[0]);
+    check_rejected(b, "rule 3", "sln_bias");
+  }
+  SECTION("rms = 1") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, nullptr, nullptr, 1)->outputs[0]);
+    check_rejected(b, "rule 3", "rms = 1");
+  }
+  SECTION("a [1, S, N] residual against a [B, S, N] GEMM output") {
+    for (bool gemm_first : {true, false}) {
+      GraphBuilder b(17);
+      Value* a = b.input("a", DType::Float, {2, 3, K});
+      Value* pos = b.input("pos", DType::Float, {1, 3, N});
+      Value* h = fmm(b, a, weight(b), bias(b), "none")->outputs[0];
+      b.output(skip_norm(b, gemm_first ? h : pos, gemm_first ? pos : h, beta(b))->outputs[0]);
+      INFO("GEMM into " << (gemm_first ? "X" : "skip"));
+      check_rejected(b, "rule 3", "residual 'pos' [1,3,8]");
+    }
+  }
+  SECTION("a [B, S, N] residual against a [S, N] GEMM output (Y broadcast to more dims)") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {3, K});
+    Value* res = b.input("res3", DType::Float, {2, 3, N});
+    b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, beta(b))->outputs[0]);
+    check_rejected(b, "rule 3", "res3");
+  }
+  SECTION("symbolic dims that are not provably equal") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {-1, -1, K}, {"batch", "seq"});
+    Value* res = b.input("res_other", DType::Float, {-1, -1, N}, {"batch", "past_seq"});
+    b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, beta(b))->outputs[0]);
+    check_rejected(b, "rule 3", "res_other");
+  }
+}
+
+TEST_CASE("FusedMatMulLayerNorm skip rule 2: weight not a constant, gamma of the wrong length",
+          "[passes][FusedMatMulLayerNorm][skip]") {
+  SECTION("weight a graph input") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Value* w = b.input("w_dyn", DType::Float, {K, N});
+    b.output(skip_norm(b, fmm(b, a, w, bias(b), "none")->outputs[0], res, beta(b))->outputs[0]);
+    check_rejected(b, "rule 2", "w_dyn");
+  }
+  SECTION("beta a graph input") {
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float, {2, 3, K});
+    Value* res = b.input("res", DType::Float, {2, 3, N});
+    Value* bt = b.input("beta_in", DType::Float, {N});
+    b.output(skip_norm(b, fmm(b, a, weight(b), bias(b), "none")->outputs[0], res, bt)->outputs[0]);
+    check_rejected(b, "rule 2", "beta_in");
+  }
 }

@@ -12,10 +12,20 @@ outputs of the original through the function body (1e-4), and give them through
 fuserun's CPU kernels (`fuserun --backend cpu --check`). `--emit standard` must write
 MatMul + Gelu + LayerNormalization and give the same outputs in ONNX Runtime.
 
+The skip form: post-LN residual blocks written here (dense + bias, the residual Add in
+either order, LayerNorm from primitives at opsets 14 and 18 or LayerNormalization at 17, with
+and without beta; an out-projection block, then an FFN whose second GEMM feeds the next
+residual norm). Each residual norm must become one FusedMatMulLayerNorm with the residual as
+its skip input (no SkipLayerNorm left), pass onnx.checker, give ONNX Runtime's outputs of the
+original through the function body (1e-4) and through fuserun's CPU kernels. `--emit
+standard` keeps the skip variant fuseopt (its body is the standard sequence already) and
+must still give the same outputs in ONNX Runtime.
+
 Then the acceptance check on the real exports (models/exported/*_mlm_*, BERT and RoBERTa
 masked-LM, TorchScript and dynamo; models/export_heads.py): each head's dense -> GELU ->
 LayerNorm is exactly one FusedMatMulLayerNorm, read by the decoder's FusedMatMul, nothing of
-it left (no Erf, no LayerNormLinear), and the fused model reproduces
+it left (no Erf, no LayerNormLinear), every encoder layer's two post-LN residual norms are
+FusedMatMulLayerNorm with skip (no SkipLayerNorm left), and the fused model reproduces
 test_data_set_0 in ONNX Runtime (1e-4) and with `fuserun --backend cpu --check`."""
 import glob
 import os
@@ -135,15 +145,121 @@ def check_ort(name, src, dst, ids, failures):
     return want
 
 
-def write_test_data(model_dir, ids, outputs):
+def write_test_data(model_dir, ids, outputs, names=("ids", "logits")):
     from onnx import numpy_helper
     d = os.path.join(model_dir, "test_data_set_0")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "input_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(ids, "ids").SerializeToString())
+        f.write(numpy_helper.from_array(ids, names[0]).SerializeToString())
     for i, o in enumerate(outputs):
         with open(os.path.join(d, f"output_{i}.pb"), "wb") as f:
-            f.write(numpy_helper.from_array(o, "logits").SerializeToString())
+            f.write(numpy_helper.from_array(o, names[1]).SerializeToString())
+
+
+def build_post_ln_models():
+    """Post-LN encoder tails: x -> LN(x + dense1(x)) = t -> LN(t + dense3(gelu(dense2(t))))."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(16)
+    F = 48  # the FFN's inner width
+
+    def const(name, arr, dtype=np.float32):
+        return numpy_helper.from_array(np.asarray(arr, dtype=dtype), name)
+
+    def norm(x, y, i, opset, beta):
+        g, b = f"gamma{i}", f"beta{i}"
+        if opset == 17:
+            return [helper.make_node("LayerNormalization", [x, g] + ([b] if beta else []), [y], axis=-1,
+                                     epsilon=1e-12)]
+
+        def mean(v, out):
+            if opset >= 18:
+                return [helper.make_node("ReduceMean", [v, "axes"], [out])]
+            return [helper.make_node("ReduceMean", [v], [out], axes=[-1])]
+        p = f"ln{i}_"
+        n = mean(x, p + "mean")
+        n += [helper.make_node("Sub", [x, p + "mean"], [p + "d"]), helper.make_node("Pow", [p + "d", "two"], [p + "sq"])]
+        n += mean(p + "sq", p + "var")
+        n += [helper.make_node("Add", [p + "var", "eps"], [p + "ve"]), helper.make_node("Sqrt", [p + "ve"], [p + "sd"]),
+              helper.make_node("Div", [p + "d", p + "sd"], [p + "n"]),
+              helper.make_node("Mul", [p + "n", g], [p + "g" if beta else y])]
+        if beta:
+            n.append(helper.make_node("Add", [p + "g", b], [y]))
+        return n
+
+    def model(name, opset, swap, beta):
+        inits = [const("w1", rng.standard_normal((H, H)) / np.sqrt(H)), const("b1", rng.standard_normal(H) * 0.1),
+                 const("w2", rng.standard_normal((H, F)) / np.sqrt(H)), const("b2", rng.standard_normal(F) * 0.1),
+                 const("w3", rng.standard_normal((F, H)) / np.sqrt(F)), const("b3", rng.standard_normal(H) * 0.1),
+                 const("two", 2.0), const("eps", 1e-12), const("sqrt2", 1.4142135), const("one", 1.0),
+                 const("half", 0.5), const("axes", [-1], np.int64)]
+        for i in (1, 2):
+            inits += [const(f"gamma{i}", rng.uniform(0.5, 1.5, H)), const(f"beta{i}", rng.standard_normal(H) * 0.1)]
+
+        def residual(h, r, out):  # TorchScript writes hidden + residual; the order varies between exports
+            return helper.make_node("Add", [r, h] if swap else [h, r], [out])
+        nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["d1"]),
+                 residual("d1", "x", "s1")]
+        nodes += norm("s1", "t", 1, opset, beta)
+        nodes += [helper.make_node("MatMul", ["t", "w2"], ["m2"]), helper.make_node("Add", ["m2", "b2"], ["d2"]),
+                  helper.make_node("Div", ["d2", "sqrt2"], ["g1"]), helper.make_node("Erf", ["g1"], ["g2"]),
+                  helper.make_node("Add", ["g2", "one"], ["g3"]), helper.make_node("Mul", ["d2", "g3"], ["g4"]),
+                  helper.make_node("Mul", ["g4", "half"], ["g5"]),
+                  helper.make_node("MatMul", ["g5", "w3"], ["m3"]), helper.make_node("Add", ["m3", "b3"], ["d3"]),
+                  residual("d3", "t", "s2")]
+        nodes += norm("s2", "y", 2, opset, beta)
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", H])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", H])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        return name, m, rng.standard_normal((B, S, H)).astype(np.float32)
+
+    return [model(f"postln_op{opset}{'_swapped' if swap else ''}{'' if beta else '_nobeta'}", opset, swap, beta)
+            for opset, swap, beta in ((14, False, True), (17, True, True), (17, False, False), (18, True, False))]
+
+
+def check_post_ln(args, tmp, failures):
+    import onnx
+    for name, m, x in build_post_ln_models():
+        if args.k not in name:
+            continue
+        model_dir = os.path.join(tmp, name)
+        os.makedirs(model_dir)
+        src = os.path.join(model_dir, "model.onnx")
+        dst = os.path.join(tmp, name + ".opt.onnx")
+        onnx.save(m, src)
+        r = lib.run_fuseopt(args.bin, src, dst, "-q")
+        if r.returncode != 0:
+            failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
+            continue
+        g = onnx.load(dst).graph
+        ops = [n.op_type for n in g.node]
+        skips = [n.input[5] for n in g.node if n.op_type == "FusedMatMulLayerNorm" and len(n.input) > 5]
+        # The residual of the first norm is x; of the second, the first norm's output.
+        first = [n.output[0] for n in g.node if n.op_type == "FusedMatMulLayerNorm" and n.input[5:] == ["x"]]
+        if sorted(ops) != ["FusedMatMul", "FusedMatMulLayerNorm", "FusedMatMulLayerNorm"] or len(skips) != 2 or \
+                len(first) != 1 or sorted(skips) != sorted(["x", first[0]]):
+            failures.append(f"{name}: want FusedMatMul (the GELU FFN GEMM) and two FusedMatMulLayerNorm with skip "
+                            f"x and the first norm's output; got {ops}, skip inputs {skips}")
+        try:
+            onnx.checker.check_model(dst, full_check=True)
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"{name}: onnx.checker: {str(e).splitlines()[0]}")
+        want = check_ort(name, src, dst, x, failures)
+        if want is not None:
+            write_test_data(model_dir, x, want, ("x", "y"))
+            failures += lib.fuserun_cpu_failures(args.bin, name, dst, model_dir)
+        std = os.path.join(tmp, name + ".std.onnx")
+        r = lib.run_fuseopt(args.bin, src, std, "-q", "--emit", "standard")
+        if r.returncode != 0:
+            failures.append(f"{name}: fuseopt --emit standard exit {r.returncode}: {r.stderr.strip()}")
+        else:
+            sops = ops_of(std)
+            if sops.count("FusedMatMulLayerNorm") != 2 or "Gelu" not in sops:
+                failures.append(f"{name}: --emit standard wrote {sops}")
+            check_ort(name + " (--emit standard)", src, std, x, failures)
+        print(("FAIL " if any(f.startswith(name) for f in failures) else "ok   ") + f"{name}: {ops}")
 
 
 def check_real_mlm_heads(args, tmp, failures):
@@ -164,9 +280,15 @@ def check_real_mlm_heads(args, tmp, failures):
         g = onnx.load(dst, load_external_data=False).graph
         ops = [n.op_type for n in g.node]
         fused = [n for n in g.node if n.op_type == "FusedMatMulLayerNorm"]
-        readers = [n for n in g.node if fused and fused[0].output[0] in n.input]
-        if len(fused) != 1 or "LayerNormLinear" in ops or "Erf" in ops:
-            failures.append(f"{name}: want one FusedMatMulLayerNorm, no LayerNormLinear or Erf; got {ops}")
+        head = [n for n in fused if len(n.input) < 6 or not n.input[5]]
+        # Post-LN encoder layers: the out-projection and the second FFN GEMM each take their residual norm.
+        with_skip = len(fused) - len(head)
+        readers = [n for n in g.node if head and head[0].output[0] in n.input]
+        if len(head) != 1 or "LayerNormLinear" in ops or "Erf" in ops:
+            failures.append(f"{name}: want one FusedMatMulLayerNorm without skip, no LayerNormLinear or Erf; got {ops}")
+        elif "SkipLayerNorm" in ops or with_skip != 2 * ops.count("Attention"):
+            failures.append(f"{name}: want two FusedMatMulLayerNorm with skip per attention layer and no "
+                            f"SkipLayerNorm; got {ops}")
         elif [n.op_type for n in readers] != ["FusedMatMul"]:
             failures.append(f"{name}: the head's LayerNorm output is read by {[n.op_type for n in readers]}, "
                             "not the decoder FusedMatMul alone")
@@ -217,6 +339,7 @@ def main():
                     failures.append(f"{name}: --emit standard wrote {sops}")
                 check_ort(name + " (--emit standard)", src, std, ids, failures)
             print(("FAIL " if any(f.startswith(name) for f in failures) else "ok   ") + f"{name}: {ops}")
+        check_post_ln(args, tmp, failures)
         check_real_mlm_heads(args, tmp, failures)
     for f in failures:
         print("FAIL", f)

@@ -107,10 +107,14 @@ def test_report_contents(optimized):
     _, report = optimized
     names = [p.name for p in report.patterns]
     assert "Attention" in names and "LayerNormLinear" in names
-    lnl = report.pattern("LayerNormLinear")
+    assert report.matched["FusedMatMulLayerNorm"] == 4  # each layer's two post-LN residual norms
+    # Rejections with their reasons: without FusedMatMulLayerNorm the post-LN SkipLayerNorms stay,
+    # and LayerNormLinear refuses them (rule 1: the next residual Add reads the norm's output too).
+    _, unfused = fuseopt.optimize(MODEL, disable=["FusedMatMulLayerNorm"])
+    lnl = unfused.pattern("LayerNormLinear")
     assert lnl.rejected == len(lnl.reasons) > 0
     assert any("rule 1" in r for r in lnl.reasons)
-    assert report.rejected["LayerNormLinear"] == lnl.reasons
+    assert unfused.rejected["LayerNormLinear"] == lnl.reasons
     assert report.pattern("NoSuchPattern") is None
     cats = {p.name: p.category for p in report.passes}
     assert cats["const_fold"] == "cleanup" and cats["Attention"] == "fusion"

@@ -36,7 +36,9 @@ EXPECT_OPS = {
     "attn_gqa": {"fuseopt.Attention": 1, "Softmax": 0, "Expand": 0},
     "attn_causal_trilu": {"fuseopt.Attention": 1, "Softmax": 0},
     "attn_t5_bias": {"fuseopt.Attention": 1, "Softmax": 0},
-    "bert_block_fp16": {"fuseopt.Attention": 1, "fuseopt.SkipLayerNorm": 2, "Softmax": 0},
+    # Both post-LN residual norms: the GEMM before each SkipLayerNorm takes it (FusedMatMulLayerNorm with skip).
+    "bert_block_fp16": {"fuseopt.Attention": 1, "fuseopt.FusedMatMulLayerNorm": 2, "fuseopt.SkipLayerNorm": 0,
+                        "Softmax": 0},
     "external_data_mlp": {"fuseopt.FusedMatMul": 2, "MatMul": 0},
     # The outer values read only inside the branches survive DCE.
     "if_outer_scope": {"If": 1, "Mul": 1, "Sigmoid": 1, "ReduceSum": 1},

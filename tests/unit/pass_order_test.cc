@@ -45,6 +45,7 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"FusedMatMul", "QkvPack"},
       {"QkvPack", "LayerNormLinear"},
       {"LayerNorm", "FusedMatMulLayerNorm"},
+      {"SkipLayerNorm", "FusedMatMulLayerNorm"},  // a GEMM into a residual norm
       {"FusedMatMul", "FusedMatMulLayerNorm"},
       {"FusedMatMulLayerNorm", "LayerNormLinear"},
       // attention

@@ -1,6 +1,7 @@
 // Shape function of fuseopt.FusedMatMulLayerNorm (src/ir/shape_ops/fused_matmul_layer_norm.cc):
 // Y [..., N] from A [..., K] and W [K, N] / [N, K] with symbols kept; bad operands are
-// one Error naming the node.
+// one Error naming the node. With skip: skip must be Y's shape (no broadcast) and A's
+// dtype, and the activation none; none without skip is an Error.
 #include <catch2/catch.hpp>
 
 #include "support/shape_check.h"
@@ -45,5 +46,48 @@ TEST_CASE("shape inference: fuseopt.FusedMatMulLayerNorm", "[unit][shape][FusedM
          {I("transB", c.trans_b)}, "fmln", "fuseopt");
     INFO("W " << c.w << " bias " << c.bias << " gamma " << c.gamma << " transB " << c.trans_b);
     REQUIRE_THROWS_WITH(infer_shapes(g.graph()), Catch::Contains("fmln"));
+  }
+}
+
+TEST_CASE("shape inference: fuseopt.FusedMatMulLayerNorm with skip", "[unit][shape][FusedMatMulLayerNorm]") {
+  auto act = [](const char* a) { return Attribute::make_string("activation", a); };
+  GraphBuilder b(17);
+  Value* x = in(b, "x", "batch,seq,128");
+  // Omitted bias and beta keep their slots before skip.
+  Value* y = b.op("FusedMatMulLayerNorm",
+                  {x, in(b, "w", "128,768"), nullptr, in(b, "g", "768"), nullptr, in(b, "res", "batch,seq,768")},
+                  {act("none")}, "f", "fuseopt");
+  infer_shapes(b.graph());
+  CHECK(sh(y) == "[batch,seq,768]");
+  CHECK(y->dtype == DType::Float);
+
+  struct Bad {
+    const char* skip;  // nullptr: no skip
+    const char* act;
+    const char* why;
+  };
+  const Bad bad[] = {
+      {"1,seq,768", "none", "no broadcast"},     // broadcast over the batch of 2
+      {"seq,768", "none", "no broadcast"},       // lower rank
+      {"2,seq,512", "none", "no broadcast"},     // N differs
+      {"2,seq,768", "gelu", "with skip the activation must be none"},
+      {nullptr, "none", "none only with skip"},
+  };
+  for (const Bad& c : bad) {
+    GraphBuilder g(17);
+    std::vector<Value*> ins = {in(g, "x", "2,seq,128"), in(g, "w", "128,768"), nullptr, in(g, "g", "768"), nullptr};
+    if (c.skip) ins.push_back(in(g, "res", c.skip));
+    else ins.resize(4);
+    g.op("FusedMatMulLayerNorm", ins, {act(c.act)}, "fmln", "fuseopt");
+    INFO("skip " << (c.skip ? c.skip : "none") << " activation " << c.act);
+    REQUIRE_THROWS_WITH(infer_shapes(g.graph()), Catch::Contains("fmln") && Catch::Contains(c.why));
+  }
+  {
+    GraphBuilder g(17);
+    Value* res16 = g.input("res16", DType::Float16, {2, 3, 768});
+    g.op("FusedMatMulLayerNorm",
+         {g.input("x", DType::Float, {2, 3, 128}), in(g, "w", "128,768"), nullptr, in(g, "g", "768"), nullptr, res16},
+         {act("none")}, "fmln", "fuseopt");
+    REQUIRE_THROWS_WITH(infer_shapes(g.graph()), Catch::Contains("fmln") && Catch::Contains("float16"));
   }
 }

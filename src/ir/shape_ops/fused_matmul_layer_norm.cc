@@ -1,6 +1,8 @@
 // Shape function of fuseopt.FusedMatMulLayerNorm (docs/fused_ops.md):
-// A [..., K], W [K, N] ([N, K] with transB), bias [N]?, gamma [N], beta [N]?
-// -> Y [..., N] in A's dtype (the GEMM's output shape; the norm keeps it).
+// A [..., K], W [K, N] ([N, K] with transB), bias [N]?, gamma [N], beta [N]?, skip [..., N]?
+// -> Y [..., N] in A's dtype (the GEMM's output shape; the norm keeps it). skip is
+// added without broadcasting, so it must have Y's shape and A's dtype; with skip
+// the activation is none, without it a GELU.
 #include "ir/shape_ops/common.h"
 
 namespace fuseopt::shape_ops {
@@ -15,7 +17,18 @@ void check_last(const ShapeContext& c, size_t input, const Dim& n, const char* w
 }
 
 void fused_matmul_layer_norm_fn(ShapeContext& c) {
+  const bool skip = c.has_input(5);
+  // The function body's defaults: a GELU without skip, none with it.
+  const std::string act = c.node().attr_string("activation", skip ? "none" : "gelu");
+  if (skip && act != "none")
+    c.fail("FusedMatMulLayerNorm: with skip the activation must be none, got '" + act + "'");
+  if (!skip && act != "gelu" && act != "gelu_tanh")
+    c.fail("FusedMatMulLayerNorm: activation must be gelu or gelu_tanh (none only with skip), got '" + act + "'");
   c.set_output_dtype(0, c.input_dtype(0));
+  if (skip && c.input_dtype(5) != DType::Undefined && c.input_dtype(0) != DType::Undefined &&
+      c.input_dtype(5) != c.input_dtype(0))
+    c.fail(std::string("FusedMatMulLayerNorm skip is ") + dtype_name(c.input_dtype(5)) + ", A is " +
+           dtype_name(c.input_dtype(0)));
   const Shape* a = shape_of(c, 0);
   const Shape* w = shape_of(c, 1);
   if (!a || !w) return;
@@ -30,6 +43,11 @@ void fused_matmul_layer_norm_fn(ShapeContext& c) {
   check_last(c, 4, n, "beta");
   Shape out = *a;
   out.back() = n;
+  if (const Shape* sk = skip ? shape_of(c, 5) : nullptr) {
+    bool conflict = sk->size() != out.size();
+    for (size_t i = 0; !conflict && i < out.size(); ++i) conflict = dims_conflict((*sk)[i], out[i]);
+    if (conflict) c.fail("FusedMatMulLayerNorm skip " + shp(*sk) + " is not Y's shape " + shp(out) + " (no broadcast)");
+  }
   c.set_output_shape(0, out);
 }
 

@@ -1,6 +1,6 @@
 // ONNX definition of fuseopt.FusedMatMulLayerNorm:
-//   h = act(alpha · A·op(W) + bias);  Y = LayerNorm(h) · gamma (+ beta) over the last axis.
-// One overload per variant used (transB, alpha, bias, beta, activation; the element
+//   h = act(alpha · A·op(W) + bias) (+ skip);  Y = LayerNorm(h) · gamma (+ beta) over the last axis.
+// One overload per variant used (transB, alpha, bias, beta, skip, activation; the element
 // type before opset 15), so every body is straight-line standard ONNX. The GELU is
 // spelled in primitives as in FusedMatMul's body; the norm is LayerNormalization
 // from opset 17, its primitives (mean, centred square mean, + eps, Sqrt, Div) before.
@@ -13,8 +13,8 @@ namespace {
 using fnbody::FnBuilder;
 
 struct Variant {
-  bool trans_b = false, alpha = false, bias = false, beta = false;
-  std::string act = "gelu";
+  bool trans_b = false, alpha = false, bias = false, beta = false, skip = false;
+  std::string act = "gelu";  // "none" with skip (the shape function allows nothing else)
 };
 
 Variant variant_of(const Node& n) {
@@ -23,7 +23,8 @@ Variant variant_of(const Node& n) {
   v.alpha = n.attr_float("alpha", 1.0f) != 1.0f;
   v.bias = n.input(2) != nullptr;
   v.beta = n.input(4) != nullptr;
-  v.act = n.attr_string("activation", "gelu");
+  v.skip = n.input(5) != nullptr;
+  v.act = n.attr_string("activation", v.skip ? "none" : "gelu");
   return v;
 }
 
@@ -34,6 +35,7 @@ std::string overload_of(const Graph& g, const Node& n) {
   if (v.alpha) s += "_alpha";
   if (v.bias) s += "_bias";
   if (v.beta) s += "_beta";
+  if (v.skip) s += "_skip";
   return s + fnbody::dtype_suffix(g, n);
 }
 
@@ -70,9 +72,11 @@ void layer_norm(FnBuilder& f, const std::string& h, bool beta, const std::string
 
 onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& ov) {
   const Variant v = variant_of(n);
-  // Input names are positional: an omitted bias still takes its slot before gamma.
+  // Input names are positional: an omitted bias still takes its slot before gamma, an
+  // omitted beta its slot before skip.
   std::vector<std::string> inputs{"A", "W", "bias", "gamma"};
-  if (v.beta) inputs.push_back("beta");
+  if (v.beta || v.skip) inputs.push_back("beta");
+  if (v.skip) inputs.push_back("skip");
   FnBuilder f("FusedMatMulLayerNorm", ov, inputs, {"Y"}, {"transB", "alpha", "activation", "epsilon"}, g.opset(""),
               fnbody::elem_type(n));
   // transB: W is 2-D (the fusion and the kernels require it), so Transpose's default perm is exact.
@@ -80,7 +84,9 @@ onnx::FunctionProto build_one(const Graph& g, const Node& n, const std::string& 
   std::string h = f.node("MatMul", {"A", w});
   if (v.alpha) h = f.node("Mul", {h, f.scalar_attr("alpha", h)});
   if (v.bias) h = f.node("Add", {h, "bias"});
-  layer_norm(f, gelu(f, v.act, h), v.beta, "Y");
+  if (v.act != "none") h = gelu(f, v.act, h);
+  if (v.skip) h = f.node("Add", {h, "skip"});
+  layer_norm(f, h, v.beta, "Y");
   return f.take();
 }
 
