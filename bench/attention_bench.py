@@ -266,14 +266,17 @@ def main():
     ap.add_argument("--mask-full", action="store_true",
                     help="masks keep every key (a padding mask that pads nothing: a batch of full rows)")
     ap.add_argument("--packed", action="store_true", help="Q, K, V as views of one [B, S, 3·H·D] buffer")
-    ap.add_argument("--profile", default="", help="B,H,S,D[,causal]: 5 plain launches of the Hopper kernel (for ncu)")
+    ap.add_argument("--profile", default="",
+                    help="B,H,S,D[,causal[,mask]]: 5 plain launches of the Hopper kernel (for ncu); mask 1: a "
+                         "padding mask that keeps every key (an export's all-ones mask)")
     args = ap.parse_args()
     torch.manual_seed(0)
     lib = load(args.lib)
     print(f"== {torch.cuda.get_device_name()} torch {torch.__version__}")
     if args.profile:
         v = [int(x) for x in args.profile.split(",")]
-        c = Case(v[0], v[1], v[1], v[2], v[2], v[3], torch.float16, len(v) > 4 and v[4] != 0, False)
+        c = Case(v[0], v[1], v[1], v[2], v[2], v[3], torch.float16, len(v) > 4 and v[4] != 0, len(v) > 5 and v[5] != 0,
+                 mask_full=True)
         for _ in range(5):
             c.run(lib, KERNELS[args.profile_kernel])
         torch.cuda.synchronize()
