@@ -21,7 +21,7 @@
 // The residual tile reaches shared memory by TMA into the buffer Y's tile leaves from: the
 // producer loads it after the tile's operands; the consumers add it to the accumulators, write
 // Y over it (same 128-byte swizzled panels) and one thread a warpgroup stores its 64 rows by
-// TMA, which clips rows past M. Persistent over row tiles: cluster c takes rows tiles c, c + C,
+// TMA, which clips rows past M. Persistent over row tiles: cluster c takes row tiles c, c + C,
 // ...; the residual buffer is refilled once the previous tile's stores have read it, and the
 // partial-sum tables alternate between two sets by tile parity (a block can be at most one tile
 // ahead of a peer: it waits for the peer's partials of each tile).
