@@ -38,6 +38,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/cluster_launch.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
@@ -333,35 +334,6 @@ int mode() {
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-int sm_count() {
-  static std::atomic<int> n{0};
-  int v = n.load();
-  if (v > 0) return v;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) {
-    (void)cudaGetLastError();
-    v = 132;
-  }
-  n.store(v);
-  return v;
-}
-
-// A 2-d view [rows][cols] (cols contiguous, row pitch `cols`) in boxes of box_cols x box_rows,
-// 128-byte swizzle, zero fill out of bounds (gemm_hopper.cu's maps).
-bool map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int64_t cols, int box_cols, int box_rows) {
-  auto encode = tma_encode_tiled();
-  if (!encode) return false;
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
-  const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  return encode(map, dt == DType::Float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <int CLN>
 int query_resident() {
   // The smallest-tile instance: every configuration runs one block an SM (168 registers x 384
@@ -372,23 +344,7 @@ int query_resident() {
     (void)cudaGetLastError();
     return 0;
   }
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CLN;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(CLN * (sm_count() / CLN)));
-  cfg.blockDim = dim3(384);
-  cfg.dynamicSmemBytes = size_t(L::kAlloc);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters <= 0) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return clusters;
+  return max_active_clusters(kernel, CLN, 384, size_t(L::kAlloc), sm_count());
 }
 
 // Clusters of `cln` blocks the device holds at once (asked once per size; 0: none). Not every
@@ -437,36 +393,26 @@ bool launch_t(const HopperGemmLayerNorm& g, cudaStream_t stream) {
   using L = LnLayout<BN, kStages, CLN>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   auto kernel = gemm_layer_norm_hopper_kernel<T, BN, B_NK, kStages, CLN>;
-  static std::atomic<int> resident{0};  // clusters resident at once (0: not asked yet; -1: refused)
-  if (resident.load() == 0) {
-    int r = -1;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) == cudaSuccess) {
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = CLN;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3(unsigned(CLN * (sm_count() / CLN)));
-      cfg.blockDim = dim3(384);
-      cfg.dynamicSmemBytes = size_t(L::kAlloc);
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0) r = clusters;
+  static std::atomic<bool> configured{false};
+  if (!configured.load()) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
     }
-    if (r < 0) (void)cudaGetLastError();
-    resident.store(r);
+    configured.store(true);
   }
-  if (resident.load() < 0) return false;
+  const int resident = resident_clusters(CLN);  // the same for every tile width (query_resident)
+  if (resident <= 0) return false;
   CUtensorMap ta, tb, tr, ty;
-  if (!map_2d(&ta, g.dt, g.a, g.M, g.K, kBK, kBM)) return false;
+  if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
   // B's boxes: [BN/2 rows][64 of K] ([N, K]) or [64 of K][64 columns] ([K, N]).
-  const bool mapped = B_NK ? map_2d(&tb, g.dt, g.b, g.N, g.K, kBK, BN / 2) : map_2d(&tb, g.dt, g.b, g.K, g.N, 64, kBK);
+  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, g.N, g.K, g.K, kBK, BN / 2)
+                           : make_map_2d(&tb, g.dt, g.b, g.K, g.N, g.N, 64, kBK);
   if (!mapped) return false;
   // The residual in [128 rows][64 columns] boxes (a panel of the row buffer), Y in the
   // warpgroups' [64 rows][64 columns].
-  if (!map_2d(&tr, g.dt, g.skip, g.M, g.N, 64, kBM) || !map_2d(&ty, g.dt, g.y, g.M, g.N, 64, 64)) return false;
+  if (!make_map_2d(&tr, g.dt, g.skip, g.M, g.N, g.N, 64, kBM) || !make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64))
+    return false;
   LnGemmParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
@@ -478,43 +424,15 @@ bool launch_t(const HopperGemmLayerNorm& g, cudaStream_t stream) {
   p.bias = g.bias;
   p.gamma = g.gamma;
   p.beta = g.beta;
-  const int clusters = std::max(1, std::min(p.tiles_m, resident.load()));
+  const int clusters = std::max(1, std::min(p.tiles_m, resident));
 
-  cudaLaunchAttribute attr[2];
-  unsigned n = 0;
-  attr[n].id = cudaLaunchAttributeClusterDimension;
-  attr[n].val.clusterDim.x = CLN;
-  attr[n].val.clusterDim.y = 1;
-  attr[n].val.clusterDim.z = 1;
-  ++n;
-  const bool pdl =
-      stream != nullptr && stream != cudaStreamLegacy && cuda_pdl::enabled() && cuda_pdl::capture_allows(stream);
-  if (pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(clusters * CLN));
-  cfg.blockDim = dim3(384);
-  cfg.dynamicSmemBytes = size_t(L::kAlloc);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  bool launched = cudaLaunchKernelEx(&cfg, kernel, ta, tb, tr, ty, p) == cudaSuccess;
-  if (!launched) {
-    (void)cudaGetLastError();
-    if (pdl) {
-      cfg.numAttrs = 1;  // without PDL (the pair may be what the driver refused)
-      launched = cudaLaunchKernelEx(&cfg, kernel, ta, tb, tr, ty, p) == cudaSuccess;
-      if (!launched) (void)cudaGetLastError();
-    }
-  }
+  const bool launched = launch_clustered(kernel, dim3(unsigned(clusters * CLN)), CLN, 384, size_t(L::kAlloc), stream,
+                                         ta, tb, tr, ty, p);
   if (launched) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
     g_last_bn.store(BN);
     g_last_cln.store(CLN);
-    g_last_resident.store(resident.load());
+    g_last_resident.store(resident);
     g_last_grid.store(clusters * CLN);
   }
   return launched;

@@ -28,6 +28,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/cluster_launch.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
@@ -399,57 +400,6 @@ int schedule() {
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-// A 2-d view [rows][cols] (cols contiguous, row pitch `pitch` elements) in boxes of
-// box_cols x box_rows, 128-byte swizzle, zero fill out of bounds.
-bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int64_t cols, int64_t pitch,
-                 int box_cols, int box_rows) {
-  auto encode = tma_encode_tiled();
-  if (!encode) return false;
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(pitch) * 2};
-  const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  return encode(map, dt == DType::Float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// kernel<<<grid, 384, smem, stream>>>(ta, tb, ty, p) in clusters of `cl` blocks along x, with
-// programmatic dependent launch where the stream allows it (pdl_launch's rule).
-template <class Kernel>
-bool launch_clustered(Kernel kernel, int grid, int cl, size_t smem, cudaStream_t stream, const CUtensorMap& ta,
-                      const CUtensorMap& tb, const CUtensorMap& ty, const GemmParams& p) {
-  cudaLaunchAttribute attr[2];
-  unsigned n = 0;
-  attr[n].id = cudaLaunchAttributeClusterDimension;
-  attr[n].val.clusterDim.x = unsigned(cl);
-  attr[n].val.clusterDim.y = 1;
-  attr[n].val.clusterDim.z = 1;
-  ++n;
-  const bool pdl =
-      stream != nullptr && stream != cudaStreamLegacy && cuda_pdl::enabled() && cuda_pdl::capture_allows(stream);
-  if (pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(384);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  if (cudaLaunchKernelEx(&cfg, kernel, ta, tb, ty, p) == cudaSuccess) return true;
-  (void)cudaGetLastError();
-  if (!pdl) return false;
-  cfg.numAttrs = 1;  // without PDL (the pair may be what the driver refused)
-  if (cudaLaunchKernelEx(&cfg, kernel, ta, tb, ty, p) == cudaSuccess) return true;
-  (void)cudaGetLastError();
-  return false;
-}
-
 template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false>
 bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kOutN = GATED ? BN / 2 : BN;
@@ -492,29 +442,15 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   if (resident.load() == 0) {
     int r = sm_count() / CL;
     if constexpr (CL > 1) {
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = CL;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3(unsigned(CL * r));
-      cfg.blockDim = dim3(384);
-      cfg.dynamicSmemBytes = size_t(L::kAlloc);
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0)
+      if (const int clusters = max_active_clusters(kernel, CL, 384, size_t(L::kAlloc), sm_count()); clusters > 0)
         r = std::min(r, clusters);
-      else
-        (void)cudaGetLastError();
     }
     resident.store(r);
   }
   const int groups = std::max(1, std::min(p.tiles, resident.load()));
   bool launched;
   if constexpr (CL > 1) {
-    launched = launch_clustered(kernel, groups * CL, CL, size_t(L::kAlloc), stream, ta, tb, ty, p);
+    launched = launch_clustered(kernel, dim3(unsigned(groups * CL)), CL, 384, size_t(L::kAlloc), stream, ta, tb, ty, p);
   } else {
     cuda_pdl::pdl_launch(kernel, dim3(groups), dim3(384), size_t(L::kAlloc), stream, ta, tb, ty, p);
     launched = cudaPeekAtLastError() == cudaSuccess;

@@ -68,17 +68,9 @@ cuda_fused::AttentionArgs args_of(const HopperCase& c, DType dt) {
   return a;
 }
 
-bool device_is_hopper() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
 void run_case(const HopperCase& c, DType dt) {
   INFO(describe(c) << " " << cuda_check::short_name(dt));
-  if (device_is_hopper()) {
+  if (cuda_check::device_is_hopper()) {
     // The kernel under test must be the one the dispatcher takes here.
     REQUIRE(cuda_fused::hopper_attention_applies(args_of(c, dt)));
     REQUIRE(std::string(cuda_fused::attention_kernel_name(args_of(c, dt))) == "hopper");

@@ -46,14 +46,6 @@ std::string describe(const KvCase& c) {
   return os.str();
 }
 
-bool device_is_hopper() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
 // Sets FUSEOPT_FLASH_DECODE for one scope (the host reads it on every call), with the one-launch
 // append + attention kernel off: these cases test the two-launch kernels (the one-launch kernel
 // has tests/kernels/cuda_attention_decode_append_test.cc).
@@ -234,7 +226,7 @@ TEST_CASE("cuda Attention prefill over a KV cache reads the present in place (mm
       for (const KvCase& c : cases) {
         const long long before = cuda_fused::attention_hopper_launch_count();
         run_case(c, dt);
-        if (hopper && device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() == before + 1);
+        if (hopper && cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() == before + 1);
         if (!hopper) CHECK(cuda_fused::attention_hopper_launch_count() == before);
       }
   }
@@ -277,7 +269,7 @@ TEST_CASE("cuda Attention masked_rows_zero on every kernel path", "[cuda][attent
       for (int64_t D : {64, 128}) {
         const long long n = run(3, 130, 130, 4, 2, D, false, dt) + run(2, 200, 70, 4, 4, D, true, dt);
         // rows 0..129 of the second see no key; the kernel under test must be the one that ran
-        if (hopper && device_is_hopper()) CHECK(n == 2);
+        if (hopper && cuda_check::device_is_hopper()) CHECK(n == 2);
         if (!hopper) CHECK(n == 0);
       }
   }

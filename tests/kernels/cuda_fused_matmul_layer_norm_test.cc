@@ -13,8 +13,6 @@
 // Without a GPU every case returns after a WARN (cuda_check::gpu_ready).
 #include <catch2/catch.hpp>
 
-#include <cuda_runtime_api.h>
-
 #include <cmath>
 
 #include "kernels/cuda/fused_matmul_layer_norm.h"
@@ -74,14 +72,6 @@ std::string path_for(DType dt, int64_t n) {
   a.D = n;
   a.h = a.gamma = a.y = reinterpret_cast<void*>(uintptr_t{256});
   return cuda_fused::gelu_layer_norm_kernel_name(a);
-}
-
-bool device_is_hopper() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
 }
 
 }  // namespace
@@ -193,7 +183,7 @@ TEST_CASE("cuda FusedMatMulLayerNorm with skip: the Hopper cluster kernel and th
   const Case cases[] = {{{300, 200}, 768, true},  {{2, 150, 72}, 1024, false}, {{4103, 64}, 768, false},
                         {{1, 1, 200}, 512, true}, {{3, 100, 96}, 384, false},  {{37, 136}, 768, false},
                         {{130, 64}, 2048, true}};
-  const bool hopper = device_is_hopper();
+  const bool hopper = cuda_check::device_is_hopper();
   // Forced on with the tile width by shape, forced on with 128-column tiles (6-8 blocks a cluster,
   // and at 4103 rows more row tiles than clusters held), then off (the two-kernel path).
   for (int config = 0; config < 3; ++config) {

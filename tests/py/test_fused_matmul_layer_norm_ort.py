@@ -219,20 +219,31 @@ def build_post_ln_models():
             for opset, swap, beta in ((14, False, True), (17, True, True), (17, False, False), (18, True, False))]
 
 
+def save_and_optimize(args, tmp, name, m, failures):
+    """Saves m as tmp/name/model.onnx and runs fuseopt on it; (model_dir, src, dst), or None with
+    the failure recorded."""
+    import onnx
+    model_dir = os.path.join(tmp, name)
+    os.makedirs(model_dir)
+    src = os.path.join(model_dir, "model.onnx")
+    dst = os.path.join(tmp, name + ".opt.onnx")
+    onnx.save(m, src)
+    r = lib.run_fuseopt(args.bin, src, dst, "-q")
+    if r.returncode != 0:
+        failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
+        return None
+    return model_dir, src, dst
+
+
 def check_post_ln(args, tmp, failures):
     import onnx
     for name, m, x in build_post_ln_models():
         if args.k not in name:
             continue
-        model_dir = os.path.join(tmp, name)
-        os.makedirs(model_dir)
-        src = os.path.join(model_dir, "model.onnx")
-        dst = os.path.join(tmp, name + ".opt.onnx")
-        onnx.save(m, src)
-        r = lib.run_fuseopt(args.bin, src, dst, "-q")
-        if r.returncode != 0:
-            failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
+        saved = save_and_optimize(args, tmp, name, m, failures)
+        if saved is None:
             continue
+        model_dir, src, dst = saved
         g = onnx.load(dst).graph
         ops = [n.op_type for n in g.node]
         skips = [n.input[5] for n in g.node if n.op_type == "FusedMatMulLayerNorm" and len(n.input) > 5]
@@ -305,15 +316,10 @@ def main():
         for name, m, ids in build_models():
             if args.k not in name:
                 continue
-            model_dir = os.path.join(tmp, name)
-            os.makedirs(model_dir)
-            src = os.path.join(model_dir, "model.onnx")
-            dst = os.path.join(tmp, name + ".opt.onnx")
-            onnx.save(m, src)
-            r = lib.run_fuseopt(args.bin, src, dst, "-q")
-            if r.returncode != 0:
-                failures.append(f"{name}: fuseopt exit {r.returncode}: {r.stderr.strip()}")
+            saved = save_and_optimize(args, tmp, name, m, failures)
+            if saved is None:
                 continue
+            model_dir, src, dst = saved
             ops = ops_of(dst)
             if ops.count("FusedMatMulLayerNorm") != 1 or "LayerNormLinear" in ops:
                 failures.append(f"{name}: expected one FusedMatMulLayerNorm and no LayerNormLinear, got {ops}")

@@ -42,6 +42,16 @@ inline bool gpu_ready() {
   return true;
 }
 
+// Compute capability 9.0 (H100 / H200): where the Hopper kernels run, so tests that count their
+// launches expect them there.
+inline bool device_is_hopper() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
 inline void ck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw Error(std::string("CUDA test harness: ") + what + ": " + cudaGetErrorString(e));
 }
