@@ -55,6 +55,8 @@ bool mask_keep(const RtTensor& t, int64_t i) {
     case DType::Int64: return t.ptr<int64_t>()[i] != 0;
     case DType::Float: return t.ptr<float>()[i] != 0.0f;
     case DType::Double: return t.ptr<double>()[i] != 0.0;
+    // fp16 / bf16 as their bits: nonzero unless +0 or -0 (a NaN keeps, as with float).
+    case DType::Float16: case DType::BFloat16: return (static_cast<const uint16_t*>(t.data)[i] & 0x7fffu) != 0;
     default: return true;
   }
 }

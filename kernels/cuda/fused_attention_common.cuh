@@ -16,6 +16,7 @@ __device__ __forceinline__ bool mask_keep(const void* mask, DType dt, int64_t id
     case DType::UInt8:
     case DType::Int8: return static_cast<const uint8_t*>(mask)[idx] != 0;
     case DType::Float: return static_cast<const float*>(mask)[idx] != 0.f;
+    case DType::Double: return static_cast<const double*>(mask)[idx] != 0.0;
     case DType::Float16: return __half2float(static_cast<const __half*>(mask)[idx]) != 0.f;
     case DType::BFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(mask)[idx]) != 0.f;
     default: return true;
@@ -34,6 +35,7 @@ __device__ __forceinline__ uint64_t mask_load_raw(const void* mask, DType dt, in
     case DType::UInt8:
     case DType::Int8: return static_cast<const uint8_t*>(mask)[idx];
     case DType::Float: return static_cast<const uint32_t*>(mask)[idx];
+    case DType::Double: return static_cast<const uint64_t*>(mask)[idx];
     case DType::Float16:
     case DType::BFloat16: return static_cast<const uint16_t*>(mask)[idx];
     default: return 1;
@@ -43,6 +45,7 @@ __device__ __forceinline__ uint64_t mask_load_raw(const void* mask, DType dt, in
 __device__ __forceinline__ bool mask_raw_keep(uint64_t raw, DType dt) {
   switch (dt) {
     case DType::Float: return (raw & 0x7fffffffu) != 0;
+    case DType::Double: return (raw & 0x7fffffffffffffffull) != 0;
     case DType::Float16:
     case DType::BFloat16: return (raw & 0x7fffu) != 0;
     default: return raw != 0;

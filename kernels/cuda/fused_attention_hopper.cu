@@ -1,8 +1,8 @@
 // Hopper (sm_90a) flash attention for fp16/bf16, head dim 64 or 128
 // (FlashAttention-3 scheme, written for fuseopt; NOTES-perf.md v7):
-//   block = a producer warpgroup (its first warp issues the TMA copies and,
-//   with a key-padding mask, writes the key flags; without one its lane 0
-//   alone runs) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
+//   block = a producer warpgroup (its lane 0 issues the TMA copies; at head
+//   dim 128 with a key-padding mask its first warp also writes per-key flags,
+//   while at head dim 64 the mask's values of a key tile arrive by TMA with K) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
 //   NC = 2, head dim 128, 40/232 registers, 24/240 with 160/176-key tiles; NC = 1,
 //   64-row blocks two per SM, head dim 64 at S_q <= 1024 and causal; NC = 3,
 //   head dim 64 past 1024).
@@ -22,7 +22,8 @@
 //   Online softmax in fp32: running max and sum per row; one FFMA (scale·log2e
 //   folded) and one ex2 per score, the keys a row may not see (causal
 //   diagonal, past S_kv) set to -inf first; with a key-padding mask, tiles
-//   holding a masked key (or one past S_kv) check each score.
+//   holding a masked key (or one past S_kv: the flags, or at head dim 64 the
+//   consumer warps' ballots over the tile's mask values) check each score.
 //   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
 //   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
@@ -123,10 +124,32 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The flat key-padding mask [B * S_kv] as a 1-d tensor of its elements' raw bits (1, 2, 4 or 8
+// bytes), one box = `keys` elements (a key tile; hopper::mask_by_tma). false where the driver
+// refuses it or the dtype is not a mask dtype.
+bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t elements, int keys) {
+  auto encode = tma_encode_tiled();
+  if (!encode) return false;
+  CUtensorMapDataType type;
+  switch (dtype_size(dt)) {
+    case 1: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
+    case 2: type = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
+    case 4: type = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;
+    case 8: type = CU_TENSOR_MAP_DATA_TYPE_UINT64; break;
+    default: return false;
+  }
+  const cuuint64_t dims[1] = {cuuint64_t(elements)};
+  const cuuint32_t box[1] = {cuuint32_t(keys)};
+  const cuuint32_t estr[1] = {1};
+  return encode(map, type, 1, const_cast<void*>(mask), dims, nullptr, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
-  using L = Layout<D, BN, STAGES, NC, QB>;
+  using L = hopper::LayoutFor<D, BN, STAGES, NC, QB, MASKED>;
   constexpr int kBM = L::kBM;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
@@ -150,6 +173,11 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   if (L::kTmaStore &&
       !make_map(&ty, a.dtype, a.y, a.H, a.Sq, a.B, D, D, int64_t(a.H) * D, int64_t(a.Sq) * a.H * D, 64))
     return false;
+  // The mask's map where its values travel by TMA (else unused: a copy of Q's fills the parameter).
+  // Its tiles start at b * S_kv + k0, an int coordinate (args_fit bounds B * S_kv).
+  CUtensorMap tm = tq;
+  if (hopper::mask_by_tma<D, MASKED>() && !make_mask_map(&tm, a.mask, a.mask_dtype, int64_t(a.B) * a.Skv, BN))
+    return false;
   HopperParams p;
   p.H = a.H;
   p.Hkv = a.Hkv;
@@ -164,6 +192,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
+  p.mask_bytes = a.mask ? int(dtype_size(a.mask_dtype)) : 0;
   p.sinks = a.sinks;
   p.y = a.y;
   const int64_t items = int64_t((a.Sq + kBM - 1) / kBM) * a.H * a.B;
@@ -191,7 +220,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
   cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid),
-                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, p);
+                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, tm, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -293,6 +322,12 @@ bool args_fit(const AttentionArgs& a) {
   if (a.B > 65535 || a.H > 65535) return false;
   // TMA: 16-byte aligned base addresses and strides.
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.y)) return false;
+  // A mask read by TMA (head dim 64): 16-byte aligned, a mask dtype, tile coordinates in an int.
+  if (a.mask && a.Dh == 64) {
+    const size_t es = dtype_size(a.mask_dtype);
+    if (!aligned16(a.mask) || (es != 1 && es != 2 && es != 4 && es != 8)) return false;
+    if (int64_t(a.B) * a.Skv + 256 >= (int64_t(1) << 31)) return false;
+  }
   const AttentionArgs n = with_head_strides(a);
   for (int64_t s : {n.q_batch_stride, n.q_seq_stride, n.k_batch_stride, n.k_seq_stride, n.v_batch_stride,
                     n.v_seq_stride, n.k_head_stride, n.v_head_stride})

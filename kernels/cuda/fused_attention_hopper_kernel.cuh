@@ -28,6 +28,7 @@ struct HopperParams {
   int tma_store;       // where Layout::kTmaStore: O through shared memory and a TMA store (else 4-byte stores)
   const void* mask;
   DType mask_dtype;
+  int mask_bytes;  // bytes an element of the mask (its values reach shared memory by TMA: kMaskTma)
   const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
   void* y;
 };
@@ -42,7 +43,9 @@ struct HopperParams {
 // less of the per-tile cost — row maxima, barriers, O's rescale — per key; FlashAttention-3's
 // 128 x 176 block; two stages of it and one Q buffer fill 208 KB). A tile's 128-byte rows
 // group into 1024-byte swizzle atoms of 8 rows, so BN is a multiple of 8.
-template <int D, int BN, int STAGES, int NC, int QB>
+// MASK_KEY_BYTES > 0: each ring stage also holds the key-padding mask's values of its key tile,
+// BN elements of up to that many bytes (kMaskTma below).
+template <int D, int BN, int STAGES, int NC, int QB, int MASK_KEY_BYTES = 0>
 struct Layout {
   static_assert(BN % 8 == 0 && BN <= 256, "a K/V tile is whole 8-row swizzle atoms, at most a TMA box");
   static constexpr int kBN = BN;
@@ -60,7 +63,9 @@ struct Layout {
   static constexpr bool kTmaStore = D == 64 || BN == 160;
   static constexpr int kOffOut = kOffV + STAGES * kStageBytes;
   static constexpr int kOutBytes = kTmaStore ? kPanels * kBM * 128 : 0;
-  static constexpr int kOffFlags = kOffOut + kOutBytes;  // STAGES x kBN bytes
+  static constexpr int kOffMask = (kOffOut + kOutBytes + 127) / 128 * 128;  // TMA destinations: 128-byte aligned
+  static constexpr int kMaskStageBytes = kBN * MASK_KEY_BYTES;
+  static constexpr int kOffFlags = kOffMask + STAGES * kMaskStageBytes;  // STAGES x kBN bytes
   static constexpr int kOffAny = kOffFlags + STAGES * kBN;        // STAGES ints
   static constexpr int kOffBar = (kOffAny + STAGES * 4 + 7) / 8 * 8;
   static constexpr int kBytes = kOffBar + (2 * QB + 4 * STAGES) * 8;
@@ -74,6 +79,36 @@ struct Layout {
 // compile: the launch bound's 80 registers a thread are below what one m64n128 wgmma needs,
 // whatever setmaxnreg gives the consumers; NOTES-perf.md v36.)
 constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
+
+// Head dim 64 with a key-padding mask: the mask's values of each key tile arrive by TMA with the
+// tile's K (one more 1-d copy on K's full barrier) and the consumers read them from shared
+// memory, so the producer is the unmasked one (its lane 0 issues copies and never waits on a
+// load). Until session 36 the producer warp loaded the values itself a tile ahead and wrote
+// per-key flags: at head dim 64 a tile's MMAs take less than that load's L2 round trip, so the
+// consumers waited on the producer and an all-ones mask (every export passes one) cost the
+// attention 15.9 -> 18.9 us at 8 x 12 x 512 x 64 causal (NOTES-perf.md v39). Head dim 128
+// keeps the flags: its 3-stage ring leaves no room for 8-byte mask values, and there a tile's
+// MMAs outlast the round trip.
+template <int D, bool MASKED>
+constexpr bool mask_by_tma() {
+  return MASKED && D == 64;
+}
+template <int D, bool MASKED>
+constexpr int mask_key_bytes() {
+  return mask_by_tma<D, MASKED>() ? 8 : 0;
+}
+template <int D, int BN, int STAGES, int NC, int QB, bool MASKED>
+using LayoutFor = Layout<D, BN, STAGES, NC, QB, mask_key_bytes<D, MASKED>()>;
+
+// A mask element's raw bits from shared memory (`bytes` wide), for mask_raw_keep.
+__device__ __forceinline__ uint64_t smem_mask_raw(const unsigned char* row, int j, int bytes) {
+  switch (bytes) {
+    case 8: return reinterpret_cast<const uint64_t*>(row)[j];
+    case 4: return reinterpret_cast<const uint32_t*>(row)[j];
+    case 2: return reinterpret_cast<const uint16_t*>(row)[j];
+    default: return row[j];
+  }
+}
 
 // Registers a thread after setmaxnreg: the producer warpgroup's and each consumer's
 // (blocks_per_sm x 128 x (producer + NC x consumer) <= 64K). The 176-key tile's consumers hold
@@ -92,14 +127,15 @@ template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_y,
-                            const HopperParams p) {
+                            const __grid_constant__ CUtensorMap tm_m, const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
   // no TMA copy, key-flag read or output write before the previous kernel has completed.
   cuda_pdl::pdl_begin();
   // The key flags are written 32 keys a pass of the producer warp.
   static_assert(!MASKED || BN % 32 == 0, "a masked key tile is whole 32-key passes");
-  using L = Layout<D, BN, STAGES, NC, QB>;
+  constexpr bool kMaskTma = mask_by_tma<D, MASKED>();
+  using L = LayoutFor<D, BN, STAGES, NC, QB, MASKED>;
   constexpr int kBN = BN;
   constexpr int kPanels = L::kPanels;
   constexpr int kBM = L::kBM;
@@ -167,7 +203,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       mbar_init(q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(k_full(s), MASKED ? 32 : 1);  // MASKED: the producer warp's lanes wrote the key flags
+      mbar_init(k_full(s), MASKED && !kMaskTma ? 32 : 1);  // flags: the producer warp's lanes wrote them
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), 4 * NC);  // the consumer warps
       mbar_init(v_empty(s), 4 * NC);
@@ -202,9 +238,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       for (int pn = 0; pn < kPanels; ++pn)
         tma_load(base + s * L::kStageBytes + pn * kBN * 128, map, full, pn * 64, it.hk, k0, it.b);
     };
-    if constexpr (!MASKED) {
+    if constexpr (!MASKED || kMaskTma) {
       if (threadIdx.x != 0) return;
       int tc = 0;
+      // kMaskTma: the tile's mask values (kBN elements from b * S_kv + k0 of the flat mask; those
+      // past S_kv belong to the next batch or are TMA's zeros, and the consumers ignore them) land
+      // on K's barrier with K.
+      const uint32_t k_bytes = L::kStageBytes + (kMaskTma ? uint32_t(kBN * p.mask_bytes) : 0u);
       for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
         const Item it = item(w);
         copy_q(it, n);
@@ -212,8 +252,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
           const int s = tc % STAGES;
           const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
           if (tc >= STAGES) mbar_wait(k_empty(s), reuse_parity);
-          mbar_arrive_tx(k_full(s), L::kStageBytes);
+          mbar_arrive_tx(k_full(s), k_bytes);
           copy_kv(sK, &tm_k, k_full(s), it, s, t * kBN);
+          if constexpr (kMaskTma)
+            tma_load_1d(base + L::kOffMask + s * L::kMaskStageBytes, &tm_m, k_full(s), it.b * p.Skv + t * kBN);
           if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
           mbar_arrive_tx(v_full(s), L::kStageBytes);
           copy_kv(sV, &tm_v, v_full(s), it, s, t * kBN);
@@ -372,8 +414,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       };
       float mx[2];
       // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
-      // producer's flags, otherwise only the last tile can reach past S_kv.
-      const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
+      // producer's flags, or with kMaskTma the tile's mask values (each warp its own ballots:
+      // bit b of keep[c] = key k0 + 32c + b is below S_kv and kept); otherwise only the last
+      // tile can reach past S_kv.
+      uint32_t keep[kMaskTma ? kBN / 32 : 1];
+      bool special;
+      if constexpr (kMaskTma) {
+        const unsigned char* mrow = sbase + L::kOffMask + s * L::kMaskStageBytes;
+        uint32_t all = ~0u;
+#pragma unroll
+        for (int c = 0; c < kBN / 32; ++c) {
+          const int j = lane + 32 * c;
+          const bool kept = k0 + j < p.Skv && mask_raw_keep(smem_mask_raw(mrow, j, p.mask_bytes), p.mask_dtype);
+          keep[c] = __ballot_sync(0xffffffffu, kept);
+          all &= keep[c];
+        }
+        special = all != ~0u;
+      } else {
+        special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
+      }
       // Every tile takes the plain path but those with a masked key or one past S_kv under a
       // key-padding mask (its flags): they take the general path below.
       if (!MASKED || !special) {
@@ -427,13 +486,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
         // this path cannot share the plain one's -inf trick).
 #pragma unroll
         for (int j = 0; j < kSN; ++j) {
-          const uint32_t f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
+          const uint32_t f2 = kMaskTma ? 0u : *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const int col = k0 + j * 8 + 2 * t4 + (c & 1);
             const int row = row0 + 8 * (c >> 1);
             float v = sacc[j * 4 + c] * p.scale;
-            const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
+            // Key col - k0 = 8j + 2t4 + (c & 1) is bit (that & 31) of keep[j / 4].
+            const uint32_t f = kMaskTma ? (col >= p.Skv                                                  ? 2u
+                                           : (keep[j >> 2] >> ((j & 3) * 8 + 2 * t4 + (c & 1))) & 1u ? 0u
+                                                                                                       : 1u)
+                                        : (f2 >> (8 * (c & 1))) & 0xffu;
             v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
             if (p.causal && col > row + causal_off) v = -INFINITY;
             sacc[j * 4 + c] = v;

@@ -27,6 +27,7 @@ struct Case {
   float fill = -std::numeric_limits<float>::infinity();
   float scale = 0.37f;
   bool rows_zero = false;  // masked_rows_zero = 1: a row with no score above -inf gives 0
+  DType mask_dtype = DType::Int64;  // the dtype the mask is passed in (mask_as)
 };
 
 struct Inputs {
@@ -117,6 +118,24 @@ std::vector<double> reference(const Case& c, const Inputs& in) {
   return y;
 }
 
+// The int64 0/1 mask in another dtype. fp16 / bf16 mask with +0 and -0 and keep with 1 and NaN
+// (a nonzero value: the standard function body's Cast to bool keeps it).
+Tensor mask_as(const Tensor& m, DType dt) {
+  if (dt == DType::Int64) return m;
+  Tensor r(dt, m.dims);
+  for (int64_t i = 0; i < m.numel(); ++i) {
+    const bool keep = m.data<int64_t>()[i] != 0;
+    switch (dt) {
+      case DType::Float16: r.data<uint16_t>()[i] = keep ? (i % 2 ? 0x7e00 : 0x3c00) : (i % 2 ? 0x8000 : 0); break;
+      case DType::BFloat16: r.data<uint16_t>()[i] = keep ? (i % 2 ? 0x7fc0 : 0x3f80) : (i % 2 ? 0x8000 : 0); break;
+      case DType::Float: r.data<float>()[i] = keep ? (i % 2 ? -2.f : 1.f) : (i % 2 ? -0.f : 0.f); break;
+      case DType::Int32: r.data<int32_t>()[i] = keep ? 7 : 0; break;
+      default: r.data<uint8_t>()[i] = keep; break;
+    }
+  }
+  return r;
+}
+
 void run_case(const Case& c) {
   INFO("B" << c.B << " S" << c.S << " Skv" << c.Skv << " H" << c.H << " Hkv" << c.Hkv << " Dh" << c.Dh << " Dv"
            << c.Dv << (c.packed ? " packed" : "") << (c.causal ? " causal" : "") << " mask" << c.mask << " bias"
@@ -128,7 +147,7 @@ void run_case(const Case& c) {
   } else {
     t.input("q", in.q).input("k", in.k).input("v", in.v);
   }
-  if (c.mask) t.input("mask", in.mask);
+  if (c.mask) t.input("mask", mask_as(in.mask, c.mask_dtype));
   else if (c.bias) t.omitted_input();
   if (c.bias) t.input("bias", in.bias);
   t.attr(Attribute::make_int("num_heads", c.H)).attr(Attribute::make_int("kv_num_heads", c.Hkv));
@@ -179,6 +198,13 @@ TEST_CASE("Attention kernel: key-padding mask, fully masked rows", "[kernels][At
   Case min_rows = nan_rows;
   min_rows.fill = -std::numeric_limits<float>::max();  // HF finfo.min: a uniform row
   run_case(min_rows);
+  // The mask in every dtype it may come in: nonzero keeps (fp16/bf16 -0 masks, NaN keeps).
+  for (DType dt : {DType::Bool, DType::Int32, DType::Float, DType::Float16, DType::BFloat16}) {
+    INFO("mask dtype " << dtype_name(dt));
+    Case typed = min_rows;
+    typed.mask_dtype = dt;
+    run_case(typed);
+  }
 }
 
 TEST_CASE("Attention kernel: masked_rows_zero gives 0 for rows with no visible key", "[kernels][Attention]") {

@@ -29,7 +29,9 @@ struct HopperCase {
   int64_t B, S, Skv, H, Hkv, D;
   bool packed, causal;
   int mask;     // 0 none, 1 int64 padding, 2 bool padding (batch 0 fully masked in both),
-                // 3 bool, batch b padding its last 5b keys (most tiles hold no masked key)
+                // 3 bool, batch b padding its last 5b keys (most tiles hold no masked key),
+                // 4 int32, 5 float32 (masked: +0 and -0; kept: any other value), 6 fp16 (the same)
+                // with holes anywhere (batch 0 keeps every key), 7 int64 keeping every key
   float fill;   // mask_filter_value (NaN = attribute omitted: -inf)
   float scale;  // NaN = attribute omitted (1/sqrt(D))
 };
@@ -68,6 +70,27 @@ cuda_fused::AttentionArgs args_of(const HopperCase& c, DType dt) {
   return a;
 }
 
+// Mask kinds 4-7 (HopperCase::mask): holes anywhere (about one key in five masked) in batches
+// past the first, which keeps every key; kind 7 keeps every key everywhere. Float masks mask with
+// +0 and -0 and keep with values of either sign (the kernel compares bits, not just the raw word).
+Tensor holey_mask(int64_t B, int64_t Skv, int kind) {
+  const DType dt = kind == 4 ? DType::Int32 : kind == 5 ? DType::Float : kind == 6 ? DType::Float16 : DType::Int64;
+  Tensor m(dt, {B, Skv});
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (int64_t i = 0; i < B * Skv; ++i) {
+    const int r = pick(cuda_check::rng());
+    const bool keep = kind == 7 || i < Skv || r >= 2;
+    const float fv = keep ? (r % 2 ? 0.5f : -3.f) : (r % 2 ? -0.f : 0.f);
+    switch (dt) {
+      case DType::Int32: m.data<int32_t>()[i] = keep ? r + 1 : 0; break;
+      case DType::Float: m.data<float>()[i] = fv; break;
+      case DType::Float16: m.data<uint16_t>()[i] = float_to_half(fv); break;
+      default: m.data<int64_t>()[i] = keep ? int64_t(r + 1) << 40 : 0; break;  // high bits only: 8-byte reads
+    }
+  }
+  return m;
+}
+
 void run_case(const HopperCase& c, DType dt) {
   INFO(describe(c) << " " << cuda_check::short_name(dt));
   if (cuda_check::device_is_hopper()) {
@@ -95,6 +118,8 @@ void run_case(const HopperCase& c, DType dt) {
     mask = Tensor(DType::Bool, {c.B, c.Skv});
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t j = 0; j < c.Skv; ++j) mask.data<uint8_t>()[b * c.Skv + j] = j < c.Skv - 5 * b;
+  } else if (c.mask >= 4) {
+    mask = holey_mask(c.B, c.Skv, c.mask);
   } else if (c.mask) {
     mask = cuda_check::random_padding_mask(c.B, c.Skv, c.mask == 1 ? DType::Int64 : DType::Bool);
   }
@@ -224,6 +249,13 @@ TEST_CASE("cuda Attention Hopper kernel: key-padding masks and fully masked rows
         {2, 1, 257, 4, 4, D, false, false, 2, kNoAttr, kNoAttr},
         {3, 300, 300, 4, 2, D, false, true, 3, kNoAttr, kNoAttr},    // causal, diagonal tiles unmasked
         {2, 100, 300, 4, 4, D, false, true, 3, kFinfoMin, kNoAttr},  // the same with S_q < S_kv
+        // Mask dtypes and layouts (head dim 64 reads the values by TMA from b * S_kv + k0:
+        // odd S_kv puts the tiles at any element offset).
+        {3, 130, 257, 4, 2, D, false, false, 4, kFinfoMin, kNoAttr},  // int32 holes
+        {3, 257, 257, 4, 4, D, false, true, 5, kFinfoMin, kNoAttr},   // float32 +-0 holes, causal
+        {2, 200, 391, 4, 4, D, true, false, 6, -10000.f, kNoAttr},    // fp16 holes
+        {3, 300, 300, 4, 2, D, false, true, 7, kNoAttr, kNoAttr},     // int64 all ones, causal
+        {2, 17, 1000, 4, 4, D, false, false, 7, kFinfoMin, kNoAttr},  // all ones, 8 key tiles
     };
     run_all(cases);
   }
