@@ -173,7 +173,10 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
+    const long long launches = cuda_fused::attention_hopper_launch_count();
     auto got = op.run_cuda(dt);
+    // It really ran (with the case's mask too: a mask the kernel refused would fall back silently).
+    if (cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() > launches);
     cuda_fused::attention_hopper_set_tma_store(true);
     cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(true);
