@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -124,26 +125,34 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The flat key-padding mask [B * S_kv] as a 1-d tensor of its elements' raw bits (1, 2, 4 or 8
-// bytes), one box = `keys` elements (a key tile; hopper::mask_by_tma). false where the driver
-// refuses it or the dtype is not a mask dtype.
+// The flat key-padding mask [B * S_kv] as a tensor of its elements' raw bits (1, 2, 4 or 8
+// bytes), one box = `keys` elements (a key tile; hopper::mask_by_tma). Rank 2, [1][elements]
+// with a row pitch rounded up to 16 bytes: the driver refused the rank-1 map (session 36, H200).
+// false where the driver refuses it (said once on stderr) or the dtype is not a mask dtype.
 bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t elements, int keys) {
   auto encode = tma_encode_tiled();
   if (!encode) return false;
   CUtensorMapDataType type;
-  switch (dtype_size(dt)) {
+  const size_t es = dtype_size(dt);
+  switch (es) {
     case 1: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
     case 2: type = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
     case 4: type = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;
     case 8: type = CU_TENSOR_MAP_DATA_TYPE_UINT64; break;
     default: return false;
   }
-  const cuuint64_t dims[1] = {cuuint64_t(elements)};
-  const cuuint32_t box[1] = {cuuint32_t(keys)};
-  const cuuint32_t estr[1] = {1};
-  return encode(map, type, 1, const_cast<void*>(mask), dims, nullptr, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const cuuint64_t dims[2] = {cuuint64_t(elements), 1};
+  const cuuint64_t strides[1] = {(cuuint64_t(elements) * es + 15) / 16 * 16};
+  const cuuint32_t box[2] = {cuuint32_t(keys), 1};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode(map, type, 2, const_cast<void*>(mask), dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  static std::atomic<bool> said{false};
+  if (r != CUDA_SUCCESS && !said.exchange(true))
+    std::fprintf(stderr, "fuseopt: Hopper attention: the driver refused the padding mask's TMA map (CUresult %d); "
+                         "the mma.sync kernel runs instead\n", int(r));
+  return r == CUDA_SUCCESS;
 }
 
 template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>

@@ -81,7 +81,7 @@ struct Layout {
 constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
 
 // Head dim 64 with a key-padding mask: the mask's values of each key tile arrive by TMA with the
-// tile's K (one more 1-d copy on K's full barrier) and the consumers read them from shared
+// tile's K (one more TMA copy on K's full barrier) and the consumers read them from shared
 // memory, so the producer is the unmasked one (its lane 0 issues copies and never waits on a
 // load). Until session 36 the producer warp loaded the values itself a tile ahead and wrote
 // per-key flags: at head dim 64 a tile's MMAs take less than that load's L2 round trip, so the
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
           mbar_arrive_tx(k_full(s), k_bytes);
           copy_kv(sK, &tm_k, k_full(s), it, s, t * kBN);
           if constexpr (kMaskTma)
-            tma_load_1d(base + L::kOffMask + s * L::kMaskStageBytes, &tm_m, k_full(s), it.b * p.Skv + t * kBN);
+            tma_load_2d(base + L::kOffMask + s * L::kMaskStageBytes, &tm_m, k_full(s), it.b * p.Skv + t * kBN, 0);
           if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
           mbar_arrive_tx(v_full(s), L::kStageBytes);
           copy_kv(sV, &tm_v, v_full(s), it, s, t * kBN);
