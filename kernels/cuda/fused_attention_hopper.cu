@@ -82,6 +82,7 @@ int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
 int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128, 160 or 176
 int g_tma_store = 1;           // attention_hopper_set_tma_store
+int g_mask_tma = -1;           // attention_hopper_set_mask_tma: -1 = environment / default on
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -90,6 +91,19 @@ int sm_count() {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   if (cached[dev] == 0) cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev);
   return cached[dev];
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The mask's values by TMA at head dim 64 (attention_hopper_set_mask_tma; FUSEOPT_ATTENTION_MASK_TMA=0
+// switches it off for A/B runs).
+bool mask_tma_on() {
+  if (g_mask_tma >= 0) return g_mask_tma == 1;
+  static const bool env_on = [] {
+    const char* e = std::getenv("FUSEOPT_ATTENTION_MASK_TMA");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return env_on;
 }
 
 // Head dim 64: rows per block by shape (measured, NOTES-perf.md v36, H100):
@@ -155,15 +169,18 @@ bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t element
   return r == CUDA_SUCCESS;
 }
 
-template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, bool MASK_TMA = false>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
-  using L = hopper::LayoutFor<D, BN, STAGES, NC, QB, MASKED>;
+  using L = hopper::LayoutFor<D, BN, STAGES, NC, QB, MASK_TMA>;
+  // The mask's values by TMA: a 16-byte aligned mask whose tile coordinates b * S_kv + k0 fit an
+  // int; else the caller takes the flag producer.
+  if (MASK_TMA && (!aligned16(a.mask) || int64_t(a.B) * a.Skv + 256 >= (int64_t(1) << 31))) return false;
   constexpr int kBM = L::kBM;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
   static bool configured = false;
   if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>,
+    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::kAlloc) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -185,7 +202,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   // The mask's map where its values travel by TMA (else unused: a copy of Q's fills the parameter).
   // Its tiles start at b * S_kv + k0, an int coordinate (args_fit bounds B * S_kv).
   CUtensorMap tm = tq;
-  if (hopper::mask_by_tma<D, MASKED>() && !make_mask_map(&tm, a.mask, a.mask_dtype, int64_t(a.B) * a.Skv, BN))
+  if (MASK_TMA && !make_mask_map(&tm, a.mask, a.mask_dtype, int64_t(a.B) * a.Skv, BN))
     return false;
   HopperParams p;
   p.H = a.H;
@@ -228,7 +245,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid),
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>, dim3(grid),
                        dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, tm, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -236,10 +253,14 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
 
 // The kernel without a key-padding mask is its own instantiation (no key flags: a leaner
 // producer, fused_attention_hopper_kernel.cuh).
+// With a mask at head dim 64 its values travel by TMA (hopper::LayoutFor, NOTES-perf.md v40) unless
+// switched off or the map cannot be made; then the producer warp writes per-key flags.
 template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
-  return a.mask ? launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true>(a, stream)
-                : launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
+  if (!a.mask) return launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
+  if constexpr (D == 64)
+    if (mask_tma_on() && launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true, true>(a, stream)) return true;
+  return launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true>(a, stream);
 }
 
 // Head dim 128 without a mask: 160-key tiles (two stages, 24 / 240 registers, the wide P·V) and
@@ -320,7 +341,6 @@ bool probe_sm90a(cudaStream_t stream) {
   return g_device_ok[dev] == 1;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool args_fit(const AttentionArgs& a) {
   if (a.dtype != DType::Float16 && a.dtype != DType::BFloat16) return false;
@@ -331,12 +351,6 @@ bool args_fit(const AttentionArgs& a) {
   if (a.B > 65535 || a.H > 65535) return false;
   // TMA: 16-byte aligned base addresses and strides.
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.y)) return false;
-  // A mask read by TMA (head dim 64): 16-byte aligned, a mask dtype, tile coordinates in an int.
-  if (a.mask && a.Dh == 64) {
-    const size_t es = dtype_size(a.mask_dtype);
-    if (!aligned16(a.mask) || (es != 1 && es != 2 && es != 4 && es != 8)) return false;
-    if (int64_t(a.B) * a.Skv + 256 >= (int64_t(1) << 31)) return false;
-  }
   const AttentionArgs n = with_head_strides(a);
   for (int64_t s : {n.q_batch_stride, n.q_seq_stride, n.k_batch_stride, n.k_seq_stride, n.v_batch_stride,
                     n.v_seq_stride, n.k_head_stride, n.v_head_stride})
@@ -359,6 +373,7 @@ void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 void attention_hopper_set_causal_persistent(bool on) { g_causal_persistent = on ? 1 : 0; }
 void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 160 || keys == 176 ? keys : 0; }
 void attention_hopper_set_tma_store(bool on) { g_tma_store = on ? 1 : 0; }
+void attention_hopper_set_mask_tma(int mode) { g_mask_tma = mode < 0 ? -1 : mode == 0 ? 0 : 1; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }

@@ -88,17 +88,10 @@ constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
 // consumers waited on the producer and an all-ones mask (every export passes one) cost the
 // attention 15.9 -> 18.9 us at 8 x 12 x 512 x 64 causal (NOTES-perf.md v39). Head dim 128
 // keeps the flags: its 3-stage ring leaves no room for 8-byte mask values, and there a tile's
-// MMAs outlast the round trip.
-template <int D, bool MASKED>
-constexpr bool mask_by_tma() {
-  return MASKED && D == 64;
-}
-template <int D, bool MASKED>
-constexpr int mask_key_bytes() {
-  return mask_by_tma<D, MASKED>() ? 8 : 0;
-}
-template <int D, int BN, int STAGES, int NC, int QB, bool MASKED>
-using LayoutFor = Layout<D, BN, STAGES, NC, QB, mask_key_bytes<D, MASKED>()>;
+// MMAs outlast the round trip. The flag producer stays the fallback at head dim 64 where the
+// mask's map cannot be made (fused_attention_hopper.cu) and for A/B runs.
+template <int D, int BN, int STAGES, int NC, int QB, bool MASK_TMA>
+using LayoutFor = Layout<D, BN, STAGES, NC, QB, MASK_TMA ? 8 : 0>;
 
 // A mask element's raw bits from shared memory (`bytes` wide), for mask_raw_keep.
 __device__ __forceinline__ uint64_t smem_mask_raw(const unsigned char* row, int j, int bytes) {
@@ -123,7 +116,7 @@ struct Regs {
   static_assert(blocks_per_sm(NC) * 128 * (kProducer + NC * kConsumer) <= 65536, "over the SM's registers");
 };
 
-template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, bool MASK_TMA>
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_y,
@@ -134,8 +127,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   cuda_pdl::pdl_begin();
   // The key flags are written 32 keys a pass of the producer warp.
   static_assert(!MASKED || BN % 32 == 0, "a masked key tile is whole 32-key passes");
-  constexpr bool kMaskTma = mask_by_tma<D, MASKED>();
-  using L = LayoutFor<D, BN, STAGES, NC, QB, MASKED>;
+  static_assert(!MASK_TMA || MASKED, "the mask's values by TMA need a mask");
+  constexpr bool kMaskTma = MASK_TMA;
+  using L = LayoutFor<D, BN, STAGES, NC, QB, MASK_TMA>;
   constexpr int kBN = BN;
   constexpr int kPanels = L::kPanels;
   constexpr int kBM = L::kBM;

@@ -145,6 +145,7 @@ void run_case(const HopperCase& c, DType dt) {
     bool causal_persistent = false;
     int key_tile = 0;
     bool direct_store = false;
+    bool mask_flags = false;  // head dim 64 with a mask: the producer's flags instead of the values by TMA
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
@@ -156,16 +157,19 @@ void run_case(const HopperCase& c, DType dt) {
                               {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176},
                               {128, true, true, true, 4, true, 176},
                               {128, true, true, true, 0, false, 160}, {128, true, true, true, 3, true, 160},
-                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true}};
+                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true},
+                              {64, true, true, true, 0, true, 0, false, true}, {128, true, true, true, 3, false, 0, false, true},
+                              {192, true, true, true, 0, false, 0, false, true}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
     if (var.key_tile && c.D != 128) continue;
     if (var.direct_store && c.D != 64) continue;
+    if (var.mask_flags && (c.D != 64 || !c.mask)) continue;
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
                        << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
                        << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile
-                       << (var.direct_store ? " direct stores" : ""));
+                       << (var.direct_store ? " direct stores" : "") << (var.mask_flags ? " mask flags" : ""));
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
@@ -173,11 +177,13 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
+    cuda_fused::attention_hopper_set_mask_tma(var.mask_flags ? 0 : 1);
     const long long launches = cuda_fused::attention_hopper_launch_count();
     auto got = op.run_cuda(dt);
     // It really ran (with the case's mask too: a mask the kernel refused would fall back silently).
     if (cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() > launches);
     cuda_fused::attention_hopper_set_tma_store(true);
+    cuda_fused::attention_hopper_set_mask_tma(-1);
     cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(true);
     cuda_fused::attention_hopper_set_blocks(0);
