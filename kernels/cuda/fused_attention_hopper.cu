@@ -84,6 +84,7 @@ int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, e
 int g_tma_store = 1;           // attention_hopper_set_tma_store
 int g_mask_tma = -1;           // attention_hopper_set_mask_tma: -1 = environment / default on
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
+std::atomic<long long> g_mask_tma_launches{0};  // attention_hopper_mask_tma_launch_count
 
 int sm_count() {
   static int cached[64] = {};
@@ -95,13 +96,14 @@ int sm_count() {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// The mask's values by TMA at head dim 64 (attention_hopper_set_mask_tma; FUSEOPT_ATTENTION_MASK_TMA=0
-// switches it off for A/B runs).
+// The mask's values by TMA at head dim 64 (attention_hopper_set_mask_tma; FUSEOPT_ATTENTION_MASK_TMA=1).
+// Opt-in until it has run on a GPU: session 36's only device call found the driver refusing its
+// first (rank-1) map, and no device time was left to run the rank-2 map (NOTES-perf.md v40).
 bool mask_tma_on() {
   if (g_mask_tma >= 0) return g_mask_tma == 1;
   static const bool env_on = [] {
     const char* e = std::getenv("FUSEOPT_ATTENTION_MASK_TMA");
-    return !(e && std::strcmp(e, "0") == 0);
+    return e && std::strcmp(e, "1") == 0;
   }();
   return env_on;
 }
@@ -248,6 +250,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>, dim3(grid),
                        dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, tm, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (MASK_TMA) g_mask_tma_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -375,6 +378,7 @@ void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys 
 void attention_hopper_set_tma_store(bool on) { g_tma_store = on ? 1 : 0; }
 void attention_hopper_set_mask_tma(int mode) { g_mask_tma = mode < 0 ? -1 : mode == 0 ? 0 : 1; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
+long long attention_hopper_mask_tma_launch_count() { return g_mask_tma_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
 

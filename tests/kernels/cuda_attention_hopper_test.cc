@@ -179,9 +179,15 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
     cuda_fused::attention_hopper_set_mask_tma(var.mask_flags ? 0 : 1);
     const long long launches = cuda_fused::attention_hopper_launch_count();
+    const long long tma_launches = cuda_fused::attention_hopper_mask_tma_launch_count();
     auto got = op.run_cuda(dt);
-    // It really ran (with the case's mask too: a mask the kernel refused would fall back silently).
-    if (cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() > launches);
+    // It really ran (with the case's mask too: a mask the kernel refused would fall back silently),
+    // and at head dim 64 with a mask the variant asked for (values by TMA, or the flag producer).
+    if (cuda_check::device_is_hopper()) {
+      CHECK(cuda_fused::attention_hopper_launch_count() > launches);
+      const bool want_tma = c.mask && c.D == 64 && !var.mask_flags;
+      CHECK((cuda_fused::attention_hopper_mask_tma_launch_count() > tma_launches) == want_tma);
+    }
     cuda_fused::attention_hopper_set_tma_store(true);
     cuda_fused::attention_hopper_set_mask_tma(-1);
     cuda_fused::attention_hopper_set_key_tile(0);
