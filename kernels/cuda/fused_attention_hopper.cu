@@ -1,8 +1,9 @@
 // Hopper (sm_90a) flash attention for fp16/bf16, head dim 64 or 128
 // (FlashAttention-3 scheme, written for fuseopt; NOTES-perf.md v7):
-//   block = a producer warpgroup (its lane 0 issues the TMA copies; at head
-//   dim 128 with a key-padding mask its first warp also writes per-key flags,
-//   while at head dim 64 the mask's values of a key tile arrive by TMA with K) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
+//   block = a producer warpgroup (its lane 0 issues the TMA copies; with a
+//   key-padding mask its first warp also writes per-key flags, unless the
+//   opt-in MASK_TMA variant at head dim 64 brings a key tile's mask values by
+//   TMA with K) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
 //   NC = 2, head dim 128, 40/232 registers, 24/240 with 160/176-key tiles; NC = 1,
 //   64-row blocks two per SM, head dim 64 at S_q <= 1024 and causal; NC = 3,
 //   head dim 64 past 1024).
@@ -22,8 +23,8 @@
 //   Online softmax in fp32: running max and sum per row; one FFMA (scale·log2e
 //   folded) and one ex2 per score, the keys a row may not see (causal
 //   diagonal, past S_kv) set to -inf first; with a key-padding mask, tiles
-//   holding a masked key (or one past S_kv: the flags, or at head dim 64 the
-//   consumer warps' ballots over the tile's mask values) check each score.
+//   holding a masked key (or one past S_kv: the flags, or in the MASK_TMA
+//   variant the consumer warps' ballots over the tile's mask values) check each score.
 //   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
 //   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
@@ -82,7 +83,7 @@ int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
 int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128, 160 or 176
 int g_tma_store = 1;           // attention_hopper_set_tma_store
-int g_mask_tma = -1;           // attention_hopper_set_mask_tma: -1 = environment / default on
+int g_mask_tma = -1;           // attention_hopper_set_mask_tma: -1 = environment (default off)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 std::atomic<long long> g_mask_tma_launches{0};  // attention_hopper_mask_tma_launch_count
 
@@ -142,7 +143,7 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
 }
 
 // The flat key-padding mask [B * S_kv] as a tensor of its elements' raw bits (1, 2, 4 or 8
-// bytes), one box = `keys` elements (a key tile; hopper::mask_by_tma). Rank 2, [1][elements]
+// bytes), one box = `keys` elements (a key tile; the MASK_TMA variant). Rank 2, [1][elements]
 // with a row pitch rounded up to 16 bytes: the driver refused the rank-1 map (session 36, H200).
 // false where the driver refuses it (said once on stderr) or the dtype is not a mask dtype.
 bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t elements, int keys) {
@@ -167,7 +168,7 @@ bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t element
   static std::atomic<bool> said{false};
   if (r != CUDA_SUCCESS && !said.exchange(true))
     std::fprintf(stderr, "fuseopt: Hopper attention: the driver refused the padding mask's TMA map (CUresult %d); "
-                         "the mma.sync kernel runs instead\n", int(r));
+                         "the kernel writes per-key flags instead\n", int(r));
   return r == CUDA_SUCCESS;
 }
 
@@ -202,7 +203,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
       !make_map(&ty, a.dtype, a.y, a.H, a.Sq, a.B, D, D, int64_t(a.H) * D, int64_t(a.Sq) * a.H * D, 64))
     return false;
   // The mask's map where its values travel by TMA (else unused: a copy of Q's fills the parameter).
-  // Its tiles start at b * S_kv + k0, an int coordinate (args_fit bounds B * S_kv).
+  // Its tiles start at b * S_kv + k0, an int coordinate (bounded above).
   CUtensorMap tm = tq;
   if (MASK_TMA && !make_mask_map(&tm, a.mask, a.mask_dtype, int64_t(a.B) * a.Skv, BN))
     return false;

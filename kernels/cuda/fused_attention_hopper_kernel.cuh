@@ -80,16 +80,16 @@ struct Layout {
 // whatever setmaxnreg gives the consumers; NOTES-perf.md v36.)
 constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
 
-// Head dim 64 with a key-padding mask: the mask's values of each key tile arrive by TMA with the
-// tile's K (one more TMA copy on K's full barrier) and the consumers read them from shared
-// memory, so the producer is the unmasked one (its lane 0 issues copies and never waits on a
-// load). Until session 36 the producer warp loaded the values itself a tile ahead and wrote
-// per-key flags: at head dim 64 a tile's MMAs take less than that load's L2 round trip, so the
-// consumers waited on the producer and an all-ones mask (every export passes one) cost the
+// MASK_TMA (opt-in, head dim 64, fused_attention_hopper.cu mask_tma_on): the key-padding mask's
+// values of each key tile arrive by TMA with the tile's K (one more TMA copy on K's full
+// barrier) and the consumers read them from shared memory, so the producer is the unmasked one
+// (its lane 0 issues copies and never waits on a load). Otherwise (the default) the producer
+// warp loads the values itself a tile ahead and writes per-key flags: at head dim 64 a tile's
+// MMAs take less than that load's L2 round trip, so the consumers wait on the producer and an all-ones mask (every export passes one) cost the
 // attention 15.9 -> 18.9 us at 8 x 12 x 512 x 64 causal (NOTES-perf.md v39). Head dim 128
 // keeps the flags: its 3-stage ring leaves no room for 8-byte mask values, and there a tile's
-// MMAs outlast the round trip. The flag producer stays the fallback at head dim 64 where the
-// mask's map cannot be made (fused_attention_hopper.cu) and for A/B runs.
+// MMAs outlast the round trip. The flag producer is also the fallback at head dim 64 where the
+// mask's map cannot be made (fused_attention_hopper.cu).
 template <int D, int BN, int STAGES, int NC, int QB, bool MASK_TMA>
 using LayoutFor = Layout<D, BN, STAGES, NC, QB, MASK_TMA ? 8 : 0>;
 
