@@ -49,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cuda/dynamic_smem.cuh"
 #include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/fused_attention_hopper_kernel.cuh"
@@ -181,16 +182,8 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   if (MASK_TMA && (!aligned16(a.mask) || int64_t(a.B) * a.Skv + 256 >= (int64_t(1) << 31))) return false;
   constexpr int kBM = L::kBM;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  static bool configured = false;
-  if (!configured) {
-    if (cudaFuncSetAttribute(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             L::kAlloc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    configured = true;
-  }
+  if (!allow_dynamic_smem_once<hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>>(L::kAlloc))
+    return false;
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, a.dtype, a.q, a.H, a.Sq, a.B, D, D, a.q_seq_stride, a.q_batch_stride, kBM) ||
       !make_map(&tk, a.dtype, a.k, a.Hkv, a.Skv, a.B, D, a.k_head_stride, a.k_seq_stride, a.k_batch_stride, BN) ||

@@ -39,6 +39,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cluster_launch.cuh"
+#include "kernels/cuda/dynamic_smem.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
@@ -392,23 +393,13 @@ bool launch_t(const HopperGemmLayerNorm& g, cudaStream_t stream) {
   constexpr int kStages = BN == 256 ? 3 : 4;  // what fits beside the row buffer
   using L = LnLayout<BN, kStages, CLN>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  auto kernel = gemm_layer_norm_hopper_kernel<T, BN, B_NK, kStages, CLN>;
-  static std::atomic<bool> configured{false};
-  if (!configured.load()) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    configured.store(true);
-  }
+  constexpr auto kernel = gemm_layer_norm_hopper_kernel<T, BN, B_NK, kStages, CLN>;
+  if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   const int resident = resident_clusters(CLN);  // the same for every tile width (query_resident)
   if (resident <= 0) return false;
   CUtensorMap ta, tb, tr, ty;
-  if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
   // B's boxes: [BN/2 rows][64 of K] ([N, K]) or [64 of K][64 columns] ([K, N]).
-  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, g.N, g.K, g.K, kBK, BN / 2)
-                           : make_map_2d(&tb, g.dt, g.b, g.K, g.N, g.N, 64, kBK);
-  if (!mapped) return false;
+  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, g.N, g.K, B_NK, kBK, kBM, BN / 2)) return false;
   // The residual in [128 rows][64 columns] boxes (a panel of the row buffer), Y in the
   // warpgroups' [64 rows][64 columns].
   if (!make_map_2d(&tr, g.dt, g.skip, g.M, g.N, g.N, 64, kBM) || !make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64))

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cluster_launch.cuh"
+#include "kernels/cuda/dynamic_smem.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_device.cuh"
@@ -408,22 +409,12 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kStages = BN == 256 ? 4 : 6;                  // what fits beside the staging buffer
   using L = GemmLayout<BN, kStages, kOutS, kE>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS>;
-  static std::atomic<bool> configured{false};
-  if (!configured.load()) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    configured.store(true);
-  }
+  constexpr auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS>;
+  if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   const int64_t nb = GATED ? 2 * g.N : g.N;  // B's columns
   CUtensorMap ta, tb;
-  if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
   // B's boxes: [BN/2 rows][64 of K] ([N, K]) or [64 of K][64 columns] ([K, N]); see kPieces.
-  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, nb, g.K, g.K, kBK, BN / 2)
-                           : make_map_2d(&tb, g.dt, g.b, g.K, nb, nb, 64, kBK);
-  if (!mapped) return false;
+  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, nb, g.K, B_NK, kBK, kBM, BN / 2)) return false;
   // Y in boxes of [64 rows][64 columns], the staging panels' swizzle; ROWS: no map (copied out
   // by the warpgroups).
   CUtensorMap ty{};
@@ -493,20 +484,10 @@ bool launch_pingpong(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kStages = 6;
   using L = GemmLayout<128, kStages, 128>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  auto kernel = gemm_hopper_pingpong_kernel<T, B_NK, kStages, ACT>;
-  static std::atomic<bool> configured{false};
-  if (!configured.load()) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kAlloc) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    configured.store(true);
-  }
+  constexpr auto kernel = gemm_hopper_pingpong_kernel<T, B_NK, kStages, ACT>;
+  if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   CUtensorMap ta, tb;
-  if (!make_map_2d(&ta, g.dt, g.a, g.M, g.K, g.K, kBK, kBM)) return false;
-  const bool mapped = B_NK ? make_map_2d(&tb, g.dt, g.b, g.N, g.K, g.K, kBK, 128)
-                           : make_map_2d(&tb, g.dt, g.b, g.K, g.N, g.N, 64, kBK);
-  if (!mapped) return false;
+  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, g.N, g.K, B_NK, kBK, kBM, 128)) return false;
   CUtensorMap ty;  // Y in boxes of [64 rows][64 columns], the staging panel's swizzle
   if (!make_map_2d(&ty, g.dt, g.y, g.M, g.N, g.N, 64, 64)) return false;
   GemmParams p{};

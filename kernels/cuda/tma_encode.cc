@@ -30,4 +30,10 @@ bool make_map_2d(CUtensorMap* map, DType dt, const void* ptr, int64_t rows, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool make_gemm_operand_maps(CUtensorMap* ta, CUtensorMap* tb, DType dt, const void* a, const void* b, int64_t M,
+                            int64_t N, int64_t K, bool b_nk, int bk, int a_rows, int b_rows) {
+  if (!make_map_2d(ta, dt, a, M, K, K, bk, a_rows)) return false;
+  return b_nk ? make_map_2d(tb, dt, b, N, K, K, bk, b_rows) : make_map_2d(tb, dt, b, K, N, N, 64, bk);
+}
+
 }  // namespace fuseopt::cuda_fused
