@@ -38,6 +38,7 @@
 // run time that the device is 9.0 and that the loaded image is sm_90a.
 //
 // Files: fused_attention_hopper_sync.cuh (device primitives), _kernel.cuh (the kernel),
+// _producer.cuh (its producer warpgroup), _softmax.cuh (its consumers' per-tile softmax),
 // _wgmma.cuh (the MMA wrappers); this file: the host side (TMA maps, variant choice,
 // switches, the device probe).
 #include <cuda.h>
@@ -249,7 +250,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
 }
 
 // The kernel without a key-padding mask is its own instantiation (no key flags: a leaner
-// producer, fused_attention_hopper_kernel.cuh).
+// producer, fused_attention_hopper_producer.cuh).
 // With a mask at head dim 64 its values travel by TMA (hopper::LayoutFor, NOTES-perf.md v40) unless
 // switched off or the map cannot be made; then the producer warp writes per-key flags.
 template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>

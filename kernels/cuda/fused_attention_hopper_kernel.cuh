@@ -1,6 +1,7 @@
 // The Hopper (sm_90a) flash-attention kernel itself: tile constants, launch parameters,
-// the shared-memory layout and the warp-specialised kernel. Included by
-// fused_attention_hopper.cu only (the one file compiled for sm_90a; its top comment
+// the shared-memory layout and the warp-specialised kernel (its producer warpgroup's body in
+// fused_attention_hopper_producer.cuh, its consumers' per-tile softmax in _softmax.cuh).
+// Included by fused_attention_hopper.cu only (the one file compiled for sm_90a; its top comment
 // describes the design). The host side there builds the TMA maps and picks the variant.
 #pragma once
 #include <cuda.h>
@@ -93,16 +94,6 @@ constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
 template <int D, int BN, int STAGES, int NC, int QB, bool MASK_TMA>
 using LayoutFor = Layout<D, BN, STAGES, NC, QB, MASK_TMA ? 8 : 0>;
 
-// A mask element's raw bits from shared memory (`bytes` wide), for mask_raw_keep.
-__device__ __forceinline__ uint64_t smem_mask_raw(const unsigned char* row, int j, int bytes) {
-  switch (bytes) {
-    case 8: return reinterpret_cast<const uint64_t*>(row)[j];
-    case 4: return reinterpret_cast<const uint32_t*>(row)[j];
-    case 2: return reinterpret_cast<const uint16_t*>(row)[j];
-    default: return row[j];
-  }
-}
-
 // Registers a thread after setmaxnreg: the producer warpgroup's and each consumer's
 // (blocks_per_sm x 128 x (producer + NC x consumer) <= 64K). The 176-key tile's consumers hold
 // S (88) and P (44) at once besides O (64, head dim 128): they take the 240 that the unmasked
@@ -115,6 +106,35 @@ struct Regs {
   static constexpr int kConsumer = NC == 1 ? 200 : NC == 3 ? 160 : kWide ? 240 : 232;
   static_assert(blocks_per_sm(NC) * 128 * (kProducer + NC * kConsumer) <= 65536, "over the SM's registers");
 };
+
+// A work item: query rows [q0, q0 + kBM) of head h (K/V head hk) in batch b, n_tiles key tiles of them.
+struct Item {
+  int q0, h, b, hk, n_tiles;
+};
+
+// The block's mbarriers, 8 bytes each from `bar`: each Q buffer's full and empty, each ring stage's
+// K full, V full, K empty and V empty.
+template <int QB, int STAGES>
+struct Barriers {
+  uint32_t bar;
+  __device__ __forceinline__ uint32_t q_full(int qb) const { return bar + 8u * qb; }
+  __device__ __forceinline__ uint32_t q_empty(int qb) const { return bar + 8u * (QB + qb); }
+  __device__ __forceinline__ uint32_t k_full(int s) const { return bar + 8u * (2 * QB + s); }
+  __device__ __forceinline__ uint32_t v_full(int s) const { return bar + 8u * (2 * QB + STAGES + s); }
+  // K and V of a stage are released separately: K once the tile's scores
+  // (and its key flags) are consumed, V once its P·V is done, so the next
+  // K load starts about an iteration before V's.
+  __device__ __forceinline__ uint32_t k_empty(int s) const { return bar + 8u * (2 * QB + 2 * STAGES + s); }
+  __device__ __forceinline__ uint32_t v_empty(int s) const { return bar + 8u * (2 * QB + 3 * STAGES + s); }
+};
+
+}  // namespace fuseopt::cuda_fused::hopper
+
+// The producer warpgroup's body and the consumers' per-tile softmax: they use the types above.
+#include "kernels/cuda/fused_attention_hopper_producer.cuh"
+#include "kernels/cuda/fused_attention_hopper_softmax.cuh"
+
+namespace fuseopt::cuda_fused::hopper {
 
 template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, bool MASK_TMA>
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
@@ -140,16 +160,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
   uint8_t* flags = sbase + L::kOffFlags;
   int* stage_any = reinterpret_cast<int*>(sbase + L::kOffAny);
-  const uint32_t bar = base + L::kOffBar;
-  auto q_full = [&](int qb) { return bar + 8u * qb; };
-  auto q_empty = [&](int qb) { return bar + 8u * (QB + qb); };
-  auto k_full = [&](int s) { return bar + 8u * (2 * QB + s); };
-  auto v_full = [&](int s) { return bar + 8u * (2 * QB + STAGES + s); };
-  // K and V of a stage are released separately: K once the tile's scores
-  // (and its key flags) are consumed, V once its P·V is done, so the next
-  // K load starts about an iteration before V's.
-  auto k_empty = [&](int s) { return bar + 8u * (2 * QB + 2 * STAGES + s); };
-  auto v_empty = [&](int s) { return bar + 8u * (2 * QB + 3 * STAGES + s); };
+  const Barriers<QB, STAGES> bars{base + L::kOffBar};
 
   // Work items: (query tile, head, batch), query tile fastest so that the
   // blocks running at once share K/V in L2, heaviest (most keys under causal)
@@ -170,9 +181,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   };
   const int q_tiles = (p.Sq + kBM - 1) / kBM;
   const int causal_off = p.Skv - p.Sq;
-  struct Item {
-    int q0, h, b, hk, n_tiles;
-  };
   auto item = [&](int w) {
     Item it;
     const int n_hb = p.n_items / q_tiles;
@@ -193,14 +201,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
 
   if (threadIdx.x == 0) {
     for (int qb = 0; qb < QB; ++qb) {
-      mbar_init(q_full(qb), 1);
-      mbar_init(q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
+      mbar_init(bars.q_full(qb), 1);
+      mbar_init(bars.q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(k_full(s), MASKED && !kMaskTma ? 32 : 1);  // flags: the producer warp's lanes wrote them
-      mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 4 * NC);  // the consumer warps
-      mbar_init(v_empty(s), 4 * NC);
+      mbar_init(bars.k_full(s), MASKED && !kMaskTma ? 32 : 1);  // flags: the producer warp's lanes wrote them
+      mbar_init(bars.v_full(s), 1);
+      mbar_init(bars.k_empty(s), 4 * NC);  // the consumer warps
+      mbar_init(bars.v_empty(s), 4 * NC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -216,105 +224,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us). Without a mask no variant
     // spills (v36).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs<NC, BN, MASKED>::kProducer) : "memory");
-    // The copies (one thread): an item's Q into buffer qb once the consumers are done with
-    // its previous item; K / V of key tile k0 into ring slot s (their bytes announced on the
-    // full barrier first).
-    auto copy_q = [&](const Item& it, int n) {
-      const int qb = n % QB;
-      if (n >= QB) mbar_wait(q_empty(qb), ((n / QB) - 1) & 1);
-      mbar_arrive_tx(q_full(qb), L::kQBytes);
-#pragma unroll
-      for (int pn = 0; pn < kPanels; ++pn)
-        tma_load(sQ + qb * L::kQBytes + pn * kBM * 128, &tm_q, q_full(qb), pn * 64, it.h, it.q0, it.b);
-    };
-    auto copy_kv = [&](uint32_t base, const CUtensorMap* map, uint32_t full, const Item& it, int s, int k0) {
-#pragma unroll
-      for (int pn = 0; pn < kPanels; ++pn)
-        tma_load(base + s * L::kStageBytes + pn * kBN * 128, map, full, pn * 64, it.hk, k0, it.b);
-    };
+    // Its body: fused_attention_hopper_producer.cuh (one thread's copies, or the warp's key flags).
     if constexpr (!MASKED || kMaskTma) {
-      if (threadIdx.x != 0) return;
-      int tc = 0;
-      // kMaskTma: the tile's mask values (kBN elements from b * S_kv + k0 of the flat mask; those
-      // past S_kv belong to the next batch or are TMA's zeros, and the consumers ignore them) land
-      // on K's barrier with K.
-      const uint32_t k_bytes = L::kStageBytes + (kMaskTma ? uint32_t(kBN * p.mask_bytes) : 0u);
-      for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
-        const Item it = item(w);
-        copy_q(it, n);
-        for (int t = 0; t < it.n_tiles; ++t, ++tc) {
-          const int s = tc % STAGES;
-          const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
-          if (tc >= STAGES) mbar_wait(k_empty(s), reuse_parity);
-          mbar_arrive_tx(k_full(s), k_bytes);
-          copy_kv(sK, &tm_k, k_full(s), it, s, t * kBN);
-          if constexpr (kMaskTma)
-            tma_load_2d(base + L::kOffMask + s * L::kMaskStageBytes, &tm_m, k_full(s), it.b * p.Skv + t * kBN, 0);
-          if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
-          mbar_arrive_tx(v_full(s), L::kStageBytes);
-          copy_kv(sV, &tm_v, v_full(s), it, s, t * kBN);
-        }
-      }
-      return;
-    }
-    if (threadIdx.x >= 32) return;
-    const int lane = threadIdx.x;
-    int tc = 0;
-    // The key-padding mask's values of tile t are requested a tile ahead (mask_load_raw: no wait
-    // where issued) and compared only after the next stage is free and K's copy is on its way;
-    // an item's first tile is requested during the previous item's last (have_next). Read just
-    // before K's copy, each tile's mask round trip held back the producer, and with it every K/V
-    // copy: +14 us (+18 %) on a causal 32 x 2048 x 64 attention (NOTES-perf.md v25); the item's
-    // first tile kept that round trip at every item start (v26).
-    constexpr int kPerLane = kBN / 32;
-    uint64_t raw[kPerLane];
-    auto fetch = [&](int64_t mask_row, int k0) {
-#pragma unroll
-      for (int c = 0; c < kPerLane; ++c) {
-        const int j = k0 + lane + 32 * c;
-        raw[c] = p.mask && j < p.Skv ? mask_load_raw(p.mask, p.mask_dtype, mask_row + j) : 1;
-      }
-    };
-    bool have_next = false;
-    for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
-      const Item it = item(w);
-      if (lane == 0) copy_q(it, n);
-      const int64_t mask_row = int64_t(it.b) * p.Skv;
-      if (!have_next) fetch(mask_row, 0);
-      have_next = false;
-      for (int t = 0; t < it.n_tiles; ++t, ++tc) {
-        const int s = tc % STAGES;
-        const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
-        if (tc >= STAGES) mbar_wait(k_empty(s), reuse_parity);
-        const int k0 = t * kBN;
-        if (lane == 0) {
-          mbar_expect_tx(k_full(s), L::kStageBytes);
-          copy_kv(sK, &tm_k, k_full(s), it, s, k0);
-        }
-        // Per key: 2 = past S_kv (-inf), 1 = masked by the key-padding mask (filter value).
-        int any = 0;
-#pragma unroll
-        for (int c = 0; c < kPerLane; ++c) {
-          const int j = k0 + lane + 32 * c;
-          const int f = j >= p.Skv ? 2 : mask_raw_keep(raw[c], p.mask_dtype) ? 0 : 1;
-          flags[s * kBN + lane + 32 * c] = static_cast<uint8_t>(f);
-          any |= f;
-        }
-        if (t + 1 < it.n_tiles) {
-          fetch(mask_row, k0 + kBN);
-        } else if (work(n + 1) < p.n_items) {
-          fetch(int64_t(item(work(n + 1)).b) * p.Skv, 0);
-          have_next = true;
-        }
-        any = __any_sync(0xffffffffu, any);
-        if (lane == 0) stage_any[s] = any;
-        mbar_arrive(k_full(s));  // each lane: its flags (lane 0: stage_any too) are written
-        if (lane == 0) {
-          if (tc >= STAGES) mbar_wait(v_empty(s), reuse_parity);
-          mbar_arrive_tx(v_full(s), L::kStageBytes);
-          copy_kv(sV, &tm_v, v_full(s), it, s, k0);
-        }
-      }
+      if (threadIdx.x == 0) produce_copies<L, kMaskTma>(p, &tm_q, &tm_k, &tm_v, &tm_m, base, bars, work, item);
+    } else {
+      if (threadIdx.x < 32) produce_flags<L>(p, &tm_q, &tm_k, &tm_v, base, flags, stage_any, bars, work, item);
     }
     return;
   }
@@ -325,7 +239,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   const int cw = ct >> 7;  // consumer warpgroup: rows [64cw, 64cw+64) of the block
   const int warp = (ct >> 5) & 3, lane = ct & 31;
   const int g = lane >> 2, t4 = lane & 3;
-  constexpr int kSN = kBN / 8;  // n8 blocks of S
   // Three consumer warpgroups have 160 registers each, too few for S, P and O (128) plus the
   // softmax's own: there P·V(t) completes before the softmax of S(t+1) (the other warpgroups'
   // MMAs keep the tensor cores busy meanwhile), so P's registers are free during it.
@@ -390,135 +303,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
 #pragma unroll
     for (int i = 0; i < kPanels * 32; ++i) o[i] = 0.f;
 
-    // Scores of tile tt (ring slot s, in sacc) -> probabilities in place;
-    // updates m, l and returns the factor the previous O must be scaled by.
+    // Scores of tile tt (ring slot s, in sacc) -> probabilities in place (tile_softmax,
+    // fused_attention_hopper_softmax.cuh); updates m, l and returns the factor the previous O must
+    // be scaled by.
     auto softmax = [&](int tt, int s, float (&corr)[2]) {
-      const int k0 = tt * kBN;
-      const bool diag = p.causal && k0 + kBN - 1 > warp_row0 + causal_off;
-      // Row maxima and sums run as 4 independent chains a row (n8 block j into chain j % 4),
-      // combined at the end: one chain of 32 dependent FMNMX / FADD a row was the consumer's
-      // longest stall ("wait", NOTES-perf.md v26). The sum's order changes by it, not its terms.
-      float mx4[2][4], sum4[2][4];
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) mx4[r][c] = -INFINITY, sum4[r][c] = 0.f;
-      auto reduce4 = [](const float (&v)[4], bool is_max) {
-        return is_max ? fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])) : (v[0] + v[1]) + (v[2] + v[3]);
-      };
-      float mx[2];
-      // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
-      // producer's flags, or with kMaskTma the tile's mask values (each warp its own ballots:
-      // bit b of keep[c] = key k0 + 32c + b is below S_kv and kept); otherwise only the last
-      // tile can reach past S_kv.
-      uint32_t keep[kMaskTma ? kBN / 32 : 1];
-      bool special;
-      if constexpr (kMaskTma) {
-        const unsigned char* mrow = sbase + L::kOffMask + s * L::kMaskStageBytes;
-        uint32_t all = ~0u;
-#pragma unroll
-        for (int c = 0; c < kBN / 32; ++c) {
-          const int j = lane + 32 * c;
-          const bool kept = k0 + j < p.Skv && mask_raw_keep(smem_mask_raw(mrow, j, p.mask_bytes), p.mask_dtype);
-          keep[c] = __ballot_sync(0xffffffffu, kept);
-          all &= keep[c];
-        }
-        special = all != ~0u;
-      } else {
-        special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
-      }
-      // Every tile takes the plain path but those with a masked key or one past S_kv under a
-      // key-padding mask (its flags): they take the general path below.
-      if (!MASKED || !special) {
-        // Every score of the tile is a plain score: max of the raw dot products,
-        // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. The keys a row may not see — right
-        // of its last visible key on the causal diagonal, and without a mask past S_kv (the
-        // last tile) — are set to -inf first: one compare and select a score, instead of the
-        // general path's compares, scale and subtract before every ex2. (The general path cost
-        // the last partial tile as much as three plain ones, ncu at 4 x 16 x 2048 x 128 with
-        // 176-key tiles, NOTES-perf.md v37; at 32 x 12 x 128 causal every tile is a diagonal
-        // one; GPT-2's and Llama's exports pass an all-ones padding mask, so their diagonal
-        // tiles come here too.) A row may have seen no key yet (causal with S_q > S_kv, rows
-        // past S_q): its max stays -inf and the update below takes 0 as its base.
-        if (diag || (!MASKED && special)) {
-          int lim[2];  // column j*8 + (c&1) of this thread is visible to row half r iff below lim[r]
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int end = p.causal ? min(p.Skv, row0 + 8 * r + causal_off + 1) : p.Skv;
-            lim[r] = end - k0 - 2 * t4;
-          }
-#pragma unroll
-          for (int i = 0; i < kBN / 2; ++i)
-            if ((i >> 2) * 8 + (i & 1) >= lim[(i >> 1) & 1]) sacc[i] = -INFINITY;
-        }
-#pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) mx4[(i >> 1) & 1][(i >> 2) & 3] = fmaxf(mx4[(i >> 1) & 1][(i >> 2) & 3], sacc[i]);
-        mx[0] = reduce4(mx4[0], true);
-        mx[1] = reduce4(mx4[1], true);
-        float nb[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r] * p.scale);
-          const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: no inf - inf
-          corr[r] = ex2((m[r] - base) * kLog2e);
-          m[r] = m_new;
-          nb[r] = -base * kLog2e;
-        }
-#pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) {
-          const float e = ex2(fmaf(sacc[i], p.scale_log2, nb[(i >> 1) & 1]));
-          sacc[i] = e;
-          sum4[(i >> 1) & 1][(i >> 2) & 3] += e;
-        }
-        l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
-        l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
-      } else {
-        // Masked calls only: scores in natural units with the replacements of the contract
-        // (the key flags: past S_kv -inf, masked the fill value; a masked key is not -inf, so
-        // this path cannot share the plain one's -inf trick).
-#pragma unroll
-        for (int j = 0; j < kSN; ++j) {
-          const uint32_t f2 = kMaskTma ? 0u : *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int col = k0 + j * 8 + 2 * t4 + (c & 1);
-            const int row = row0 + 8 * (c >> 1);
-            float v = sacc[j * 4 + c] * p.scale;
-            // Key col - k0 = 8j + 2t4 + (c & 1) is bit (that & 31) of keep[j / 4].
-            const uint32_t f = kMaskTma ? (col >= p.Skv                                                  ? 2u
-                                           : (keep[j >> 2] >> ((j & 3) * 8 + 2 * t4 + (c & 1))) & 1u ? 0u
-                                                                                                       : 1u)
-                                        : (f2 >> (8 * (c & 1))) & 0xffu;
-            v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
-            if (p.causal && col > row + causal_off) v = -INFINITY;
-            sacc[j * 4 + c] = v;
-            mx4[c >> 1][j & 3] = fmaxf(mx4[c >> 1][j & 3], v);
-          }
-        }
-        mx[0] = reduce4(mx4[0], true);
-        mx[1] = reduce4(mx4[1], true);
-        float base_r[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r]);
-          // Nothing allowed yet: keep m = -inf and take no mass (avoids inf - inf).
-          base_r[r] = m_new == -INFINITY ? 0.f : m_new;
-          corr[r] = ex2((m[r] - base_r[r]) * kLog2e);
-          m[r] = m_new;
-        }
-#pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) {
-          const float e = ex2((sacc[i] - base_r[(i >> 1) & 1]) * kLog2e);
-          sacc[i] = e;
-          sum4[(i >> 1) & 1][(i >> 2) & 3] += e;
-        }
-        l[0] = l[0] * corr[0] + reduce4(sum4[0], false);
-        l[1] = l[1] * corr[1] + reduce4(sum4[1], false);
-      }
+      tile_softmax<L, MASKED, kMaskTma>(p, sbase, flags, stage_any, tt, s, warp_row0, lane, sacc, m, l, corr);
     };
 
     // Ping-pong (p.pingpong): the warpgroups issue their MMAs in turn, 0, 1,
@@ -543,7 +332,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
 
     const int qb = n % QB;
     desc_q = make_desc(sQ + qb * L::kQBytes + cw * 64 * 128, 16);
-    mbar_wait(q_full(qb), (n / QB) & 1);
+    mbar_wait(bars.q_full(qb), (n / QB) & 1);
     // The ring position of the item's tile t: slot and phase (unsigned: no signed-division code).
     auto slot = [&](int t) { return int((unsigned(tc) + unsigned(t)) % STAGES); };
     auto phase = [&](int t) { return ((unsigned(tc) + unsigned(t)) / STAGES) & 1u; };
@@ -557,7 +346,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     };
     if (n_tiles > 0) {
       const int s = slot(0);
-      mbar_wait(k_full(s), phase(0));
+      mbar_wait(bars.k_full(s), phase(0));
       turn_begin();
       issue_s(s);
       turn_end(false);
@@ -565,7 +354,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       fence_regs(sacc);
       softmax(0, s, corr);  // O is still zero: its rescale multiplies zeros
       __syncwarp();
-      if (lane == 0) mbar_arrive(k_empty(s));
+      if (lane == 0) mbar_arrive(bars.k_empty(s));
       pack_p();
     } else {
       turn_begin();  // no keys (causal, S_q > S_kv): an empty turn keeps the order
@@ -576,11 +365,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // while PV(t) runs. The last tile's PV is the tail below.
     for (int t = 0; t + 1 < n_tiles; ++t) {
       const int s = slot(t), s1 = slot(t + 1);
-      mbar_wait(k_full(s1), phase(t + 1));
+      mbar_wait(bars.k_full(s1), phase(t + 1));
       turn_begin();
       issue_s(s1);
       rescale_o();  // by softmax(t)'s factor; S(t+1) does not touch O
-      mbar_wait(v_full(s), phase(t));
+      mbar_wait(bars.v_full(s), phase(t));
       issue_pv(s);
       turn_end(false);
       if constexpr (kSerialPV) {
@@ -588,36 +377,36 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
         fence_regs(sacc);
         fence_regs(o);
         __syncwarp();
-        if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
+        if (lane == 0) mbar_arrive(bars.v_empty(s));  // V(t) is no longer read
       } else {
         wgmma_wait<1>();  // S(t+1) done; PV(t) may still run
         fence_regs(sacc);
       }
       softmax(t + 1, s1, corr);
       __syncwarp();
-      if (lane == 0) mbar_arrive(k_empty(s1));  // K(t+1) and its key flags are no longer read
+      if (lane == 0) mbar_arrive(bars.k_empty(s1));  // K(t+1) and its key flags are no longer read
       if constexpr (!kSerialPV) {
         wgmma_wait<0>();
         fence_regs(o);
         __syncwarp();
-        if (lane == 0) mbar_arrive(v_empty(s));  // V(t) is no longer read
+        if (lane == 0) mbar_arrive(bars.v_empty(s));  // V(t) is no longer read
       }
       pack_p();
     }
     // Every S of the item is done: the producer may load the next item's Q.
     __syncwarp();
-    if (lane == 0) mbar_arrive(q_empty(qb));
+    if (lane == 0) mbar_arrive(bars.q_empty(qb));
     if (n_tiles > 0) {
       const int t = n_tiles - 1, s = slot(t);
       rescale_o();
-      mbar_wait(v_full(s), phase(t));
+      mbar_wait(bars.v_full(s), phase(t));
       turn_begin();
       issue_pv(s);
       turn_end(true);
       wgmma_wait<0>();
       fence_regs(o);
       __syncwarp();
-      if (lane == 0) mbar_arrive(v_empty(s));
+      if (lane == 0) mbar_arrive(bars.v_empty(s));
     }
     tc += n_tiles;
 
