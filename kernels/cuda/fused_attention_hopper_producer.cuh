@@ -1,13 +1,14 @@
 // The Hopper attention kernel's producer warpgroup (hopper_attention_kernel's threads 0-127, after
 // their setmaxnreg.dec): the TMA copies of Q, K and V into the ring, issued by one thread, and with a
 // key-padding mask whose values do not come by TMA, the producer warp's per-key flags. Included by
-// fused_attention_hopper_kernel.cuh only, after the types it uses (HopperParams, Layout, Item, Barriers).
+// fused_attention_hopper_kernel.cuh only; its types are in fused_attention_hopper_layout.cuh.
 #pragma once
 #include <cuda.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/fused_attention_common.cuh"
+#include "kernels/cuda/fused_attention_hopper_layout.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 
 namespace fuseopt::cuda_fused::hopper {

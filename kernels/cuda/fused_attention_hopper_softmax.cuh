@@ -1,11 +1,12 @@
 // The consumer warpgroups' per-tile softmax of the Hopper attention kernel: a K/V tile's scores
 // -> probabilities in place, with the running row maxima and sums (the plain path, and the general
-// path of a masked tile with its mask ballots). Included by fused_attention_hopper_kernel.cuh only,
-// after the types it uses (HopperParams, Layout).
+// path of a masked tile with its mask ballots). Included by fused_attention_hopper_kernel.cuh only;
+// its types are in fused_attention_hopper_layout.cuh.
 #pragma once
 #include <cstdint>
 
 #include "kernels/cuda/fused_attention_common.cuh"
+#include "kernels/cuda/fused_attention_hopper_layout.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 
 namespace fuseopt::cuda_fused::hopper {
