@@ -1,9 +1,8 @@
 // Hopper (sm_90a) flash attention for fp16/bf16, head dim 64 or 128
 // (FlashAttention-3 scheme, written for fuseopt; NOTES-perf.md v7):
 //   block = a producer warpgroup (its lane 0 issues the TMA copies; with a
-//   key-padding mask its first warp also writes per-key flags, unless the
-//   opt-in MASK_TMA variant at head dim 64 brings a key tile's mask values by
-//   TMA with K) + NC consumer warpgroups of 64 query rows each (setmaxnreg:
+//   key-padding mask its first warp also writes per-key flags) + NC consumer
+//   warpgroups of 64 query rows each (setmaxnreg:
 //   NC = 2, head dim 128, 40/232 registers, 24/240 with 160/176-key tiles; NC = 1,
 //   64-row blocks two per SM, head dim 64 at S_q <= 1024 and causal; NC = 3,
 //   head dim 64 past 1024).
@@ -23,8 +22,8 @@
 //   Online softmax in fp32: running max and sum per row; one FFMA (scale·log2e
 //   folded) and one ex2 per score, the keys a row may not see (causal
 //   diagonal, past S_kv) set to -inf first; with a key-padding mask, tiles
-//   holding a masked key (or one past S_kv: the flags, or in the MASK_TMA
-//   variant the consumer warps' ballots over the tile's mask values) check each score.
+//   holding a masked key or one past S_kv (the producer's flags say which)
+//   check each score.
 //   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
 //   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
@@ -46,7 +45,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -85,9 +83,7 @@ int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
 int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128, 160 or 176
 int g_tma_store = 1;           // attention_hopper_set_tma_store
-int g_mask_tma = -1;           // attention_hopper_set_mask_tma: -1 = environment (default off)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
-std::atomic<long long> g_mask_tma_launches{0};  // attention_hopper_mask_tma_launch_count
 
 int sm_count() {
   static int cached[64] = {};
@@ -95,20 +91,6 @@ int sm_count() {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   if (cached[dev] == 0) cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev);
   return cached[dev];
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-// The mask's values by TMA at head dim 64 (attention_hopper_set_mask_tma; FUSEOPT_ATTENTION_MASK_TMA=1).
-// Opt-in until it has run on a GPU: session 36's only device call found the driver refusing its
-// first (rank-1) map, and no device time was left to run the rank-2 map (NOTES-perf.md v40).
-bool mask_tma_on() {
-  if (g_mask_tma >= 0) return g_mask_tma == 1;
-  static const bool env_on = [] {
-    const char* e = std::getenv("FUSEOPT_ATTENTION_MASK_TMA");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return env_on;
 }
 
 // Head dim 64: rows per block by shape (measured, NOTES-perf.md v36, H100):
@@ -144,46 +126,13 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The flat key-padding mask [B * S_kv] as a tensor of its elements' raw bits (1, 2, 4 or 8
-// bytes), one box = `keys` elements (a key tile; the MASK_TMA variant). Rank 2, [1][elements]
-// with a row pitch rounded up to 16 bytes: the driver refused the rank-1 map (session 36, H200).
-// false where the driver refuses it (said once on stderr) or the dtype is not a mask dtype.
-bool make_mask_map(CUtensorMap* map, const void* mask, DType dt, int64_t elements, int keys) {
-  auto encode = tma_encode_tiled();
-  if (!encode) return false;
-  CUtensorMapDataType type;
-  const size_t es = dtype_size(dt);
-  switch (es) {
-    case 1: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
-    case 2: type = CU_TENSOR_MAP_DATA_TYPE_UINT16; break;
-    case 4: type = CU_TENSOR_MAP_DATA_TYPE_UINT32; break;
-    case 8: type = CU_TENSOR_MAP_DATA_TYPE_UINT64; break;
-    default: return false;
-  }
-  const cuuint64_t dims[2] = {cuuint64_t(elements), 1};
-  const cuuint64_t strides[1] = {(cuuint64_t(elements) * es + 15) / 16 * 16};
-  const cuuint32_t box[2] = {cuuint32_t(keys), 1};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode(map, type, 2, const_cast<void*>(mask), dims, strides, box, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  static std::atomic<bool> said{false};
-  if (r != CUDA_SUCCESS && !said.exchange(true))
-    std::fprintf(stderr, "fuseopt: Hopper attention: the driver refused the padding mask's TMA map (CUresult %d); "
-                         "the kernel writes per-key flags instead\n", int(r));
-  return r == CUDA_SUCCESS;
-}
-
-template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, bool MASK_TMA = false>
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
-  using L = hopper::LayoutFor<D, BN, STAGES, NC, QB, MASK_TMA>;
-  // The mask's values by TMA: a 16-byte aligned mask whose tile coordinates b * S_kv + k0 fit an
-  // int; else the caller takes the flag producer.
-  if (MASK_TMA && (!aligned16(a.mask) || int64_t(a.B) * a.Skv + 256 >= (int64_t(1) << 31))) return false;
+  using L = Layout<D, BN, STAGES, NC, QB>;
   constexpr int kBM = L::kBM;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  if (!allow_dynamic_smem_once<hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>>(L::kAlloc))
+  if (!allow_dynamic_smem_once<hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>>(L::kAlloc))
     return false;
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, a.dtype, a.q, a.H, a.Sq, a.B, D, D, a.q_seq_stride, a.q_batch_stride, kBM) ||
@@ -195,11 +144,6 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   CUtensorMap ty = tq;
   if (L::kTmaStore &&
       !make_map(&ty, a.dtype, a.y, a.H, a.Sq, a.B, D, D, int64_t(a.H) * D, int64_t(a.Sq) * a.H * D, 64))
-    return false;
-  // The mask's map where its values travel by TMA (else unused: a copy of Q's fills the parameter).
-  // Its tiles start at b * S_kv + k0, an int coordinate (bounded above).
-  CUtensorMap tm = tq;
-  if (MASK_TMA && !make_mask_map(&tm, a.mask, a.mask_dtype, int64_t(a.B) * a.Skv, BN))
     return false;
   HopperParams p;
   p.H = a.H;
@@ -215,7 +159,6 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
-  p.mask_bytes = a.mask ? int(dtype_size(a.mask_dtype)) : 0;
   p.sinks = a.sinks;
   p.y = a.y;
   const int64_t items = int64_t((a.Sq + kBM - 1) / kBM) * a.H * a.B;
@@ -242,23 +185,18 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.heaviest_first = a.causal && !per_head_order ? 1 : 0;
   p.snake = p.heaviest_first && grid < p.n_items ? 1 : 0;
   // PDL: the kernel waits for the previous one first thing (fused_attention_hopper_kernel.cuh).
-  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED, MASK_TMA>, dim3(grid),
-                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, tm, p);
+  cuda_pdl::pdl_launch(hopper_attention_kernel<T, D, BN, STAGES, NC, QB, WIDE_PV, MASKED>, dim3(grid),
+                       dim3(L::kThreads), L::kAlloc, stream, tq, tk, tv, ty, p);
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  if (MASK_TMA) g_mask_tma_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 // The kernel without a key-padding mask is its own instantiation (no key flags: a leaner
-// producer, fused_attention_hopper_producer.cuh).
-// With a mask at head dim 64 its values travel by TMA (hopper::LayoutFor, NOTES-perf.md v40) unless
-// switched off or the map cannot be made; then the producer warp writes per-key flags.
+// producer, fused_attention_hopper_producer.cuh); with one the producer warp writes per-key flags.
 template <class T, int D, int STAGES, int NC, int QB, bool WIDE_PV>
 bool launch_v(const AttentionArgs& a, cudaStream_t stream) {
-  if (!a.mask) return launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
-  if constexpr (D == 64)
-    if (mask_tma_on() && launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true, true>(a, stream)) return true;
-  return launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true>(a, stream);
+  return a.mask ? launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, true>(a, stream)
+                : launch_t<T, D, 128, STAGES, NC, QB, WIDE_PV, false>(a, stream);
 }
 
 // Head dim 128 without a mask: 160-key tiles (two stages, 24 / 240 registers, the wide P·V) and
@@ -339,6 +277,7 @@ bool probe_sm90a(cudaStream_t stream) {
   return g_device_ok[dev] == 1;
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool args_fit(const AttentionArgs& a) {
   if (a.dtype != DType::Float16 && a.dtype != DType::BFloat16) return false;
@@ -371,9 +310,7 @@ void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 void attention_hopper_set_causal_persistent(bool on) { g_causal_persistent = on ? 1 : 0; }
 void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 160 || keys == 176 ? keys : 0; }
 void attention_hopper_set_tma_store(bool on) { g_tma_store = on ? 1 : 0; }
-void attention_hopper_set_mask_tma(int mode) { g_mask_tma = mode < 0 ? -1 : mode == 0 ? 0 : 1; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
-long long attention_hopper_mask_tma_launch_count() { return g_mask_tma_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }
 

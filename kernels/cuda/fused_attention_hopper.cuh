@@ -47,13 +47,6 @@ void attention_hopper_set_key_tile(int keys);
 // 4-byte stores from the registers, where the buffer fits: head dim 64, and head dim 128 with
 // 160-key tiles (the 128- and 176-key variants always store from the registers).
 void attention_hopper_set_tma_store(bool on);
-// Head dim 64 with a key-padding mask: the mask's values reach shared memory by TMA with each K
-// tile (1) or the producer warp loads them and writes per-key flags (0; also where the mask's TMA
-// map cannot be made); -1 = default: flags, unless FUSEOPT_ATTENTION_MASK_TMA=1 (opt-in until
-// measured on a GPU, NOTES-perf.md v40).
-void attention_hopper_set_mask_tma(int mode);
-// Launches of the mask-by-TMA variant (tests: it really ran, not the flag fallback).
-long long attention_hopper_mask_tma_launch_count();
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

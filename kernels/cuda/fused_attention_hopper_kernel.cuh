@@ -18,20 +18,18 @@
 
 namespace fuseopt::cuda_fused::hopper {
 
-template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED, bool MASK_TMA>
+template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_y,
-                            const __grid_constant__ CUtensorMap tm_m, const HopperParams p) {
+                            const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
   // no TMA copy, key-flag read or output write before the previous kernel has completed.
   cuda_pdl::pdl_begin();
   // The key flags are written 32 keys a pass of the producer warp.
   static_assert(!MASKED || BN % 32 == 0, "a masked key tile is whole 32-key passes");
-  static_assert(!MASK_TMA || MASKED, "the mask's values by TMA need a mask");
-  constexpr bool kMaskTma = MASK_TMA;
-  using L = LayoutFor<D, BN, STAGES, NC, QB, MASK_TMA>;
+  using L = Layout<D, BN, STAGES, NC, QB>;
   constexpr int kBN = BN;
   constexpr int kPanels = L::kPanels;
   constexpr int kBM = L::kBM;
@@ -87,7 +85,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
       mbar_init(bars.q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(bars.k_full(s), MASKED && !kMaskTma ? 32 : 1);  // flags: the producer warp's lanes wrote them
+      mbar_init(bars.k_full(s), MASKED ? 32 : 1);  // MASKED: the producer warp's lanes wrote the key flags
       mbar_init(bars.v_full(s), 1);
       mbar_init(bars.k_empty(s), 4 * NC);  // the consumer warps
       mbar_init(bars.v_empty(s), 4 * NC);
@@ -107,8 +105,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // spills (v36).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs<NC, BN, MASKED>::kProducer) : "memory");
     // Its body: fused_attention_hopper_producer.cuh (one thread's copies, or the warp's key flags).
-    if constexpr (!MASKED || kMaskTma) {
-      if (threadIdx.x == 0) produce_copies<L, kMaskTma>(p, &tm_q, &tm_k, &tm_v, &tm_m, base, bars, work, item);
+    if constexpr (!MASKED) {
+      if (threadIdx.x == 0) produce_copies<L>(p, &tm_q, &tm_k, &tm_v, base, bars, work, item);
     } else {
       if (threadIdx.x < 32) produce_flags<L>(p, &tm_q, &tm_k, &tm_v, base, flags, stage_any, bars, work, item);
     }
@@ -189,7 +187,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // fused_attention_hopper_softmax.cuh); updates m, l and returns the factor the previous O must
     // be scaled by.
     auto softmax = [&](int tt, int s, float (&corr)[2]) {
-      tile_softmax<L, MASKED, kMaskTma>(p, sbase, flags, stage_any, tt, s, warp_row0, lane, sacc, m, l, corr);
+      tile_softmax<L, MASKED>(p, flags, stage_any, tt, s, warp_row0, lane, sacc, m, l, corr);
     };
 
     // Ping-pong (p.pingpong): the warpgroups issue their MMAs in turn, 0, 1,

@@ -26,7 +26,6 @@ struct HopperParams {
   int tma_store;       // where Layout::kTmaStore: O through shared memory and a TMA store (else 4-byte stores)
   const void* mask;
   DType mask_dtype;
-  int mask_bytes;  // bytes an element of the mask (its values reach shared memory by TMA: kMaskTma)
   const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
   void* y;
 };
@@ -41,9 +40,7 @@ struct HopperParams {
 // less of the per-tile cost — row maxima, barriers, O's rescale — per key; FlashAttention-3's
 // 128 x 176 block; two stages of it and one Q buffer fill 208 KB). A tile's 128-byte rows
 // group into 1024-byte swizzle atoms of 8 rows, so BN is a multiple of 8.
-// MASK_KEY_BYTES > 0: each ring stage also holds the key-padding mask's values of its key tile,
-// BN elements of up to that many bytes (kMaskTma below).
-template <int D, int BN, int STAGES, int NC, int QB, int MASK_KEY_BYTES = 0>
+template <int D, int BN, int STAGES, int NC, int QB>
 struct Layout {
   static_assert(BN % 8 == 0 && BN <= 256, "a K/V tile is whole 8-row swizzle atoms, at most a TMA box");
   static constexpr int kBN = BN;
@@ -61,9 +58,7 @@ struct Layout {
   static constexpr bool kTmaStore = D == 64 || BN == 160;
   static constexpr int kOffOut = kOffV + STAGES * kStageBytes;
   static constexpr int kOutBytes = kTmaStore ? kPanels * kBM * 128 : 0;
-  static constexpr int kOffMask = (kOffOut + kOutBytes + 127) / 128 * 128;  // TMA destinations: 128-byte aligned
-  static constexpr int kMaskStageBytes = kBN * MASK_KEY_BYTES;
-  static constexpr int kOffFlags = kOffMask + STAGES * kMaskStageBytes;  // STAGES x kBN bytes
+  static constexpr int kOffFlags = kOffOut + kOutBytes;  // STAGES x kBN bytes
   static constexpr int kOffAny = kOffFlags + STAGES * kBN;        // STAGES ints
   static constexpr int kOffBar = (kOffAny + STAGES * 4 + 7) / 8 * 8;
   static constexpr int kBytes = kOffBar + (2 * QB + 4 * STAGES) * 8;
@@ -77,19 +72,6 @@ struct Layout {
 // compile: the launch bound's 80 registers a thread are below what one m64n128 wgmma needs,
 // whatever setmaxnreg gives the consumers; NOTES-perf.md v36.)
 constexpr int blocks_per_sm(int nc) { return nc == 1 ? 2 : 1; }
-
-// MASK_TMA (opt-in, head dim 64, fused_attention_hopper.cu mask_tma_on): the key-padding mask's
-// values of each key tile arrive by TMA with the tile's K (one more TMA copy on K's full
-// barrier) and the consumers read them from shared memory, so the producer is the unmasked one
-// (its lane 0 issues copies and never waits on a load). Otherwise (the default) the producer
-// warp loads the values itself a tile ahead and writes per-key flags: at head dim 64 a tile's
-// MMAs take less than that load's L2 round trip, so the consumers wait on the producer and an all-ones mask (every export passes one) cost the
-// attention 15.9 -> 18.9 us at 8 x 12 x 512 x 64 causal (NOTES-perf.md v39). Head dim 128
-// keeps the flags: its 3-stage ring leaves no room for 8-byte mask values, and there a tile's
-// MMAs outlast the round trip. The flag producer is also the fallback at head dim 64 where the
-// mask's map cannot be made (fused_attention_hopper.cu).
-template <int D, int BN, int STAGES, int NC, int QB, bool MASK_TMA>
-using LayoutFor = Layout<D, BN, STAGES, NC, QB, MASK_TMA ? 8 : 0>;
 
 // Registers a thread after setmaxnreg: the producer warpgroup's and each consumer's
 // (blocks_per_sm x 128 x (producer + NC x consumer) <= 64K). The 176-key tile's consumers hold

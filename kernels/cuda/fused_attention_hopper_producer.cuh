@@ -1,7 +1,7 @@
 // The Hopper attention kernel's producer warpgroup (hopper_attention_kernel's threads 0-127, after
 // their setmaxnreg.dec): the TMA copies of Q, K and V into the ring, issued by one thread, and with a
-// key-padding mask whose values do not come by TMA, the producer warp's per-key flags. Included by
-// fused_attention_hopper_kernel.cuh only; its types are in fused_attention_hopper_layout.cuh.
+// key-padding mask the producer warp's per-key flags. Included by fused_attention_hopper_kernel.cuh
+// only; its types are in fused_attention_hopper_layout.cuh.
 #pragma once
 #include <cuda.h>
 
@@ -35,21 +35,16 @@ __device__ __forceinline__ void copy_kv(uint32_t base, const CUtensorMap* map, u
     tma_load(base + s * L::kStageBytes + pn * L::kBN * 128, map, full, pn * 64, it.hk, k0, it.b);
 }
 
-// Without a mask, or with its values by TMA (MASK_TMA): one thread (threadIdx.x 0) issues every copy,
-// Q per item and K / V per key tile, in few registers. work(n): the block's n-th work item
-// (none left from p.n_items on); item(w): that item's rows, head, batch and key tiles.
-template <class L, bool MASK_TMA, int QB, int STAGES, class Work, class ItemOf>
+// Without a mask: one thread (threadIdx.x 0) issues every copy, Q per item and K / V per key tile,
+// in few registers. work(n): the block's n-th work item (none left from p.n_items on); item(w):
+// that item's rows, head, batch and key tiles.
+template <class L, int QB, int STAGES, class Work, class ItemOf>
 __device__ __forceinline__ void produce_copies(const HopperParams& p, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
-                                               const CUtensorMap* tm_v, const CUtensorMap* tm_m, uint32_t base,
-                                               const Barriers<QB, STAGES>& bars, const Work& work, const ItemOf& item) {
-  constexpr bool kMaskTma = MASK_TMA;
+                                               const CUtensorMap* tm_v, uint32_t base, const Barriers<QB, STAGES>& bars,
+                                               const Work& work, const ItemOf& item) {
   constexpr int kBN = L::kBN;
   const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
   int tc = 0;
-  // kMaskTma: the tile's mask values (kBN elements from b * S_kv + k0 of the flat mask; those
-  // past S_kv belong to the next batch or are TMA's zeros, and the consumers ignore them) land
-  // on K's barrier with K.
-  const uint32_t k_bytes = L::kStageBytes + (kMaskTma ? uint32_t(kBN * p.mask_bytes) : 0u);
   for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
     const Item it = item(w);
     copy_q<L>(tm_q, sQ, bars, it, n);
@@ -57,10 +52,8 @@ __device__ __forceinline__ void produce_copies(const HopperParams& p, const CUte
       const int s = tc % STAGES;
       const uint32_t reuse_parity = ((tc / STAGES) - 1) & 1;
       if (tc >= STAGES) mbar_wait(bars.k_empty(s), reuse_parity);
-      mbar_arrive_tx(bars.k_full(s), k_bytes);
+      mbar_arrive_tx(bars.k_full(s), L::kStageBytes);
       copy_kv<L>(sK, tm_k, bars.k_full(s), it, s, t * kBN);
-      if constexpr (kMaskTma)
-        tma_load_2d(base + L::kOffMask + s * L::kMaskStageBytes, tm_m, bars.k_full(s), it.b * p.Skv + t * kBN, 0);
       if (tc >= STAGES) mbar_wait(bars.v_empty(s), reuse_parity);
       mbar_arrive_tx(bars.v_full(s), L::kStageBytes);
       copy_kv<L>(sV, tm_v, bars.v_full(s), it, s, t * kBN);
@@ -68,10 +61,10 @@ __device__ __forceinline__ void produce_copies(const HopperParams& p, const CUte
   }
 }
 
-// With a key-padding mask (its values not by TMA): the producer warp (threadIdx.x < 32) loads the
-// mask's values of each key tile and writes the tile's per-key flags and their "any" into ring slot
-// s (flags: STAGES x kBN bytes; stage_any: STAGES ints) before arriving on K's full barrier; its lane
-// 0 issues the copies. work, item: as produce_copies.
+// With a key-padding mask: the producer warp (threadIdx.x < 32) loads the mask's values of each
+// key tile and writes the tile's per-key flags and their "any" into ring slot s (flags: STAGES x
+// kBN bytes; stage_any: STAGES ints) before arriving on K's full barrier; its lane 0 issues the
+// copies. work, item: as produce_copies.
 template <class L, int QB, int STAGES, class Work, class ItemOf>
 __device__ __forceinline__ void produce_flags(const HopperParams& p, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                                               const CUtensorMap* tm_v, uint32_t base, uint8_t* flags, int* stage_any,

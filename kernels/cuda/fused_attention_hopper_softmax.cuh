@@ -1,39 +1,26 @@
 // The consumer warpgroups' per-tile softmax of the Hopper attention kernel: a K/V tile's scores
 // -> probabilities in place, with the running row maxima and sums (the plain path, and the general
-// path of a masked tile with its mask ballots). Included by fused_attention_hopper_kernel.cuh only;
-// its types are in fused_attention_hopper_layout.cuh.
+// path of a tile with a masked key, from the producer's key flags). Included by
+// fused_attention_hopper_kernel.cuh only; its types are in fused_attention_hopper_layout.cuh.
 #pragma once
 #include <cstdint>
 
-#include "kernels/cuda/fused_attention_common.cuh"
 #include "kernels/cuda/fused_attention_hopper_layout.cuh"
 #include "kernels/cuda/fused_attention_hopper_sync.cuh"
 
 namespace fuseopt::cuda_fused::hopper {
-
-// A mask element's raw bits from shared memory (`bytes` wide), for mask_raw_keep.
-__device__ __forceinline__ uint64_t smem_mask_raw(const unsigned char* row, int j, int bytes) {
-  switch (bytes) {
-    case 8: return reinterpret_cast<const uint64_t*>(row)[j];
-    case 4: return reinterpret_cast<const uint32_t*>(row)[j];
-    case 2: return reinterpret_cast<const uint16_t*>(row)[j];
-    default: return row[j];
-  }
-}
 
 #if defined(FUSEOPT_HOPPER_DEVICE)
 // Scores of tile tt (ring slot s, in sacc) -> probabilities in place;
 // updates m, l and returns (in corr) the factor the previous O must be scaled by.
 // The calling thread: lane `lane` of the warp whose first query row is warp_row0, so its rows
 // are row0 = warp_row0 + lane / 4 and row0 + 8 and its keys of each n8 block 2 * (lane % 4) + {0, 1}
-// (the m64 accumulator layout). sbase: the block's 1024-aligned shared memory (the tile's mask
-// values with MASK_TMA); flags, stage_any: the producer's key flags and their per-stage "any".
-template <class L, bool MASKED, bool MASK_TMA>
-__device__ __forceinline__ void tile_softmax(const HopperParams& p, const unsigned char* sbase, const uint8_t* flags,
-                                             const int* stage_any, int tt, int s, int warp_row0, int lane,
-                                             float (&sacc)[L::kBN / 2], float (&m)[2], float (&l)[2],
-                                             float (&corr)[2]) {
-  constexpr bool kMaskTma = MASK_TMA;
+// (the m64 accumulator layout). flags, stage_any: the producer's key flags and their per-stage "any"
+// (MASKED only).
+template <class L, bool MASKED>
+__device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_t* flags, const int* stage_any, int tt,
+                                             int s, int warp_row0, int lane, float (&sacc)[L::kBN / 2], float (&m)[2],
+                                             float (&l)[2], float (&corr)[2]) {
   constexpr int kBN = L::kBN;
   constexpr int kSN = kBN / 8;  // n8 blocks of S
   const int g = lane >> 2, t4 = lane & 3;
@@ -54,25 +41,8 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const unsign
   };
   float mx[2];
   // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
-  // producer's flags, or with kMaskTma the tile's mask values (each warp its own ballots:
-  // bit b of keep[c] = key k0 + 32c + b is below S_kv and kept); otherwise only the last
-  // tile can reach past S_kv.
-  uint32_t keep[kMaskTma ? kBN / 32 : 1];
-  bool special;
-  if constexpr (kMaskTma) {
-    const unsigned char* mrow = sbase + L::kOffMask + s * L::kMaskStageBytes;
-    uint32_t all = ~0u;
-#pragma unroll
-    for (int c = 0; c < kBN / 32; ++c) {
-      const int j = lane + 32 * c;
-      const bool kept = k0 + j < p.Skv && mask_raw_keep(smem_mask_raw(mrow, j, p.mask_bytes), p.mask_dtype);
-      keep[c] = __ballot_sync(0xffffffffu, kept);
-      all &= keep[c];
-    }
-    special = all != ~0u;
-  } else {
-    special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
-  }
+  // producer's flags, otherwise only the last tile can reach past S_kv.
+  const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
   // Every tile takes the plain path but those with a masked key or one past S_kv under a
   // key-padding mask (its flags): they take the general path below.
   if (!MASKED || !special) {
@@ -126,17 +96,13 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const unsign
     // this path cannot share the plain one's -inf trick).
 #pragma unroll
     for (int j = 0; j < kSN; ++j) {
-      const uint32_t f2 = kMaskTma ? 0u : *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
+      const uint32_t f2 = *reinterpret_cast<const uint16_t*>(flags + s * kBN + j * 8 + 2 * t4);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int col = k0 + j * 8 + 2 * t4 + (c & 1);
         const int row = row0 + 8 * (c >> 1);
         float v = sacc[j * 4 + c] * p.scale;
-        // Key col - k0 = 8j + 2t4 + (c & 1) is bit (that & 31) of keep[j / 4].
-        const uint32_t f = kMaskTma ? (col >= p.Skv                                              ? 2u
-                                       : (keep[j >> 2] >> ((j & 3) * 8 + 2 * t4 + (c & 1))) & 1u ? 0u
-                                                                                                 : 1u)
-                                    : (f2 >> (8 * (c & 1))) & 0xffu;
+        const uint32_t f = (f2 >> (8 * (c & 1))) & 0xffu;
         v = (f & 2u) ? -INFINITY : (f & 1u) ? p.fill : v;
         if (p.causal && col > row + causal_off) v = -INFINITY;
         sacc[j * 4 + c] = v;

@@ -4,14 +4,16 @@
 // 128-row / 128-key tiles (1, 17, 130, 257, 1000), S_q != S_kv under causal
 // (bottom-right alignment, also rows with no visible key: NaN), GQA 32/8 and
 // MQA, key-padding masks (int64 and bool; batch 0 fully masked: NaN with the
-// -inf filter, uniform rows with finfo.min; and one padding only a batch's
-// last keys, so that masked causal diagonal tiles take the plain softmax
-// path), packed QKV and separate Q/K/V, fp16 and bf16, head dims 64 and 128,
-// every variant of the kernel (block rows, ping-pong, persistent grid, P·V
-// width, 128-, 160- or 176-key tiles, O by TMA store or 4-byte stores). On a
-// device where the kernel applies (compute capability 9.0) the test checks
-// that the dispatcher takes it; on other devices the same cases run through
-// the other kernels.
+// -inf filter, uniform rows with finfo.min; one padding only a batch's last
+// keys, so that masked causal diagonal tiles take the plain softmax path;
+// int32, float32 and fp16 masks with holes anywhere, the float ones masking
+// with +0 and -0; all-ones int64 masks), packed QKV and separate Q/K/V, fp16
+// and bf16, head dims 64 and 128, every variant of the kernel (block rows,
+// ping-pong, persistent grid, P·V width, 128-, 160- or 176-key tiles, O by TMA
+// store or 4-byte stores). On a device where the kernel applies (compute
+// capability 9.0) the test checks that the dispatcher takes it and that every
+// run launched it; on other devices the same cases run through the other
+// kernels.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -145,7 +147,6 @@ void run_case(const HopperCase& c, DType dt) {
     bool causal_persistent = false;
     int key_tile = 0;
     bool direct_store = false;
-    bool mask_flags = false;  // head dim 64 with a mask: the producer's flags instead of the values by TMA
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
@@ -157,19 +158,16 @@ void run_case(const HopperCase& c, DType dt) {
                               {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176},
                               {128, true, true, true, 4, true, 176},
                               {128, true, true, true, 0, false, 160}, {128, true, true, true, 3, true, 160},
-                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true},
-                              {64, true, true, true, 0, true, 0, false, true}, {128, true, true, true, 3, false, 0, false, true},
-                              {192, true, true, true, 0, false, 0, false, true}};
+                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
     if (var.key_tile && c.D != 128) continue;
     if (var.direct_store && c.D != 64) continue;
-    if (var.mask_flags && (c.D != 64 || !c.mask)) continue;
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
                        << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
                        << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile
-                       << (var.direct_store ? " direct stores" : "") << (var.mask_flags ? " mask flags" : ""));
+                       << (var.direct_store ? " direct stores" : ""));
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
@@ -177,19 +175,11 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
-    cuda_fused::attention_hopper_set_mask_tma(var.mask_flags ? 0 : 1);
     const long long launches = cuda_fused::attention_hopper_launch_count();
-    const long long tma_launches = cuda_fused::attention_hopper_mask_tma_launch_count();
     auto got = op.run_cuda(dt);
-    // It really ran (with the case's mask too: a mask the kernel refused would fall back silently),
-    // and at head dim 64 with a mask the variant asked for (values by TMA, or the flag producer).
-    if (cuda_check::device_is_hopper()) {
-      CHECK(cuda_fused::attention_hopper_launch_count() > launches);
-      const bool want_tma = c.mask && c.D == 64 && !var.mask_flags;
-      CHECK((cuda_fused::attention_hopper_mask_tma_launch_count() > tma_launches) == want_tma);
-    }
+    // It really ran (with the case's mask too: a mask the kernel refused would fall back silently).
+    if (cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() > launches);
     cuda_fused::attention_hopper_set_tma_store(true);
-    cuda_fused::attention_hopper_set_mask_tma(-1);
     cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(true);
     cuda_fused::attention_hopper_set_blocks(0);
@@ -264,8 +254,9 @@ TEST_CASE("cuda Attention Hopper kernel: key-padding masks and fully masked rows
         {2, 1, 257, 4, 4, D, false, false, 2, kNoAttr, kNoAttr},
         {3, 300, 300, 4, 2, D, false, true, 3, kNoAttr, kNoAttr},    // causal, diagonal tiles unmasked
         {2, 100, 300, 4, 4, D, false, true, 3, kFinfoMin, kNoAttr},  // the same with S_q < S_kv
-        // Mask dtypes and layouts (head dim 64 reads the values by TMA from b * S_kv + k0:
-        // odd S_kv puts the tiles at any element offset).
+        // Mask dtypes (the producer reads each element's raw bits, mask_load_raw / mask_raw_keep:
+        // floats keep any value but +0 and -0; the int64 values set high bits only), holes at any
+        // key, and all-ones masks (only a tile reaching past S_kv takes the general softmax path).
         {3, 130, 257, 4, 2, D, false, false, 4, kFinfoMin, kNoAttr},  // int32 holes
         {3, 257, 257, 4, 4, D, false, true, 5, kFinfoMin, kNoAttr},   // float32 +-0 holes, causal
         {2, 200, 391, 4, 4, D, false, false, 6, -10000.f, kNoAttr},   // fp16 holes
