@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // ---------------- producer warpgroup ----------------
     // Registers (Regs): NC = 2: 40 / 232 (24 / 240 with the unmasked 176-key tile); NC = 3:
     // 24 / 160; NC = 1: 56 / 200 (two blocks per SM). ptxas allocates each side of setmaxnreg
-    // to its own count; with a mask the producer (item walk, mask words, flags) spills: NC = 2 38 bytes at 40 / 232,
-    // none at 56 / 224; NC = 3 134 at 24 / 160. Measured (NOTES-perf.md v34, H100): neither
+    // to its own count; with a mask the producer (item walk, mask words, flags) spills (ptxas,
+    // session 37: NC = 2 6 bytes stored / 2 loaded at 40 / 232, none at 56 / 224; NC = 3 102 / 174
+    // at 24 / 160). Measured (NOTES-perf.md v34, H100): neither
     // is faster — 56 / 224 won with a mask and lost 1-3 % without one at 4 x 16 x 2048 x 128;
     // 56 / 152 made the 192-row kernel slower (40.0 vs 35.1 us). Without a mask no variant
     // spills (v36).
