@@ -37,9 +37,9 @@
 // run time that the device is 9.0 and that the loaded image is sm_90a.
 //
 // Files: fused_attention_hopper_sync.cuh (device primitives), _kernel.cuh (the kernel),
-// _producer.cuh (its producer warpgroup), _softmax.cuh (its consumers' per-tile softmax),
-// _wgmma.cuh (the MMA wrappers); this file: the host side (TMA maps, variant choice,
-// switches, the device probe).
+// _layout.cuh (its parameters, shared-memory layout and register split), _producer.cuh (its
+// producer warpgroup), _softmax.cuh (its consumers' per-tile softmax), _wgmma.cuh (the MMA
+// wrappers); this file: the host side (TMA maps, variant choice, switches, the device probe).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
