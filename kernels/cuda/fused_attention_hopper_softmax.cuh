@@ -11,6 +11,20 @@
 namespace fuseopt::cuda_fused::hopper {
 
 #if defined(FUSEOPT_HOPPER_DEVICE)
+// One row's running max after a tile: `tile_max` (this thread's columns, before `scale`) reduced
+// over the quad's four threads, scaled and merged into m. Returns the base the tile's exponentials
+// subtract — 0 while the row has seen no key (m stays -inf: no inf - inf, no mass) — and sets corr,
+// the factor the previous O and l are scaled by. Both softmax paths (plain and masked) use it.
+__device__ __forceinline__ float merge_row_max(float& m, float tile_max, float scale, float& corr) {
+  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+  const float m_new = fmaxf(m, tile_max * scale);
+  const float base = m_new == -INFINITY ? 0.f : m_new;
+  corr = ex2((m - base) * kLog2e);
+  m = m_new;
+  return base;
+}
+
 // Scores of tile tt (ring slot s, in sacc) -> probabilities in place;
 // updates m, l and returns (in corr) the factor the previous O must be scaled by.
 // The calling thread: lane `lane` of the warp whose first query row is warp_row0, so its rows
@@ -73,15 +87,7 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_
     mx[1] = reduce4(mx4[1], true);
     float nb[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r] * p.scale);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: no inf - inf
-      corr[r] = ex2((m[r] - base) * kLog2e);
-      m[r] = m_new;
-      nb[r] = -base * kLog2e;
-    }
+    for (int r = 0; r < 2; ++r) nb[r] = -merge_row_max(m[r], mx[r], p.scale, corr[r]) * kLog2e;
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) {
       const float e = ex2(fmaf(sacc[i], p.scale_log2, nb[(i >> 1) & 1]));
@@ -113,15 +119,7 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_
     mx[1] = reduce4(mx4[1], true);
     float base_r[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      // Nothing allowed yet: keep m = -inf and take no mass (avoids inf - inf).
-      base_r[r] = m_new == -INFINITY ? 0.f : m_new;
-      corr[r] = ex2((m[r] - base_r[r]) * kLog2e);
-      m[r] = m_new;
-    }
+    for (int r = 0; r < 2; ++r) base_r[r] = merge_row_max(m[r], mx[r], 1.f, corr[r]);  // scores already scaled
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) {
       const float e = ex2((sacc[i] - base_r[(i >> 1) & 1]) * kLog2e);
