@@ -12,7 +12,9 @@
 //             bit 2: one block per work item, bit 3: P·V as two m64n64 (head dim 128),
 //             bit 4: 192-row blocks (head dim 64 only)
 // Layout as the backend's: Q [B,Sq,H*D], K/V [B,Skv,Hkv*D] (any row/batch
-// strides, in elements), Y [B,Sq,H*D]; mask: bool [B,Skv] or null.
+// strides, in elements), Y [B,Sq,H*D]; mask: bool [B,Skv] or null; mask_prefix: its per-batch
+// key counts (fo_attention_mask_prefix, computed once per mask as the runtime does once a
+// forward: the Hopper kernel's varlen path, off with FUSEOPT_ATTENTION_MASK_PREFIX=0) or null.
 // Returns 0 when launched, 1 when that kernel does not apply, 2 on a CUDA error.
 #include <cuda_runtime.h>
 
@@ -25,10 +27,11 @@
 
 using namespace fuseopt;
 
+
 extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq, int Skv, int D, const void* q,
                             const void* k, const void* v, long long q_bs, long long q_ss, long long k_bs,
                             long long k_ss, long long v_bs, long long v_ss, const void* mask, int causal,
-                            float scale, float fill, void* y, void* stream) {
+                            float scale, float fill, void* y, const void* mask_prefix, void* stream) {
   cuda_fused::AttentionArgs a;
   a.dtype = dtype == 0 ? DType::Float16 : DType::BFloat16;
   a.B = B;
@@ -54,6 +57,7 @@ extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq
   a.causal = causal != 0;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   try {
+    if (mask && cuda_fused::mask_prefix_exact(fill)) a.mask_prefix = static_cast<const int*>(mask_prefix);
     if (kernel == 0) {
       cuda_fused::attention_set_hopper(-1);
       cuda_fused::launch_attention(a, s);
@@ -95,6 +99,18 @@ extern "C" int fo_attention(int kernel, int dtype, int B, int H, int Hkv, int Sq
     return 2;
   }
   return 0;
+}
+
+// The bool mask's per-batch key counts into out ([B] int32 on the device), as the runtime computes
+// them once a forward for every layer (launch_mask_prefix). Returns 0, or 2 on a CUDA error.
+extern "C" int fo_attention_mask_prefix(const void* mask, int B, int Skv, void* out, void* stream) {
+  try {
+    cuda_fused::launch_mask_prefix(mask, DType::Bool, B, Skv, static_cast<int*>(out), static_cast<cudaStream_t>(stream));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fo_attention_mask_prefix: %s\n", e.what());
+    return 2;
+  }
+  return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
 // Which kernel the dispatcher picks (0 generic, 1 mma, 2 hopper), same arguments.

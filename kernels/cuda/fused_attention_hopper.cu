@@ -23,7 +23,9 @@
 //   folded) and one ex2 per score, the keys a row may not see (causal
 //   diagonal, past S_kv) set to -inf first; with a key-padding mask, tiles
 //   holding a masked key or one past S_kv (the producer's flags say which)
-//   check each score.
+//   check each score. Varlen: a batch whose mask is a prefix of n kept keys (the per-batch
+//   counts AttentionArgs::mask_prefix, computed once a forward) writes no flags; its items
+//   run over their first n keys as without a mask.
 //   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
 //   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring
@@ -83,6 +85,7 @@ int g_wide_pv = 1;     // attention_hopper_set_wide_pv
 int g_causal_persistent = 1;  // attention_hopper_set_causal_persistent
 int g_key_tile = 0;            // attention_hopper_set_key_tile: 0 = by shape, else 128, 160 or 176
 int g_tma_store = 1;           // attention_hopper_set_tma_store
+int g_mask_prefix = -1;        // attention_hopper_set_mask_prefix (-1: FUSEOPT_ATTENTION_MASK_PREFIX, default on)
 std::atomic<long long> g_launches{0};  // attention_hopper_launch_count
 
 int sm_count() {
@@ -126,6 +129,17 @@ bool make_map(CUtensorMap* map, DType dt, const void* base, int heads, int seq, 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The varlen path for batches whose mask is a prefix (AttentionArgs::mask_prefix): on unless
+// attention_hopper_set_mask_prefix(false) or FUSEOPT_ATTENTION_MASK_PREFIX=0 (A/B runs).
+bool mask_prefix_on() {
+  if (g_mask_prefix >= 0) return g_mask_prefix == 1;
+  static const bool env = [] {
+    const char* e = std::getenv("FUSEOPT_ATTENTION_MASK_PREFIX");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return env;
+}
+
 template <class T, int D, int BN, int STAGES, int NC, int QB, bool WIDE_PV, bool MASKED>
 bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   const AttentionArgs a = with_head_strides(args);
@@ -159,6 +173,7 @@ bool launch_t(const AttentionArgs& args, cudaStream_t stream) {
   p.rows_zero = a.masked_rows_zero ? 1 : 0;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
+  p.kv_prefix = MASKED && mask_prefix_on() && mask_prefix_exact(a.mask_filter_value) ? a.mask_prefix : nullptr;
   p.sinks = a.sinks;
   p.y = a.y;
   const int64_t items = int64_t((a.Sq + kBM - 1) / kBM) * a.H * a.B;
@@ -310,6 +325,7 @@ void attention_hopper_set_wide_pv(bool on) { g_wide_pv = on ? 1 : 0; }
 void attention_hopper_set_causal_persistent(bool on) { g_causal_persistent = on ? 1 : 0; }
 void attention_hopper_set_key_tile(int keys) { g_key_tile = keys == 128 || keys == 160 || keys == 176 ? keys : 0; }
 void attention_hopper_set_tma_store(bool on) { g_tma_store = on ? 1 : 0; }
+void attention_hopper_set_mask_prefix(int mode) { g_mask_prefix = mode < 0 ? -1 : mode == 0 ? 0 : 1; }
 long long attention_hopper_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool hopper_attention_applies(const AttentionArgs& a) { return args_fit(a) && takes(a) && hopper_sm90a_ready(nullptr); }

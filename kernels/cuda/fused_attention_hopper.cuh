@@ -47,6 +47,10 @@ void attention_hopper_set_key_tile(int keys);
 // 4-byte stores from the registers, where the buffer fits: head dim 64, and head dim 128 with
 // 160-key tiles (the 128- and 176-key variants always store from the registers).
 void attention_hopper_set_tma_store(bool on);
+// The varlen path for batches whose key-padding mask is a prefix of kept keys
+// (AttentionArgs::mask_prefix): 1 on, 0 off (every masked batch reads the mask through the
+// producer's key flags), -1 = default (environment FUSEOPT_ATTENTION_MASK_PREFIX: "0" off; on).
+void attention_hopper_set_mask_prefix(int mode);
 // How many times the Hopper kernel has been launched in this process: tests check that
 // a case they mean for it (e.g. K/V read from a KV cache's present layout through TMA
 // maps with a head stride) really ran it rather than the mma.sync fallback.

@@ -61,19 +61,32 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   };
   const int q_tiles = (p.Sq + kBM - 1) / kBM;
   const int causal_off = p.Skv - p.Sq;
-  auto item = [&](int w) {
-    Item it;
+  auto head_batch = [&](int w) {
     const int n_hb = p.n_items / q_tiles;
-    const int hb = p.heaviest_first ? w % n_hb : w / q_tiles;
-    const int qi = p.heaviest_first ? w / n_hb : w - hb * q_tiles;  // 0: the last query tile
+    return p.heaviest_first ? w % n_hb : w / q_tiles;
+  };
+  // The varlen path (MASKED with p.kv_prefix): item w's batch key count when its mask is a prefix,
+  // else -1 (key flags). Each role reads it an item ahead, so that the load is in flight during
+  // the current item rather than stalling the next one's start.
+  auto prefix_of = [&](int w) -> int {
+    if (!MASKED || !p.kv_prefix || w >= p.n_items) return -1;
+    return __ldg(p.kv_prefix + head_batch(w) / p.H);
+  };
+  // pre: prefix_of(w) (MASKED), else ignored.
+  auto item = [&](int w, int pre = -1) {
+    Item it;
+    const int hb = head_batch(w);
+    const int qi = p.heaviest_first ? w / (p.n_items / q_tiles) : w - hb * q_tiles;  // 0: the last query tile
     it.q0 = (q_tiles - 1 - qi) * kBM;
     it.h = hb % p.H;
     it.b = hb / p.H;
     it.hk = it.h / (p.H / p.Hkv);
-    int kv_end = p.Skv;
+    it.flagged = MASKED && pre < 1;  // a count below 1 is no prefix
+    it.kv_len = MASKED && pre >= 1 ? min(pre, p.Skv) : p.Skv;
+    int kv_end = it.kv_len;
     if (p.causal) {
       const int last_row = min(it.q0 + kBM, p.Sq) - 1;
-      kv_end = max(0, min(p.Skv, last_row + causal_off + 1));
+      kv_end = max(0, min(kv_end, last_row + causal_off + 1));
     }
     it.n_tiles = (kv_end + kBN - 1) / kBN;
     return it;
@@ -109,7 +122,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     if constexpr (!MASKED) {
       if (threadIdx.x == 0) produce_copies<L>(p, &tm_q, &tm_k, &tm_v, base, bars, work, item);
     } else {
-      if (threadIdx.x < 32) produce_flags<L>(p, &tm_q, &tm_k, &tm_v, base, flags, stage_any, bars, work, item);
+      if (threadIdx.x < 32)
+        produce_flags<L>(p, &tm_q, &tm_k, &tm_v, base, flags, stage_any, bars, work, item, prefix_of);
     }
     return;
   }
@@ -175,8 +189,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   const bool pp = NC >= 2 && p.pingpong;
   if (pp && cw == NC - 1) named_arrive(1);
   int tc = 0;
+  int pre_next = prefix_of(work(0));
   for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
-    const Item it = item(w);
+    const Item it = item(w, pre_next);
+    pre_next = prefix_of(work(n + 1));
     const int n_tiles = it.n_tiles;
     const int warp_row0 = it.q0 + cw * 64 + warp * 16;  // first query row of this warp
     const int row0 = warp_row0 + g;                     // this thread's rows: row0, row0 + 8
@@ -188,7 +204,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // fused_attention_hopper_softmax.cuh); updates m, l and returns the factor the previous O must
     // be scaled by.
     auto softmax = [&](int tt, int s, float (&corr)[2]) {
-      tile_softmax<L, MASKED>(p, flags, stage_any, tt, s, warp_row0, lane, sacc, m, l, corr);
+      tile_softmax<L, MASKED>(p, flags, stage_any, tt, s, warp_row0, lane, sacc, m, l, corr, it.flagged, it.kv_len);
     };
 
     // Ping-pong (p.pingpong): the warpgroups issue their MMAs in turn, 0, 1,

@@ -26,6 +26,10 @@ struct HopperParams {
   int tma_store;       // where Layout::kTmaStore: O through shared memory and a TMA store (else 4-byte stores)
   const void* mask;
   DType mask_dtype;
+  // MASKED only, or null: [B] key counts of the batches whose mask is a prefix of kept keys, -1
+  // for the others (AttentionArgs::mask_prefix). Such a batch's items run the unmasked path over
+  // their first n keys (no key flags); the others take the flags.
+  const int* kv_prefix;
   const float* sinks;  // [H] fp32 sink logits (GPT-OSS) or null
   void* y;
 };
@@ -86,9 +90,13 @@ struct Regs {
   static_assert(blocks_per_sm(NC) * 128 * (kProducer + NC * kConsumer) <= 65536, "over the SM's registers");
 };
 
-// A work item: query rows [q0, q0 + kBM) of head h (K/V head hk) in batch b, n_tiles key tiles of them.
+// A work item: query rows [q0, q0 + kBM) of head h (K/V head hk) in batch b, n_tiles key tiles of
+// them. Keys from kv_len on are -inf, found from a tile's position (kv_len: S_kv, or the batch's
+// prefix on the varlen path); flagged: the item's keys carry the producer's key flags instead
+// (MASKED, a batch whose mask is not a prefix).
 struct Item {
-  int q0, h, b, hk, n_tiles;
+  int q0, h, b, hk, n_tiles, kv_len;
+  bool flagged;
 };
 
 // The block's mbarriers, 8 bytes each from `bar`: each Q buffer's full and empty, each ring stage's

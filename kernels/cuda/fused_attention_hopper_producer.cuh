@@ -64,11 +64,14 @@ __device__ __forceinline__ void produce_copies(const HopperParams& p, const CUte
 // With a key-padding mask: the producer warp (threadIdx.x < 32) loads the mask's values of each
 // key tile and writes the tile's per-key flags and their "any" into ring slot s (flags: STAGES x
 // kBN bytes; stage_any: STAGES ints) before arriving on K's full barrier; its lane 0 issues the
-// copies. work, item: as produce_copies.
-template <class L, int QB, int STAGES, class Work, class ItemOf>
+// copies. An item of a batch whose mask is a prefix (prefix_of(w) >= 1, the varlen path: the
+// item's n_tiles cover only those keys) reads no mask and writes no flags: its lanes only arrive.
+// work, item: as produce_copies; prefix_of(w): item w's prefix or -1.
+template <class L, int QB, int STAGES, class Work, class ItemOf, class PrefixOf>
 __device__ __forceinline__ void produce_flags(const HopperParams& p, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                                               const CUtensorMap* tm_v, uint32_t base, uint8_t* flags, int* stage_any,
-                                              const Barriers<QB, STAGES>& bars, const Work& work, const ItemOf& item) {
+                                              const Barriers<QB, STAGES>& bars, const Work& work, const ItemOf& item,
+                                              const PrefixOf& prefix_of) {
   constexpr int kBN = L::kBN;
   const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
   const int lane = threadIdx.x;
@@ -89,11 +92,13 @@ __device__ __forceinline__ void produce_flags(const HopperParams& p, const CUten
     }
   };
   bool have_next = false;
+  int pre_next = prefix_of(work(0));
   for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
-    const Item it = item(w);
+    const Item it = item(w, pre_next);
+    pre_next = prefix_of(work(n + 1));
     if (lane == 0) copy_q<L>(tm_q, sQ, bars, it, n);
     const int64_t mask_row = int64_t(it.b) * p.Skv;
-    if (!have_next) fetch(mask_row, 0);
+    if (!have_next && it.flagged) fetch(mask_row, 0);
     have_next = false;
     for (int t = 0; t < it.n_tiles; ++t, ++tc) {
       const int s = tc % STAGES;
@@ -104,23 +109,25 @@ __device__ __forceinline__ void produce_flags(const HopperParams& p, const CUten
         mbar_expect_tx(bars.k_full(s), L::kStageBytes);
         copy_kv<L>(sK, tm_k, bars.k_full(s), it, s, k0);
       }
-      // Per key: 2 = past S_kv (-inf), 1 = masked by the key-padding mask (filter value).
-      int any = 0;
+      if (it.flagged) {
+        // Per key: 2 = past S_kv (-inf), 1 = masked by the key-padding mask (filter value).
+        int any = 0;
 #pragma unroll
-      for (int c = 0; c < kPerLane; ++c) {
-        const int j = k0 + lane + 32 * c;
-        const int f = j >= p.Skv ? 2 : mask_raw_keep(raw[c], p.mask_dtype) ? 0 : 1;
-        flags[s * kBN + lane + 32 * c] = static_cast<uint8_t>(f);
-        any |= f;
+        for (int c = 0; c < kPerLane; ++c) {
+          const int j = k0 + lane + 32 * c;
+          const int f = j >= p.Skv ? 2 : mask_raw_keep(raw[c], p.mask_dtype) ? 0 : 1;
+          flags[s * kBN + lane + 32 * c] = static_cast<uint8_t>(f);
+          any |= f;
+        }
+        if (t + 1 < it.n_tiles) fetch(mask_row, k0 + kBN);
+        any = __any_sync(0xffffffffu, any);
+        if (lane == 0) stage_any[s] = any;
       }
-      if (t + 1 < it.n_tiles) {
-        fetch(mask_row, k0 + kBN);
-      } else if (work(n + 1) < p.n_items) {
+      // The next item's first tile (when that item is flagged), during this item's last.
+      if (t + 1 == it.n_tiles && pre_next < 1 && work(n + 1) < p.n_items) {  // (Item::flagged's rule)
         fetch(int64_t(item(work(n + 1)).b) * p.Skv, 0);
         have_next = true;
       }
-      any = __any_sync(0xffffffffu, any);
-      if (lane == 0) stage_any[s] = any;
       mbar_arrive(bars.k_full(s));  // each lane: its flags (lane 0: stage_any too) are written
       if (lane == 0) {
         if (tc >= STAGES) mbar_wait(bars.v_empty(s), reuse_parity);

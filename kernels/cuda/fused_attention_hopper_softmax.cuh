@@ -30,11 +30,12 @@ __device__ __forceinline__ float merge_row_max(float& m, float tile_max, float s
 // The calling thread: lane `lane` of the warp whose first query row is warp_row0, so its rows
 // are row0 = warp_row0 + lane / 4 and row0 + 8 and its keys of each n8 block 2 * (lane % 4) + {0, 1}
 // (the m64 accumulator layout). flags, stage_any: the producer's key flags and their per-stage "any"
-// (MASKED only).
+// (MASKED only). flagged, kv_len: the item's (Item): read the flags, or take the keys from kv_len
+// on as -inf by their position.
 template <class L, bool MASKED>
 __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_t* flags, const int* stage_any, int tt,
                                              int s, int warp_row0, int lane, float (&sacc)[L::kBN / 2], float (&m)[2],
-                                             float (&l)[2], float (&corr)[2]) {
+                                             float (&l)[2], float (&corr)[2], bool flagged, int kv_len) {
   constexpr int kBN = L::kBN;
   constexpr int kSN = kBN / 8;  // n8 blocks of S
   const int g = lane >> 2, t4 = lane & 3;
@@ -54,12 +55,13 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_
     return is_max ? fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])) : (v[0] + v[1]) + (v[2] + v[3]);
   };
   float mx[2];
-  // Keys past S_kv (-inf) or masked (the fill value) in this tile: MASKED reads the
-  // producer's flags, otherwise only the last tile can reach past S_kv.
-  const bool special = MASKED ? stage_any[s] != 0 : k0 + kBN > p.Skv;
+  // Keys past S_kv (-inf) or masked (the fill value) in this tile: a flagged item reads the
+  // producer's flags, otherwise only the last tile can reach past kv_len.
+  const bool use_flags = MASKED && flagged;
+  const bool special = use_flags ? stage_any[s] != 0 : k0 + kBN > kv_len;
   // Every tile takes the plain path but those with a masked key or one past S_kv under a
   // key-padding mask (its flags): they take the general path below.
-  if (!MASKED || !special) {
+  if (!use_flags || !special) {
     // Every score of the tile is a plain score: max of the raw dot products,
     // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. The keys a row may not see — right
     // of its last visible key on the causal diagonal, and without a mask past S_kv (the
@@ -70,11 +72,11 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_
     // one; GPT-2's and Llama's exports pass an all-ones padding mask, so their diagonal
     // tiles come here too.) A row may have seen no key yet (causal with S_q > S_kv, rows
     // past S_q): its max stays -inf and the update below takes 0 as its base.
-    if (diag || (!MASKED && special)) {
+    if (diag || (!use_flags && special)) {
       int lim[2];  // column j*8 + (c&1) of this thread is visible to row half r iff below lim[r]
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int end = p.causal ? min(p.Skv, row0 + 8 * r + causal_off + 1) : p.Skv;
+        const int end = p.causal ? min(kv_len, row0 + 8 * r + causal_off + 1) : kv_len;
         lim[r] = end - k0 - 2 * t4;
       }
 #pragma unroll

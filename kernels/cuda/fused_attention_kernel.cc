@@ -23,6 +23,7 @@
 
 #include "kernels/common/fused_attention_params.h"
 #include "kernels/cuda/fused_attention_decode.h"
+#include "kernels/cuda/fused_attention_hopper.cuh"
 #include "kernels/cuda/float_convert.h"
 #include "kernels/cuda/fused_common.h"
 #include "kernels/cuda/fused_launch.cuh"
@@ -248,6 +249,16 @@ FUSEOPT_KERNEL(CudaFusedAttention, "fuseopt", "Attention", Backend::CUDA,
                                     held_k ? int(cap) : 0);
     FUSED_LAUNCH_CHECK(node.label());
     return;
+  }
+  if (a.mask && a.window == 0 && a.softcap == 0.f && cuda_fused::mask_prefix_exact(a.mask_filter_value) &&
+      cuda_fused::hopper_attention_applies(a)) {
+    // The mask's per-batch key counts (the Hopper kernel's varlen path, AttentionArgs::mask_prefix):
+    // computed by the first attention of the execution that reads this mask, read by the rest.
+    bool fill_it = false;
+    int* prefix = static_cast<int*>(ctx.shared_derived(3, "attention_mask_prefix", size_t(B) * sizeof(int), &fill_it));
+    if (prefix && fill_it)
+      cuda_fused::launch_mask_prefix(a.mask, a.mask_dtype, a.B, a.Skv, prefix, cuda_fused::stream_of(ctx));
+    a.mask_prefix = prefix;
   }
   cuda_fused::launch_attention(a, cuda_fused::stream_of(ctx));
 }

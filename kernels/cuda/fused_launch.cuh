@@ -94,6 +94,11 @@ struct AttentionArgs {
   const void* mask = nullptr;
   DType mask_dtype = DType::Int64;
   float mask_filter_value = -INFINITY;
+  // [B] on the device, from launch_mask_prefix: n when the mask's row b keeps keys [0, n) and
+  // masks the rest (n >= 1), else -1; null = not computed. The Hopper kernel runs such a batch
+  // as the unmasked attention over its first n keys where that is exact (mask_prefix_exact);
+  // the other kernels read the mask itself.
+  const int* mask_prefix = nullptr;
   // Bias element (b,h,i,j) at b*sb + h*sh + i*si + j*sj (0 strides broadcast);
   // float types are added, Bool keeps where true.
   const void* bias = nullptr;
@@ -120,6 +125,16 @@ struct AttentionArgs {
   const float* sinks = nullptr;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// AttentionArgs::mask_prefix from a [B, Skv] key-padding mask (fused_attention_mask_prefix.cu).
+void launch_mask_prefix(const void* mask, DType mask_dtype, int B, int Skv, int* out, cudaStream_t stream);
+
+// Whether a batch whose mask is a prefix of n kept keys may run as the unmasked attention over
+// those n keys: the contract gives its masked keys the score mask_filter_value, and they may be
+// left out when their weight exp(fill - max) is 0 — for -inf, and for a fill of -1e4 or below
+// (finfo.min, -10000) whenever a row's largest visible score exceeds fill + 88 (ex2 of a
+// smaller argument flushes to 0 in fp32: every real model's scores).
+inline bool mask_prefix_exact(float mask_filter_value) { return mask_filter_value <= -1e4f; }
 
 // The arguments with the K/V head strides made explicit (0 -> Dh / Dv), so that every
 // kernel reads one stride whatever the caller (runtime, tests, benchmarks) filled in.

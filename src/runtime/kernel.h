@@ -86,6 +86,17 @@ class KernelContext {
   // starts). A kernel may read it before its programmatic-launch wait (the decode attention's
   // key-padding mask). False when unknown.
   virtual bool input_is_run_stable(size_t i) const { return input_is_constant(i); }
+  // Device memory derived from input i and shared by every step of one execution of the graph
+  // that reads the same value (the key-padding mask's per-batch key counts: the first attention
+  // of a forward computes them, the other layers read them). `bytes` under `key`; *fill is set
+  // true for the first caller of the execution, which must write the memory (on stream()) before
+  // its own kernels read it, and false for the others. nullptr where the context keeps none: the
+  // caller then does without.
+  virtual void* shared_derived(size_t i, const char* key, size_t bytes, bool* fill) {
+    (void)i, (void)key, (void)bytes;
+    *fill = false;
+    return nullptr;
+  }
   // The float dtype output i is handed to the caller in, when that differs from `computed`: output
   // i is a graph output no other step reads, computed on the device in `computed` (fp16 / bf16 under
   // --precision) and declared another float type (float). A kernel that can write that dtype

@@ -120,6 +120,14 @@ struct Plan {
   std::map<int, std::pair<void*, size_t>> input_stage;
   std::map<size_t, std::pair<void*, size_t>> output_stage;
   int runs = 0;
+  uint64_t executions = 0;  // execute_steps calls (a run that falls back from its capture executes twice)
+  // KernelContext::shared_derived: (input slot, key) -> its device memory and the execution that
+  // last wrote it.
+  struct Derived {
+    std::pair<void*, size_t> mem{nullptr, 0};
+    uint64_t written_in = 0;
+  };
+  std::map<std::pair<int, std::string>, Derived> derived;
   bool reads_device_data = false;  // a kernel read device/input data on the host
   std::string no_capture_reason;
   std::shared_ptr<void> graph;
@@ -131,6 +139,8 @@ struct Plan {
     for (auto& [s, b] : input_bufs) backend->free(b.first);
     for (auto& [s, b] : input_stage) backend->free(b.first);
     for (auto& [s, b] : output_stage) backend->free(b.first);
+    for (auto& [k, d] : derived)
+      if (d.mem.first) backend->free(d.mem.first);
   }
   // A device buffer of at least `bytes` in `slot` (grown, never shrunk).
   void* ensure(std::pair<void*, size_t>& slot, size_t bytes) {

@@ -82,6 +82,17 @@ class StepContext final : public KernelContext {
     const Slot& sl = im_.slots[st_.ins[i]];
     return sl.is_const || (sl.is_input && sl.input_copied);
   }
+  void* shared_derived(size_t i, const char* key, size_t bytes, bool* fill) override {
+    *fill = false;
+    if (i >= st_.ins.size() || st_.ins[i] < 0 || st_.on_host || !im_.device) return nullptr;
+    Plan::Derived& d = plan_.derived[{st_.ins[i], key}];
+    // Allocated in the plan's first (uncaptured) execution; a capture never allocates.
+    if (d.mem.second < bytes && plan_.runs > 0) return nullptr;
+    void* mem = plan_.ensure(d.mem, bytes);
+    *fill = d.written_in != plan_.executions;
+    d.written_in = plan_.executions;
+    return mem;
+  }
   DType output_delivered_dtype(size_t i, DType computed) const override {
     if (i >= st_.outs.size() || st_.outs[i] < 0 || st_.on_host || !im_.device) return DType::Undefined;
     const Slot& sl = im_.slots[st_.outs[i]];
@@ -418,6 +429,7 @@ void Session::Impl::run_step(Plan& p, Step& st) {
 }
 
 void Session::Impl::execute_steps(Plan& p) {
+  ++p.executions;  // KernelContext::shared_derived: memory derived once an execution
   for (Step& st : steps) run_step(p, st);
 }
 

@@ -10,7 +10,9 @@
 // with +0 and -0; all-ones int64 masks), packed QKV and separate Q/K/V, fp16
 // and bf16, head dims 64 and 128, every variant of the kernel (block rows,
 // ping-pong, persistent grid, P·V width, 128-, 160- or 176-key tiles, O by TMA
-// store or 4-byte stores). On a device where the kernel applies (compute
+// store or 4-byte stores), and masks that are prefixes (right padding, all ones) through the
+// varlen path (the per-batch key counts, poisoned before the runtime kernel fills them) and,
+// in two variants, through the key flags. On a device where the kernel applies (compute
 // capability 9.0) the test checks that the dispatcher takes it and that every
 // run launched it; on other devices the same cases run through the other
 // kernels.
@@ -147,6 +149,7 @@ void run_case(const HopperCase& c, DType dt) {
     bool causal_persistent = false;
     int key_tile = 0;
     bool direct_store = false;
+    bool flags_only = false;  // no varlen path: prefix masks too through the producer's key flags
   };
   const Variant variants[] = {{128, true, true, true, 0},  {128, false, false, true, 0}, {128, true, true, false, 0},
                               {128, true, true, true, 3},  {128, false, true, true, 2},  {64, true, true, true, 0},
@@ -158,7 +161,9 @@ void run_case(const HopperCase& c, DType dt) {
                               {128, false, false, true, 0, false, 176}, {128, true, true, true, 3, false, 176},
                               {128, true, true, true, 4, true, 176},
                               {128, true, true, true, 0, false, 160}, {128, true, true, true, 3, true, 160},
-                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true}};
+                              {64, true, true, true, 3, true, 0, true}, {192, true, true, true, 0, false, 0, true},
+                              {128, true, true, true, 0, false, 0, false, true},
+                              {64, true, true, true, 3, true, 0, false, true}};
   for (const Variant& var : variants) {
     if (var.rows != 128 && c.D != 64) continue;
     if (!var.wide && c.D != 128) continue;
@@ -167,7 +172,7 @@ void run_case(const HopperCase& c, DType dt) {
     INFO("block rows " << var.rows << (var.pingpong ? " ping-pong" : "") << (var.persistent ? " persistent" : "")
                        << (var.wide ? "" : " narrow P·V") << " max blocks " << var.max_blocks
                        << (var.causal_persistent ? " causal persistent" : "") << " key tile " << var.key_tile
-                       << (var.direct_store ? " direct stores" : ""));
+                       << (var.direct_store ? " direct stores" : "") << (var.flags_only ? " flags only" : ""));
     cuda_fused::attention_hopper_set_blocks(var.rows);
     cuda_fused::attention_hopper_set_pingpong(var.pingpong);
     cuda_fused::attention_hopper_set_persistent(var.persistent, var.max_blocks);
@@ -175,11 +180,13 @@ void run_case(const HopperCase& c, DType dt) {
     cuda_fused::attention_hopper_set_causal_persistent(var.causal_persistent);
     cuda_fused::attention_hopper_set_key_tile(var.key_tile);
     cuda_fused::attention_hopper_set_tma_store(!var.direct_store);
+    cuda_fused::attention_hopper_set_mask_prefix(var.flags_only ? 0 : -1);
     const long long launches = cuda_fused::attention_hopper_launch_count();
     auto got = op.run_cuda(dt);
     // It really ran (with the case's mask too: a mask the kernel refused would fall back silently).
     if (cuda_check::device_is_hopper()) CHECK(cuda_fused::attention_hopper_launch_count() > launches);
     cuda_fused::attention_hopper_set_tma_store(true);
+    cuda_fused::attention_hopper_set_mask_prefix(-1);
     cuda_fused::attention_hopper_set_key_tile(0);
     cuda_fused::attention_hopper_set_causal_persistent(true);
     cuda_fused::attention_hopper_set_blocks(0);

@@ -171,6 +171,15 @@ class DeviceContext final : public KernelContext {
     ck(cudaMemsetAsync(p, 0xFF, bytes, stream_), "poison scratch");
     return p;
   }
+  // One kernel call is one execution: the caller always fills. Poisoned with 0x01 bytes first:
+  // read as the attention's per-batch key counts (0x01010101, past any S_kv: every key kept),
+  // a reader that ran before the fill gives a wrong answer wherever the mask pads.
+  void* shared_derived(size_t, const char*, size_t bytes, bool* fill) override {
+    *fill = true;
+    void* p = device_alloc(bytes);
+    ck(cudaMemsetAsync(p, 0x01, bytes, stream_), "poison shared_derived");
+    return p;
+  }
   void* stream() const override { return stream_; }
 
   // Output i as an fp32 host tensor (Undefined when never written).
