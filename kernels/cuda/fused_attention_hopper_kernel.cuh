@@ -61,34 +61,38 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
   };
   const int q_tiles = (p.Sq + kBM - 1) / kBM;
   const int causal_off = p.Skv - p.Sq;
-  auto head_batch = [&](int w) {
-    const int n_hb = p.n_items / q_tiles;
-    return p.heaviest_first ? w % n_hb : w / q_tiles;
-  };
   // The varlen path (MASKED with p.kv_prefix): item w's batch key count when its mask is a prefix,
   // else -1 (key flags). Each role reads it an item ahead, so that the load is in flight during
-  // the current item rather than stalling the next one's start.
+  // the current item rather than stalling the next one's start. (Its batch as item's below.)
   auto prefix_of = [&](int w) -> int {
     if (!MASKED || !p.kv_prefix || w >= p.n_items) return -1;
-    return __ldg(p.kv_prefix + head_batch(w) / p.H);
+    const int n_hb = p.n_items / q_tiles;
+    return __ldg(p.kv_prefix + (p.heaviest_first ? w % n_hb : w / q_tiles) / p.H);
   };
   // pre: prefix_of(w) (MASKED), else ignored.
   auto item = [&](int w, int pre = -1) {
     Item it;
-    const int hb = head_batch(w);
-    const int qi = p.heaviest_first ? w / (p.n_items / q_tiles) : w - hb * q_tiles;  // 0: the last query tile
+    const int n_hb = p.n_items / q_tiles;
+    const int hb = p.heaviest_first ? w % n_hb : w / q_tiles;
+    const int qi = p.heaviest_first ? w / n_hb : w - hb * q_tiles;  // 0: the last query tile
     it.q0 = (q_tiles - 1 - qi) * kBM;
     it.h = hb % p.H;
     it.b = hb / p.H;
     it.hk = it.h / (p.H / p.Hkv);
-    it.flagged = MASKED && pre < 1;  // a count below 1 is no prefix
-    it.kv_len = MASKED && pre >= 1 ? min(pre, p.Skv) : p.Skv;
-    int kv_end = it.kv_len;
+    int kv_end = p.Skv;
     if (p.causal) {
       const int last_row = min(it.q0 + kBM, p.Sq) - 1;
-      kv_end = max(0, min(kv_end, last_row + causal_off + 1));
+      kv_end = max(0, min(p.Skv, last_row + causal_off + 1));
     }
     it.n_tiles = (kv_end + kBN - 1) / kBN;
+    it.kv_len = p.Skv;
+    it.flagged = MASKED;
+    if (MASKED && pre >= 1) {  // a count below 1 is no prefix
+      // The batch's first pre keys only (ceil is monotone: the tiles of min(kv_end, pre) keys).
+      it.flagged = false;
+      it.kv_len = min(pre, p.Skv);
+      it.n_tiles = min(it.n_tiles, (it.kv_len + kBN - 1) / kBN);
+    }
     return it;
   };
 
