@@ -96,13 +96,26 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     return it;
   };
 
+  // Every batch a prefix (the counts all >= 1: all-ones masks, right padding everywhere): no item
+  // reads flags, and the producer is the unmasked one (one thread issues the copies, K's barrier
+  // takes its one arrival). Each warp reads the counts, its lanes in parallel, and votes.
+  bool all_prefix = false;
+  if constexpr (MASKED) {
+    if (p.kv_prefix) {
+      const int batches = p.n_items / (q_tiles * p.H);
+      bool ok = true;
+      for (int b = threadIdx.x & 31; b < batches; b += 32) ok &= __ldg(p.kv_prefix + b) >= 1;
+      all_prefix = __all_sync(0xffffffffu, ok);
+    }
+  }
+
   if (threadIdx.x == 0) {
     for (int qb = 0; qb < QB; ++qb) {
       mbar_init(bars.q_full(qb), 1);
       mbar_init(bars.q_empty(qb), 4 * NC);  // the consumer warps, once their last S of the item is done
     }
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(bars.k_full(s), MASKED ? 32 : 1);  // MASKED: the producer warp's lanes wrote the key flags
+      mbar_init(bars.k_full(s), MASKED && !all_prefix ? 32 : 1);  // the flag producer's lanes wrote the key flags
       mbar_init(bars.v_full(s), 1);
       mbar_init(bars.k_empty(s), 4 * NC);  // the consumer warps
       mbar_init(bars.v_empty(s), 4 * NC);
@@ -123,8 +136,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
     // spills (v36).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs<NC, BN, MASKED>::kProducer) : "memory");
     // Its body: fused_attention_hopper_producer.cuh (one thread's copies, or the warp's key flags).
-    if constexpr (!MASKED) {
-      if (threadIdx.x == 0) produce_copies<L>(p, &tm_q, &tm_k, &tm_v, base, bars, work, item);
+    if (!MASKED || all_prefix) {
+      if (threadIdx.x == 0) produce_copies<L>(p, &tm_q, &tm_k, &tm_v, base, bars, work, item, prefix_of);
     } else {
       if (threadIdx.x < 32)
         produce_flags<L>(p, &tm_q, &tm_k, &tm_v, base, flags, stage_any, bars, work, item, prefix_of);

@@ -35,18 +35,21 @@ __device__ __forceinline__ void copy_kv(uint32_t base, const CUtensorMap* map, u
     tma_load(base + s * L::kStageBytes + pn * L::kBN * 128, map, full, pn * 64, it.hk, k0, it.b);
 }
 
-// Without a mask: one thread (threadIdx.x 0) issues every copy, Q per item and K / V per key tile,
-// in few registers. work(n): the block's n-th work item (none left from p.n_items on); item(w):
-// that item's rows, head, batch and key tiles.
-template <class L, int QB, int STAGES, class Work, class ItemOf>
+// Without a mask, or with one where every batch is a prefix (the varlen path: prefix_of(w), item
+// w's key count, read an item ahead; -1 without a mask): one thread (threadIdx.x 0) issues every
+// copy, Q per item and K / V per key tile, in few registers. work(n): the block's n-th work item
+// (none left from p.n_items on); item(w, pre): that item's rows, head, batch and key tiles.
+template <class L, int QB, int STAGES, class Work, class ItemOf, class PrefixOf>
 __device__ __forceinline__ void produce_copies(const HopperParams& p, const CUtensorMap* tm_q, const CUtensorMap* tm_k,
                                                const CUtensorMap* tm_v, uint32_t base, const Barriers<QB, STAGES>& bars,
-                                               const Work& work, const ItemOf& item) {
+                                               const Work& work, const ItemOf& item, const PrefixOf& prefix_of) {
   constexpr int kBN = L::kBN;
   const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
   int tc = 0;
+  int pre_next = prefix_of(work(0));
   for (int n = 0, w = work(0); w < p.n_items; w = work(++n)) {
-    const Item it = item(w);
+    const Item it = item(w, pre_next);
+    pre_next = prefix_of(work(n + 1));
     copy_q<L>(tm_q, sQ, bars, it, n);
     for (int t = 0; t < it.n_tiles; ++t, ++tc) {
       const int s = tc % STAGES;

@@ -110,15 +110,18 @@ TEST_CASE("cuda Attention Hopper kernel: the varlen path reads the key counts", 
     return;
   }
   // The mask keeps every key; the counts say batch 0 keeps 77 of its keys, batch 1 all, batch 2
-  // 130 (past a 128-key tile), batch 3 is not a prefix (-1: the mask's flags). The answer is the
-  // reference over a mask that pads as the counts say (batch 3: all ones).
+  // 130 (past a 128-key tile), and batch 3 either is not a prefix (-1: the mask's flags, so the
+  // launch mixes both paths) or keeps 1 key (every batch a prefix: the one-thread producer). The
+  // answer is the reference over a mask that pads as the counts say (-1: all ones).
   const int B = 4, H = 4, Hkv = 2;
+  for (int last : {-1, 1})
   for (int D : {64, 128})
     for (bool causal : {false, true})
       for (int S : {257, 600}) {
         for (DType dt : {DType::Float16, DType::BFloat16}) {
-          INFO("head dim " << D << (causal ? " causal" : "") << " S " << S << " " << short_name(dt));
-          const std::vector<int> counts = {77, S, 130, -1};
+          INFO("head dim " << D << (causal ? " causal" : "") << " S " << S << " " << short_name(dt) << " batch 3 "
+                           << last);
+          const std::vector<int> counts = {77, S, 130, last};
           const size_t qn = size_t(B) * S * H * D, kn = size_t(B) * S * Hkv * D;
           const std::vector<float> q = random_values(dt, qn, -2.f, 2.f), k = random_values(dt, kn, -2.f, 2.f),
                                    v = random_values(dt, kn, -1.f, 1.f);
