@@ -25,7 +25,8 @@
 //   holding a masked key or one past S_kv (the producer's flags say which)
 //   check each score. Varlen: a batch whose mask is a prefix of n kept keys (the per-batch
 //   counts AttentionArgs::mask_prefix, computed once a forward) writes no flags; its items
-//   run over their first n keys as without a mask.
+//   run over their first n keys as without a mask, and a launch whose every batch is a
+//   prefix runs the unmasked one-thread producer.
 //   Epilogue (head dim 64, and 128 with 160-key tiles): O / l staged in shared
 //   memory and written by one TMA store a warpgroup while it starts its next item.
 //   Persistent grid (blocks walk query-tile x head x batch items; the K/V ring

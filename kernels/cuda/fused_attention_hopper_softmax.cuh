@@ -64,8 +64,8 @@ __device__ __forceinline__ void tile_softmax(const HopperParams& p, const uint8_
   if (!use_flags || !special) {
     // Every score of the tile is a plain score: max of the raw dot products,
     // then p = 2^(s·scale·log2e - m·log2e) as one FFMA. The keys a row may not see — right
-    // of its last visible key on the causal diagonal, and without a mask past S_kv (the
-    // last tile) — are set to -inf first: one compare and select a score, instead of the
+    // of its last visible key on the causal diagonal, and without flags past kv_len (S_kv,
+    // or a prefix batch's key count; the last tile) — are set to -inf first: one compare and select a score, instead of the
     // general path's compares, scale and subtract before every ex2. (The general path cost
     // the last partial tile as much as three plain ones, ncu at 4 x 16 x 2048 x 128 with
     // 176-key tiles, NOTES-perf.md v37; at 32 x 12 x 128 causal every tile is a diagonal
