@@ -11,12 +11,14 @@ it as JSON and as the markdown that goes into BENCHMARKS.md.
   python3 bench/e2e_bench.py --bin .gpu/bin [--models bert,gpt2,vit,llama]
       [--shapes bert=1x128,32x128,8x512 ...] [--torch eager,reduce-overhead]
       [--json FILE] [--markdown FILE] [--work DIR]
-      [--base-bin DIR [--ab-rounds N]]
+      [--base-bin DIR | --ab-disable PASSES] [--ab-rounds N]
 
 --base-bin: an A/B of two builds in one run. DIR holds an earlier pack's bin/ (its lib/ beside
 it: `tar -C .gpubase -xf .gpubase/pack.tar.xz`); the same fused model (fuseopt of --bin) runs
 under both fuserun builds, alternated base / new N times (default 2), and the table gains a
 "base" column (medians of the rounds; the "fused" column is then the new build's median).
+--ab-disable: an A/B of fuseopt passes in one run: the base column is the model fused with
+`fuseopt --disable PASSES`, both run by --bin's fuserun, alternated the same way.
 
 Models (PyTorch + transformers configs built in code, seed 0):
   bert   BERT-base (hidden 768, 12 layers, 12 heads), TorchScript exporter, opset 17
@@ -131,10 +133,12 @@ def export(name, torch, tf, work):
 
 # ---- fuseopt + fuserun ---------------------------------------------------------------
 
-def fuse(bin_dir, src, out_dir):
-    dst = os.path.join(out_dir, os.path.basename(src).replace(".onnx", "_fused.onnx"))
+def fuse(bin_dir, src, out_dir, disable=""):
+    tag = "_fused" + (("_no_" + disable.replace(",", "_")) if disable else "")
+    dst = os.path.join(out_dir, os.path.basename(src).replace(".onnx", tag + ".onnx"))
     if not os.path.exists(dst):
-        r = subprocess.run([os.path.join(bin_dir, "fuseopt"), src, dst, "-q", "--report", dst + ".report.json"],
+        extra = ["--disable", disable] if disable else []
+        r = subprocess.run([os.path.join(bin_dir, "fuseopt"), src, dst, "-q", "--report", dst + ".report.json", *extra],
                            capture_output=True, text=True)
         if r.returncode != 0:
             log(f"fuseopt failed on {src}: {r.stderr.strip()}")
@@ -205,7 +209,7 @@ def median(xs):
 
 
 def markdown(rows, modes, command, ab=False):
-    head = "| model | shape |" + (" base build (fused) |" if ab else "") + " fuseopt (fused) | fuseopt (unfused) |"
+    head = "| model | shape |" + (" base (fused) |" if ab else "") + " fuseopt (fused) | fuseopt (unfused) |"
     head += "".join(f" torch {m} |" for m in modes)
     head += " ratio vs torch.compile |\n|---|---|" + ("---|" if ab else "") + "---|---|" + "---|" * len(modes) + "---|\n"
     body = ""
@@ -233,7 +237,10 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     ap.add_argument("--base-bin", default="", help="an earlier build's bin/ for an A/B on the same fused model")
-    ap.add_argument("--ab-rounds", type=int, default=2, help="base / new alternations with --base-bin")
+    ap.add_argument("--ab-rounds", type=int, default=2, help="base / new alternations with --base-bin or --ab-disable")
+    ap.add_argument("--ab-disable", default="",
+                    help="an A/B of fuseopt passes: the base column is the model fused with --disable PASSES, run by "
+                         "the same fuserun, alternated with the default fusion (--ab-rounds times)")
     a = ap.parse_args()
     import torch
     import transformers as tf
@@ -253,10 +260,11 @@ def main():
         for shape in shapes[name]:
             jf = os.path.join(a.work, f"{name}_{shape}.json")
             t_b = None
-            if a.base_bin and fused:
+            if (a.base_bin or a.ab_disable) and fused:
                 new, base = [], []
+                base_model = fuse(a.bin, src, a.work, a.ab_disable) if a.ab_disable else fused
                 for _ in range(a.ab_rounds):
-                    base.append(fuserun(a.base_bin, fused, kind, shape, jf, a.iters))
+                    base.append(fuserun(a.base_bin or a.bin, base_model, kind, shape, jf, a.iters))
                     new.append(fuserun(a.bin, fused, kind, shape, jf, a.iters))
                 log(f"A/B {name:6s} {shape:7s} base {base} new {new}")
                 t_b, t_f = median(base), median(new)
@@ -271,7 +279,7 @@ def main():
                 if r["model"] == name:
                     r["torch"] = {m: tt.get((r["shape"], m)) for m in modes}
     cmd = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
-    md = markdown(rows, modes, cmd, bool(a.base_bin))
+    md = markdown(rows, modes, cmd, bool(a.base_bin or a.ab_disable))
     log("\n" + md)
     if a.json:
         with open(a.json, "w") as f:

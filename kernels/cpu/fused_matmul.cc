@@ -1,6 +1,7 @@
-// fuseopt.FusedMatMul: Y = act(alpha * A·op(B) + bias), fp32 accumulation.
+// fuseopt.FusedMatMul: Y = act(alpha * A·op(B) + bias) (+ residual), fp32 accumulation.
 // A [..., M, K] (or [K]); B [K, N] or [..., K, N] ([..., N, K] with transB=1);
-// batch dims broadcast like MatMul; bias [N] (or [1, ..., 1, N]).
+// batch dims broadcast like MatMul; bias [N] (or [1, ..., 1, N]); residual?
+// of Y's element count, read row-major as Y's shape, added after the activation.
 #include <algorithm>
 #include <vector>
 
@@ -23,9 +24,13 @@ FUSEOPT_KERNEL(CpuFusedMatMul, "fuseopt", "FusedMatMul", Backend::CPU, {DType::F
   const RtTensor* a = ctx.input(0);
   const RtTensor* b = ctx.input(1);
   const RtTensor* bias = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+  const RtTensor* residual = ctx.num_inputs() > 3 ? ctx.input(3) : nullptr;
   FUSE_CHECK(a && b, n.label() << ": FusedMatMul needs inputs A and B");
   FUSE_CHECK(a->dtype == DType::Float && b->dtype == DType::Float && (!bias || bias->dtype == DType::Float),
              n.label() << ": FusedMatMul CPU kernel supports float tensors only");
+  FUSE_CHECK(!residual || residual->dtype == a->dtype,
+             n.label() << ": FusedMatMul residual is " << dtype_name(residual->dtype) << ", A is "
+                       << dtype_name(a->dtype));
   FUSE_CHECK(a->rank() >= 1 && b->rank() >= 2,
              n.label() << ": FusedMatMul needs A of rank >= 1 and B of rank >= 2, got " << shape_str(a->shape)
                        << " and " << shape_str(b->shape));
@@ -55,11 +60,17 @@ FUSEOPT_KERNEL(CpuFusedMatMul, "fuseopt", "FusedMatMul", Backend::CPU, {DType::F
   std::vector<int64_t> yshape = out_batch;
   if (!a_vector) yshape.push_back(M);
   yshape.push_back(N);
+  if (residual) {
+    FUSE_CHECK(residual->numel() == shape_numel(yshape),
+               n.label() << ": FusedMatMul residual " << shape_str(residual->shape) << " has " << residual->numel()
+                         << " elements, Y " << shape_str(yshape) << " has " << shape_numel(yshape));
+  }
   RtTensor* y = ctx.output(0, DType::Float, yshape);
   const int64_t batches = shape_numel(out_batch);
   const float* pa = a->ptr<float>();
   const float* pb = b->ptr<float>();
   const float* pbias = bias ? bias->ptr<float>() : nullptr;
+  const float* pres = residual ? residual->ptr<float>() : nullptr;
   float* py = y->ptr<float>();
   if (M == 0 || N == 0) return;
 
@@ -90,6 +101,10 @@ FUSEOPT_KERNEL(CpuFusedMatMul, "fuseopt", "FusedMatMul", Backend::CPU, {DType::F
         float v = alpha == 1.0f ? acc[j] : alpha * acc[j];
         if (pbias) v += pbias[j];
         yrow[j] = cpu::apply_activation(act, v);
+      }
+      if (pres) {
+        const float* rrow = pres + r * N;  // Y's row r, read row-major whatever residual's shape
+        for (int64_t j = 0; j < N; ++j) yrow[j] += rrow[j];
       }
     }
   });

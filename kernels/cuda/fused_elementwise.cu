@@ -1,4 +1,4 @@
-// Elementwise fused kernels: AddRelu, bias + erf-GELU, bias + tanh or bias +
+// Elementwise fused kernels: AddRelu, a residual added in place, bias + erf-GELU, bias + tanh or bias +
 // squared ReLU after a GEMM (activations cuBLASLt has no epilogue for), and the
 // broadcast of Gemm's C into the output.
 #include "kernels/cuda/fused_common.h"
@@ -141,7 +141,49 @@ __global__ void broadcast_2d_kernel(const T* __restrict__ c, int64_t cm, int64_t
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// In place y += r (FusedMatMul's residual where the GEMM that ran could not add it in its
+// epilogue): y is read and written by the same thread, so neither pointer is __restrict__.
+template <class T, int N>
+__global__ void add_in_place_vec_kernel(T* y, const T* r, int64_t nvec) {
+  pdl_begin();
+  using V = Vec<T, N>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += int64_t(gridDim.x) * blockDim.x) {
+    V a = reinterpret_cast<const V*>(y)[i], b = reinterpret_cast<const V*>(r)[i], o;
+#pragma unroll
+    for (int k = 0; k < N; ++k) o.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+    reinterpret_cast<V*>(y)[i] = o;
+  }
+}
+
+template <class T>
+__global__ void add_in_place_scalar_kernel(T* y, const T* r, int64_t begin, int64_t n) {
+  pdl_begin();
+  for (int64_t i = begin + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f<T>(to_f(y[i]) + to_f(r[i]));
+}
+
 }  // namespace
+
+void launch_add_in_place(DType dt, void* y, const void* r, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  FUSED_DISPATCH_FLOAT(dt, T, {
+    T* py = static_cast<T*>(y);
+    const T* pr = static_cast<const T*>(r);
+    constexpr int N = 16 / sizeof(T);
+    int64_t head = 0;
+    if (aligned16(y) && aligned16(r)) {
+      const int64_t nvec = n / N;
+      if (nvec > 0)
+        pdl_launch(add_in_place_vec_kernel<T, N>, dim3(grid_for(nvec, kThreads)), dim3(kThreads), 0, stream, py, pr,
+                   nvec);
+      head = nvec * N;
+    }
+    if (head < n)
+      pdl_launch(add_in_place_scalar_kernel<T>, dim3(grid_for(n - head, kThreads)), dim3(kThreads), 0, stream, py, pr,
+                 head, n);
+  });
+  FUSED_LAUNCH_CHECK("residual add");
+}
 
 void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, const BroadcastShape* bcast,
                      cudaStream_t stream) {

@@ -25,6 +25,10 @@ struct BroadcastShape {
 void launch_add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, const BroadcastShape* bcast,
                      cudaStream_t stream);
 
+// In place y[i] += r[i] over n elements, fp32 add and one rounding: FusedMatMul's residual where
+// the GEMM that ran has no epilogue for it (kernels/cuda/gemm_kernels.cc).
+void launch_add_in_place(DType dt, void* y, const void* r, int64_t n, cudaStream_t stream);
+
 // In place: y[r, j] = gelu_erf(y[r, j] + bias[j]) for a [rows, n] matrix
 // (bias may be null). Used after a GEMM whose epilogue cannot do erf-GELU.
 void launch_bias_gelu_erf(DType dt, void* y, const void* bias, int64_t rows, int64_t n, cudaStream_t stream);

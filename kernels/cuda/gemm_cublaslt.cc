@@ -346,10 +346,13 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   const bool split_k_pays = few_tiles(d.M, d.N, d.batch, device);
   const bool tune =
       d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && (split_k_pays || d.tune)));
+  // C and D share one layout and one alignment preference: the smaller of the two pointers'.
+  const void* C = d.beta != 0.f && d.c ? d.c : D;
+  const int align_cd = std::min(alignment_of(D), alignment_of(C));
   AlgoKey key{device, static_cast<int>(d.dtype), d.tf32 && d.dtype == DType::Float, static_cast<int>(d_type),
               d.M, d.N, d.K, d.batch, d.stride_a, d.stride_b, d.stride_d, static_cast<int64_t>(ldd),
               static_cast<int64_t>(lda), d.trans_a, d.trans_b,
-              static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), alignment_of(D),
+              static_cast<int>(d.epilogue), d.beta != 0.f, alignment_of(A), alignment_of(B), align_cd,
               d.bias ? alignment_of(d.bias) : 16, tune};
   AlgoChoice choice{};
   bool found = false;
@@ -458,7 +461,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
     FUSE_CHECK(workspace, "cuBLASLt GEMM: no workspace");
   }
   const float alpha = d.alpha, beta = d.beta;
-  LT_CHECK(cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, D, ds.c, D, ds.c, &choice.algo, workspace,
+  LT_CHECK(cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, C, ds.c, D, ds.c, &choice.algo, workspace,
                           choice.workspace, stream));
 }
 

@@ -37,8 +37,10 @@ struct GemmDesc {
   // P-th row of A (the row phases of gemm_row_phases.h).
   int64_t lda = 0;
   float alpha = 1.f;
-  // beta != 0 accumulates into D (D's previous contents play C).
+  // beta != 0 adds beta · C: C is `c` where set (a tensor of D's layout: FusedMatMul's residual,
+  // read in the epilogue instead of a separate add kernel), else D's previous contents.
   float beta = 0.f;
+  const void* c = nullptr;
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void* bias = nullptr;  // [N], required by the *Bias epilogues
   // Time the heuristic's candidates on the first call whatever the tuning default (not when
@@ -50,7 +52,7 @@ struct GemmDesc {
 // Returns device memory of at least `bytes` for cuBLASLt's workspace.
 using ScratchFn = std::function<void*(size_t bytes)>;
 
-// Enqueues D = epilogue(alpha · op(A)·op(B) + beta · D [+ bias]) on `stream`.
+// Enqueues D = epilogue(alpha · op(A)·op(B) + beta · C [+ bias]) on `stream` (C: d.c or D).
 // The algorithm is chosen once per (shape, dtype, epilogue, layout, alignment)
 // and cached: with autotuning on for it (see set_gemm_autotune), the first call of a
 // configuration times cuBLASLt's top heuristic candidates on the call's own

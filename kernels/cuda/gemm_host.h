@@ -43,8 +43,10 @@ cuda_fused::GemvAct gemv_act(Act a);
 // step), any B layout, any activation, alpha; FUSEOPT_GEMV=0 switches it off.
 // Tried before everything else; false: nothing launched.
 // b_const: B is a constant of the session (KernelContext::input_is_constant).
+// residual: added after the activation (FusedMatMul's input 3, Y's layout), or null.
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
-              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const = false);
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const = false,
+              const void* residual = nullptr);
 
 // The small-M kernel of gemm_gelu.cu where it is switched on and applies
 // (row-major B [K, N], alpha 1); false: nothing launched, use cuBLASLt.
@@ -89,8 +91,12 @@ cuda_fused::GemmDesc gemm_desc(const KernelContext& ctx, DType dt, int64_t M, in
 
 // MatMul semantics (numpy): A [..., M, K] or [K]; B [..., K, N] (or [..., N, K]
 // with trans_b) or [K]; batch dims broadcast. Writes output 0.
+// residual (FusedMatMul's input 3, or null): Y's element count and dtype, read in Y's row-major
+// order and added after the activation. With activation none, cuBLASLt reads it as its C
+// matrix (beta 1) and the decode GEMVs in their epilogue, so Y is written once; any other path
+// adds it in place after the GEMM (one more pass over Y).
 void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool trans_b, float alpha, Act act,
-                const RtTensor* bias);
+                const RtTensor* bias, const RtTensor* residual = nullptr);
 
 // Optional input i: nullptr when omitted or past the node's inputs.
 inline const RtTensor* opt_input(KernelContext& ctx, size_t i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }

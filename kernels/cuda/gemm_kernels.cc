@@ -66,9 +66,10 @@ cuda_fused::GemvAct gemv_act(Act a) {
 }
 
 bool try_gemv(DType dt, Act act, const void* a, const void* b, const void* bias, void* y, int64_t M, int64_t N,
-              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+              int64_t K, bool trans_b, float alpha, cudaStream_t stream, bool b_const, const void* residual) {
   if (pass_only(act)) return false;
-  return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha, b_const);
+  return cuda_fused::launch_gemm_small_m(dt, gemv_act(act), a, b, bias, y, M, N, K, trans_b, stream, alpha, b_const,
+                                         residual);
 }
 
 bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const void* b, const void* bias, void* y,
@@ -195,7 +196,7 @@ GemmDesc gemm_desc(const KernelContext& ctx, DType dt, int64_t M, int64_t N, int
 }
 
 void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool trans_b, float alpha, Act act,
-                const RtTensor* bias) {
+                const RtTensor* bias, const RtTensor* residual) {
   const Node& n = ctx.node();
   const DType dt = a->dtype;
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA " << n.op_type << " supports float/float16/bfloat16, got "
@@ -225,14 +226,21 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   // A float graph output of a 16-bit run that goes through the odd-N split (an odd vocabulary's
   // logits) is written as float by the split's last step (the GEMMs of gemm_row_phases.h or the
   // row pack of gemm_pack.h): no conversion kernel after the run. Such a GEMM takes that path.
-  const bool pack_fp32 = dt != DType::Float && shape_numel(bbatch) == 1 && na_rows > 8 &&
+  const bool pack_fp32 = !residual && dt != DType::Float && shape_numel(bbatch) == 1 && na_rows > 8 &&
                          aligned_columns(dt, na_rows, N, K, trans_b) != N &&
                          ctx.output_delivered_dtype(0, dt) == DType::Float;
   RtTensor* y = ctx.output(0, pack_fp32 ? DType::Float : dt, yshape);
+  if (residual) {
+    cuda_fused::check_same_dtype(ctx, residual, dt, "residual");
+    FUSE_CHECK(residual->numel() == y->numel(), n.label() << ": residual " << shape_str(residual->shape) << " has "
+                                                          << residual->numel() << " elements, Y "
+                                                          << shape_str(y->shape) << " has " << y->numel());
+  }
   if (M == 0 || N == 0 || y->numel() == 0) return;
   cudaStream_t stream = cuda_fused::stream_of(ctx);
   if (K == 0) {
-    FUSE_CHECK(!bias && act == Act::None, n.label() << ": K = 0 with bias/activation is not supported on CUDA");
+    FUSE_CHECK(!bias && act == Act::None && !residual,
+               n.label() << ": K = 0 with bias/activation/residual is not supported on CUDA");
     FUSED_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), stream), n.label());
     return;
   }
@@ -243,24 +251,34 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   GemmDesc g = gemm_desc(ctx, dt, 0, N, K, trans_b, act, bias ? bias->data : nullptr);  // M per path below
   g.alpha = alpha;
   auto scratch = scratch_of(ctx);
+  const void* res = residual ? residual->data : nullptr;
 
-  // M <= 8 (decode): the weight-streaming kernel, bias and activation included.
+  // M <= 8 (decode): the weight-streaming kernel, bias, activation and residual included.
   if (nb == 1 && !pack_fp32 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
-                          alpha, stream, ctx.input(1) == b && ctx.input_is_constant(1)))
+                          alpha, stream, ctx.input(1) == b && ctx.input_is_constant(1), res))
     return;
-  // Small M: one kernel of ours (for erf-GELU one launch instead of two).
-  if (nb == 1 && !pack_fp32 && !trans_b && alpha == 1.f &&
+  // Small M: one kernel of ours (for erf-GELU one launch instead of two). No residual there.
+  if (nb == 1 && !pack_fp32 && !trans_b && alpha == 1.f && !res &&
       try_small_gemm(ctx, dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
   // Large M with erf-GELU / relu2 on Hopper, where switched on: our GEMM with it in its epilogue.
-  if (nb == 1 && !pack_fp32 && alpha == 1.f &&
+  if (nb == 1 && !pack_fp32 && alpha == 1.f && !res &&
       try_hopper_gemm(dt, act, a->data, b->data, trans_b, bias ? bias->data : nullptr, y->data, M * na, N, K, stream))
     return;
+  // The residual as cuBLASLt's C (beta 1: D = alpha·A·B + C + bias) where the activation is none
+  // (its epilogue applies an activation after C, the op before the residual); elsewhere added
+  // after everything else below.
+  bool residual_pending = res != nullptr;
   if (nb == 1) {
     // B shared by every batch item: one GEMM with the batch folded into M.
     g.M = M * na;
     const int64_t n8 = aligned_columns(dt, g.M, N, K, trans_b);
     if (n8 == N) {
+      if (res && act == Act::None) {
+        g.beta = 1.f;
+        g.c = res;
+        residual_pending = false;
+      }
       cuda_fused::gemm(g, a->data, b->data, y->data, stream, scratch);
     } else if (alpha == 1.f && try_hopper_odd_rows(dt, y->dtype, act, a->data, b->data, bias ? bias->data : nullptr,
                                                    y->data, g.M, N, K, stream)) {
@@ -306,6 +324,7 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
     }
   }
   apply_pass_activation(act, y->dtype, y->data, batches * M, N, stream);  // float Y: see pack_fp32
+  if (residual_pending) cuda_fused::launch_add_in_place(dt, y->data, res, y->numel(), stream);
 }
 
 }  // namespace cuda_gemm

@@ -59,7 +59,7 @@ constexpr size_t kn_fixed_smem(int mr) { return size_t(kWarps + 1) * mr * kTileN
 template <class T, int MR>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_kn_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
-                   int M, int N, int K, int k_len, GemvAct act, float alpha, int gate_n, GateActivation gate,
+                   const T* __restrict__ R, int M, int N, int K, int k_len, GemvAct act, float alpha, int gate_n, GateActivation gate,
                    WeightPrefetch wp) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][MR][kTileN]
@@ -231,7 +231,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       v[0] += a.x, v[1] += a.y, v[2] += a.z, v[3] += a.w;
       v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
     }
-    store_out<T, 8>(Y + int64_t(m) * N + cn, bias ? bias + cn : nullptr, v, act, alpha);
+    store_out<T, 8>(Y + int64_t(m) * N + cn, bias ? bias + cn : nullptr, v, act, alpha,
+                    R ? R + int64_t(m) * N + cn : nullptr);
   }
   cluster.sync();  // no block leaves while another still reads its part
 }
@@ -239,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T, int MR>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_nk_kernel(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ bias, T* __restrict__ Y,
-                   int M, int N, int K, GemvAct act, float alpha, WeightPrefetch wp) {
+                   const T* __restrict__ R, int M, int N, int K, GemvAct act, float alpha, WeightPrefetch wp) {
   __shared__ float red[kWarps][MR * kColsT];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n0 = blockIdx.x * kColsT;  // N % 8 == 0: the block's 4 columns all exist
@@ -305,13 +306,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int w = 1; w < kWarps; ++w) s += red[w][tid * kColsT + j];
       v[j] = s;
     }
-    store_out<T, kColsT>(Y + int64_t(tid) * N + n0, bias ? bias + n0 : nullptr, v, act, alpha);
+    store_out<T, kColsT>(Y + int64_t(tid) * N + n0, bias ? bias + n0 : nullptr, v, act, alpha,
+                         R ? R + int64_t(tid) * N + n0 : nullptr);
   }
 }
 
 // gate_n > 0: GatedMatMul, N = 2 gate_n columns of B, Y [M, gate_n].
 template <class T, int MR>
-bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
+bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, const T* R, int M, int N, int K, float alpha,
                cudaStream_t stream, bool b_const, int gate_n = 0, GateActivation gate = GateActivation::Silu) {
   const DeviceInfo info = device_info();
   if (!info.clusters || info.sms <= 0) return false;
@@ -335,36 +337,37 @@ bool launch_kn(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, 
     return false;
   }
   return launch_ex(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), smem,
-                   static_cast<unsigned>(S), stream, A, B, bias, Y, M, N, K, k_len, act, alpha, gate_n, gate,
+                   static_cast<unsigned>(S), stream, A, B, bias, Y, R, M, N, K, k_len, act, alpha, gate_n, gate,
                    plan_weight_prefetch(b_const));
 }
 
 template <class T, int MR>
-bool launch_nk(GemvAct act, const T* A, const T* B, const T* bias, T* Y, int M, int N, int K, float alpha,
-               cudaStream_t stream, bool b_const) {
-  return launch_ex(gemv_nk_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream, A, B, bias, Y, M,
+bool launch_nk(GemvAct act, const T* A, const T* B, const T* bias, T* Y, const T* R, int M, int N, int K,
+               float alpha, cudaStream_t stream, bool b_const) {
+  return launch_ex(gemv_nk_kernel<T, MR>, dim3(static_cast<unsigned>(N / kColsT)), 0, 0, stream, A, B, bias, Y, R, M,
                    N, K, act, alpha, plan_weight_prefetch(b_const));
 }
 
 template <class T, int MR>
-bool launch_mr(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
-               bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+bool launch_mr(GemvAct act, const void* A, const void* B, const void* bias, void* Y, const void* R, int M, int N,
+               int K, bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
   const T* a = static_cast<const T*>(A);
   const T* b = static_cast<const T*>(B);
   const T* bs = static_cast<const T*>(bias);
   T* y = static_cast<T*>(Y);
-  return trans_b ? launch_nk<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream, b_const)
-                 : launch_kn<T, MR>(act, a, b, bs, y, M, N, K, alpha, stream, b_const);
+  const T* r = static_cast<const T*>(R);
+  return trans_b ? launch_nk<T, MR>(act, a, b, bs, y, r, M, N, K, alpha, stream, b_const)
+                 : launch_kn<T, MR>(act, a, b, bs, y, r, M, N, K, alpha, stream, b_const);
 }
 
 // M rounded up to 1, 2, 4 or 8 (the rows past M are zeros, never stored).
 template <class T>
-bool launch_t(GemvAct act, const void* A, const void* B, const void* bias, void* Y, int M, int N, int K,
-              bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
-  if (M == 1) return launch_mr<T, 1>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
-  if (M == 2) return launch_mr<T, 2>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
-  if (M <= 4) return launch_mr<T, 4>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
-  return launch_mr<T, 8>(act, A, B, bias, Y, M, N, K, trans_b, alpha, stream, b_const);
+bool launch_t(GemvAct act, const void* A, const void* B, const void* bias, void* Y, const void* R, int M, int N,
+              int K, bool trans_b, float alpha, cudaStream_t stream, bool b_const) {
+  if (M == 1) return launch_mr<T, 1>(act, A, B, bias, Y, R, M, N, K, trans_b, alpha, stream, b_const);
+  if (M == 2) return launch_mr<T, 2>(act, A, B, bias, Y, R, M, N, K, trans_b, alpha, stream, b_const);
+  if (M <= 4) return launch_mr<T, 4>(act, A, B, bias, Y, R, M, N, K, trans_b, alpha, stream, b_const);
+  return launch_mr<T, 8>(act, A, B, bias, Y, R, M, N, K, trans_b, alpha, stream, b_const);
 }
 
 template <class T>
@@ -374,10 +377,10 @@ bool launch_gated_t(GateActivation gate, const void* A, const void* W, const voi
   const T* w = static_cast<const T*>(W);
   const T* b = static_cast<const T*>(bias);
   T* y = static_cast<T*>(Y);
-  if (M == 1) return launch_kn<T, 1>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
-  if (M == 2) return launch_kn<T, 2>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
-  if (M <= 4) return launch_kn<T, 4>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
-  return launch_kn<T, 8>(GemvAct::None, a, w, b, y, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  if (M == 1) return launch_kn<T, 1>(GemvAct::None, a, w, b, y, nullptr, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  if (M == 2) return launch_kn<T, 2>(GemvAct::None, a, w, b, y, nullptr, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  if (M <= 4) return launch_kn<T, 4>(GemvAct::None, a, w, b, y, nullptr, M, 2 * N, K, 1.f, stream, b_const, N, gate);
+  return launch_kn<T, 8>(GemvAct::None, a, w, b, y, nullptr, M, 2 * N, K, 1.f, stream, b_const, N, gate);
 }
 
 std::atomic<int> g_override{-1};
@@ -432,12 +435,13 @@ void set_gemm_small_m(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0
 long long gemm_small_m_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
-                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha, bool b_const) {
+                         int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha, bool b_const,
+                         const void* residual) {
   if (!gemm_small_m_applies(M, trans_b, N * K)) return false;
   if (dt != DType::Float16 && dt != DType::BFloat16) return false;
   if (M < 1 || M > kGemvMaxM || K < 1 || N < 8 || N % 8 != 0) return false;
   if (N > (int64_t(1) << 30) || K > (int64_t(1) << 30) || N * K > (int64_t(1) << 40)) return false;
-  if (!aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias))) return false;
+  if (!aligned16(B) || !aligned16(Y) || (bias && !aligned16(bias)) || (residual && !aligned16(residual))) return false;
   // [N, K]: 16-byte chunks along K, of A's rows too.
   if (trans_b && (K % 8 != 0 || !aligned16(A))) return false;
   if (trans_b && M >= kGemvMmaMinM) {
@@ -451,14 +455,16 @@ bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, co
     g.K = int(K);
     g.act = act;
     g.alpha = alpha;
+    g.residual = residual;
     g.w_const = b_const;
     if (launch_gemv_nk_mma(dt, GemvMmaForm::Plain, g, stream)) return counted(true);
   }
   if (!gemm_small_m_cuda_core_ok(M)) return false;  // rows 3-8 by default: cuBLASLt, not the CUDA-core kernel
   if (dt == DType::Float16)
-    return counted(launch_t<__half>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
-  return counted(
-      launch_t<__nv_bfloat16>(act, A, B, bias, Y, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
+    return counted(
+        launch_t<__half>(act, A, B, bias, Y, residual, int(M), int(N), int(K), trans_b, alpha, stream, b_const));
+  return counted(launch_t<__nv_bfloat16>(act, A, B, bias, Y, residual, int(M), int(N), int(K), trans_b, alpha,
+                                         stream, b_const));
 }
 
 bool launch_gated_small_m(DType dt, GateActivation act, const void* A, const void* W, const void* bias, void* Y,

@@ -28,9 +28,11 @@ constexpr int64_t kGemvMaxM = 8;
 // activation in fp32, one rounding; bit-identical from run to run.
 // b_const: B is a constant no kernel of the run writes (KernelContext::input_is_constant), so
 // the kernel may request it before its programmatic-launch wait (FUSEOPT_GEMV_PREFETCH).
+// residual: FusedMatMul's input 3, a tensor of Y's layout added after the activation (fp32,
+// before the one rounding), or null; 16-byte aligned like Y.
 bool launch_gemm_small_m(DType dt, GemvAct act, const void* A, const void* B, const void* bias, void* Y, int64_t M,
                          int64_t N, int64_t K, bool trans_b, cudaStream_t stream, float alpha = 1.f,
-                         bool b_const = false);
+                         bool b_const = false, const void* residual = nullptr);
 
 // fuseopt.GatedMatMul's whole op for M <= 8: Y [M, N] = act(P[:, :N]) ·
 // P[:, N:] with P = A [M, K] · W [K, 2N] + bias [2N] (or none), never stored:

@@ -68,15 +68,19 @@ __device__ __forceinline__ float gate_activate(GateActivation a, float x) {
   }
 }
 
-// n consecutive outputs (n = 8 or 4): alpha · v + bias, the activation, one
+// n consecutive outputs (n = 8 or 4): alpha · v + bias, the activation, + the residual
+// (FusedMatMul's input 3, the same positions of a tensor of Y's layout) where given, one
 // rounding, one 16- or 8-byte store.
 template <class T, int NV>
-__device__ __forceinline__ void store_out(T* y, const T* bias, const float* v, GemvAct act, float alpha) {
-  Vec<T, NV> o;
+__device__ __forceinline__ void store_out(T* y, const T* bias, const float* v, GemvAct act, float alpha,
+                                          const T* res = nullptr) {
+  Vec<T, NV> o, r;
+  if (res) r = *reinterpret_cast<const Vec<T, NV>*>(res);
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
     const float b = bias ? to_f(bias[j]) : 0.f;
-    o.v[j] = from_f<T>(activate<T>(act, alpha * v[j] + b));
+    const float a = activate<T>(act, alpha * v[j] + b);
+    o.v[j] = from_f<T>(res ? a + to_f(r.v[j]) : a);
   }
   *reinterpret_cast<Vec<T, NV>*>(y) = o;
 }

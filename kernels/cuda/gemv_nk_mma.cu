@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_nk_mma_kernel(GemvMmaArgs a,
 
   const T* bias = static_cast<const T*>(a.bias);
   T* Y = static_cast<T*>(a.y);
+  const T* res = kRms ? nullptr : static_cast<const T*>(a.residual);
   // Tile i / steps_per_tile is complete in every warp's accumulators: add the warps' partial
   // tiles in warp order (bit-identical from run to run), apply the epilogue, start over.
   auto finish_tile = [&](int i) {
@@ -213,7 +214,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_nk_mma_kernel(GemvMmaArgs a,
 #pragma unroll
           for (int j = 0; j < 8; ++j) v[j] *= rstd;
         }
-        store_out<T, 8>(Y + int64_t(m) * N + cn, bias ? bias + cn : nullptr, v, a.act, kRms ? 1.f : a.alpha);
+        store_out<T, 8>(Y + int64_t(m) * N + cn, bias ? bias + cn : nullptr, v, a.act, kRms ? 1.f : a.alpha,
+                        res ? res + int64_t(m) * N + cn : nullptr);
       }
     }
   };

@@ -34,6 +34,7 @@ struct GemvMmaArgs {
   int M = 0, N = 0, K = 0;     // N: output columns
   GemvAct act = GemvAct::None;  // Plain and Rms
   float alpha = 1.f;            // Plain
+  const void* residual = nullptr;  // Plain: [M, N] added after the activation, or null
   GateActivation gate = GateActivation::Silu;  // Gated
   // Rms: y = act(rstd · (x (+ skip)) ∘ gamma · Wᵀ + bias), rstd = 1 / sqrt(mean((x + skip)²) + eps).
   const void* skip = nullptr;  // [skip_rows, K], row m % skip_rows added to row m

@@ -71,11 +71,13 @@ inline std::optional<std::vector<int64_t>> known_dims(const Value* v) {
 }
 
 // A GEMM the QKV / LayerNormLinear fusions understand: MatMul(x, W) or
-// fuseopt.FusedMatMul(x, W, bias?) with a constant 2-D weight.
+// fuseopt.FusedMatMul(x, W, bias?) with a constant 2-D weight. A FusedMatMul that
+// already adds a residual (input 3, ResidualMatMul) is not one: neither fused op
+// has a slot for it.
 inline bool is_gemm(const Node* n) {
   if (!n) return false;
   if (n->is("MatMul")) return n->inputs.size() == 2;
-  return n->domain == "fuseopt" && n->op_type == "FusedMatMul";
+  return n->domain == "fuseopt" && n->op_type == "FusedMatMul" && !n->input(3);
 }
 
 // The output width N of x when it can be traced: its shape, a GEMM's

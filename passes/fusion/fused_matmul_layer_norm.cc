@@ -56,6 +56,9 @@ bool no_activation(const Node& n) {
   const std::string act = n.attr_string("activation", "none");
   return act == "none" || act.empty();
 }
+// A FusedMatMul that already adds a residual (input 3, ResidualMatMul) is no candidate:
+// FusedMatMulLayerNorm has no slot for it.
+bool no_residual(const Node& n) { return n.input(3) == nullptr; }
 
 // The activation the fused op gets: the GEMM's own, or the Gelu node's.
 std::string activation_of(const Match& m) {
@@ -83,7 +86,11 @@ class FusedMatMulLayerNormFusion : public FusionPass {
   }
 
   Pattern pattern() const override {
-    Pattern fmm = Op("FusedMatMul", cap::A, cap::W).domain("fuseopt").allow_extra_inputs().as(cap::fmm);
+    Pattern fmm = Op("FusedMatMul", cap::A, cap::W)
+                      .domain("fuseopt")
+                      .allow_extra_inputs()
+                      .where_node(no_residual, "a FusedMatMul without a residual input")
+                      .as(cap::fmm);
     // The Reshape of a 2-D Gemm view may come before a Gelu op or after the GELU.
     Pattern h = AnyOf({Op("Gelu", Op("Reshape", fmm, cap::shape).as(cap::reshape).optional()).as(cap::gelu_op), fmm});
     Pattern x = Op("Reshape", h, cap::shape).as(cap::reshape).optional();
@@ -93,6 +100,7 @@ class FusedMatMulLayerNormFusion : public FusionPass {
                         .domain("fuseopt")
                         .allow_extra_inputs()
                         .where_node(no_activation, "a FusedMatMul without activation")
+                        .where_node(no_residual, "a FusedMatMul without a residual input")
                         .as(cap::fmm);
     return AnyOf({Op("LayerNormalization", x).allow_extra_inputs().as_node(cap::ln),
                   Op("LayerNorm", x).domain("fuseopt").allow_extra_inputs().as_node(cap::ln),

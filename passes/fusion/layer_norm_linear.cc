@@ -56,7 +56,7 @@ Node* bias_fold_target(Value* x) {
   const Tensor* w = const_of(p->input(1));
   if (!w || w->dims.size() != 2) return nullptr;
   if (p->is("MatMul")) return p;
-  if (p->domain == "fuseopt" && p->op_type == "FusedMatMul" && !p->input(2) &&
+  if (p->domain == "fuseopt" && p->op_type == "FusedMatMul" && !p->input(2) && !p->input(3) &&
       p->attr_string("activation", "none") == "none" && p->attr_float("alpha", 1.0f) == 1.0f)
     return p;
   return nullptr;

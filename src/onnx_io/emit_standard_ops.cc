@@ -14,6 +14,7 @@
 //                                                  MatMul (+ Transpose) + Add bias + Relu / Relu + Mul
 //                                                  (relu2) / Gelu-20
 //   fuseopt.FusedMatMul / GatedMatMul (GELU)    -> MatMul (+ Transpose, Mul alpha, Add bias) [+ Split] + Gelu-20
+//                                                  [+ Add Reshape(residual, Shape(Y)): FusedMatMul input 3]
 //   (the other variants stay fuseopt: their bodies are standard sequences already)
 //
 // Epsilon is always written: fuseopt's defaults (RMSNorm 1e-6, LayerNorm 1e-5) are not
@@ -196,7 +197,18 @@ void fmm_rewrite(EmitContext& c, Node* n) {
   const float alpha = n->attr_float("alpha", 1.0f);
   if (alpha != 1.0f) y = c.node("Mul", {y, c.scalar(n->input(0)->dtype, alpha, "alpha")}, {}, 1, n->name + "_alpha")->output(0);
   if (Value* bias = n->input(2)) y = c.node("Add", {y, bias}, {}, 1, n->name + "_bias")->output(0);
-  c.take_over(n->output(0), gelu(c, y, n->attr_string("activation", "gelu"), n->name + "_gelu"));
+  y = gelu(c, y, n->attr_string("activation", "gelu"), n->name + "_gelu");
+  if (Value* res = n->input(3)) {
+    // The residual (Y's element count, read row-major as Y's shape) after the activation, as
+    // the function body adds it; the Reshape only when its recorded shape is not Y's.
+    Value* out = n->output(0);
+    if (!res->shape || !out->shape || *res->shape != *out->shape) {
+      Value* shape = c.node("Shape", {y}, {}, 1, n->name + "_yshape")->output(0);
+      res = c.node("Reshape", {res, shape}, {}, 1, n->name + "_residual")->output(0);
+    }
+    y = c.node("Add", {y, res}, {}, 1, n->name + "_residual_add")->output(0);
+  }
+  c.take_over(n->output(0), y);
   c.rw.erase_node(n);
 }
 const EmitterRegistrar kFmm({"FusedMatMul", "MatMul + Gelu", [](const Graph&, const Node&) { return need(20); },

@@ -26,7 +26,7 @@ struct Row {
 
 const Row kRows[] = {
     {"AddRelu", "A B", "Y", ""},
-    {"FusedMatMul", "A B bias?", "Y", "transB:i alpha:f activation:s"},
+    {"FusedMatMul", "A B bias? residual?", "Y", "transB:i alpha:f activation:s"},
     {"GatedMatMul", "A W bias?", "Y", "activation:s"},
     {"LayerNorm", "X gamma beta?", "Y", "epsilon:f"},
     {"RMSNorm", "X gamma", "Y", "epsilon:f"},

@@ -93,3 +93,53 @@ TEST_CASE("FusedMatMul: 1-D A drops the M dim", "[kernels][FusedMatMul]") {
   t.input("A", floats({1, 2, 3}, {3})).input("B", B());
   expect_near(t.run()[0], {-4, 6}, {2});
 }
+
+// Input 3 (ResidualMatMul): Y = act(alpha·A·op(B) + bias) + residual, the residual read
+// row-major as Y's shape (any shape with Y's element count), added after the activation.
+TEST_CASE("FusedMatMul: residual added after the activation", "[kernels][FusedMatMul][residual]") {
+  // A·B + bias = [[-3.75, 3], [-4.5, 1]]
+  OpTest t = make("none", B());
+  t.input("residual", floats({1, 2, 3, 4}, {2, 2}));
+  expect_near(t.run()[0], {-2.75f, 5.0f, -1.5f, 5.0f}, {2, 2});
+  // relu(2·A·B + bias) = [[0, 9], [0, 5]] + residual
+  OpTest r = make("relu", B(), false, 2.0f);
+  r.input("residual", floats({1, 2, 3, 4}, {2, 2}));
+  expect_near(r.run()[0], {1, 11, 3, 9}, {2, 2});
+  // erf GELU then the residual
+  OpTest g = make("gelu", B());
+  g.input("residual", floats({0.5f, -0.5f, 1, 0}, {2, 2}));
+  expect_near(g.run()[0], {0.5f - 0.00033156481f, -0.5f + 2.9959502f, 1 - 1.5289528e-05f, 0.84134477f}, {2, 2}, 1e-6f);
+}
+
+TEST_CASE("FusedMatMul: residual without bias (an omitted bias keeps its slot)", "[kernels][FusedMatMul][residual]") {
+  // A·B = [[-4, 6], [-4.75, 4]]
+  OpTest t = make("none", B(), false, 1.0f, false);
+  t.omitted_input().input("residual", floats({1, 1, 1, 1}, {2, 2}));
+  expect_near(t.run()[0], {-3, 7, -3.75f, 5}, {2, 2});
+}
+
+TEST_CASE("FusedMatMul: a residual of another shape with Y's element count is read row-major",
+          "[kernels][FusedMatMul][residual]") {
+  // Y [2, 2] (a GEMM on the 2-D view) with a [1, 2, 2] or [4] residual: the same bytes.
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 2, 2}, std::vector<int64_t>{4}}) {
+    OpTest t = make("none", B());
+    t.input("residual", floats({1, 2, 3, 4}, dims));
+    expect_near(t.run()[0], {-2.75f, 5.0f, -1.5f, 5.0f}, {2, 2});
+  }
+  // Batched A [2, 2, 3] (Y [2, 2, 2]) with a [4, 2] residual.
+  OpTest t("FusedMatMul", "fuseopt");
+  t.input("A", floats({1, 2, 3, -1, 0.5f, 2, 2, 4, 6, -2, 1, 4}, {2, 2, 3})).input("B", B());
+  t.omitted_input().input("residual", floats({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
+  expect_near(t.run()[0], {-3, 8, -1.75f, 8, -3, 18, -2.5f, 16}, {2, 2, 2});
+}
+
+TEST_CASE("FusedMatMul: a residual of the wrong element count or dtype is an error",
+          "[kernels][FusedMatMul][residual]") {
+  OpTest t = make("none", B());
+  t.input("residual", floats({1, 2, 3}, {3}));
+  CHECK_THROWS_WITH(t.run(), Catch::Matchers::Contains("residual [3] has 3 elements, Y [2,2] has 4"));
+  OpTest d = make("none", B());
+  Tensor r(DType::Double, {2, 2});
+  d.input("residual", r);
+  CHECK_THROWS_WITH(d.run(), Catch::Matchers::Contains("residual is float64"));
+}

@@ -2,7 +2,8 @@
 small models written here in primitives (several opsets, with/without bias, beta,
 Sum output, each activation (tanh: BERT's pooler, also inside LayerNormLinear; relu2: squared
 ReLU as Pow(Relu, 2) or Mul(r, r), Nemotron / Persimmon, also inside LayerNormLinear),
-transB/alpha/beta on Gemm, Conv+BatchNormalization)
+transB/alpha/beta on Gemm, Conv+BatchNormalization, the pre-LN residual Add moved into the
+GEMM (FusedMatMul's residual input: LayerNormLinear, SkipLayerNorm, RMS, GPT-2's Gemm view))
 are optimized by fuseopt; the result must pass onnx.checker (full_check), contain
 the expected fused op, and give ONNX Runtime's outputs of the original (1e-4)."""
 import os
@@ -157,6 +158,36 @@ def build_models():
         out.append(model(f"mm_relu_op{opset}", opset,
                          [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["b8", "p"], ["h"]),
                           helper.make_node("Relu", ["h"], ["y"])], [("x", [2, 3, D])], ["y"], [W, b8], "FusedMatMul"))
+        # Pre-LN residual (ResidualMatMul): out-projection + bias, + residual r, the Sum read on.
+        RES = PASSES + ",LayerNormLinear,ResidualMatMul"
+        Wdd = const("Wdd", rng.standard_normal((D, D)))
+        bd = const("bd", rng.standard_normal(D))
+        proj = [helper.make_node("MatMul", ["a", "Wdd"], ["pa"]), helper.make_node("Add", ["pa", "bd"], ["o"]),
+                helper.make_node("Add", ["o", "r"], ["s"])]
+        goes_on = [helper.make_node("Mul", ["s", "half"], ["z"])]  # the residual stream read later
+        ab = [("a", [2, 3, D]), ("r", [2, 3, D])]
+        out.append(model(f"resmm_lnl_op{opset}", opset,
+                         proj + ln_nodes("s", "n", opset) + [helper.make_node("MatMul", ["n", "W"], ["q"]),
+                                                              helper.make_node("Add", ["q", "b8"], ["y"])] + goes_on,
+                         ab, ["y", "z"], common + [Wdd, bd, W, b8, const("half", 0.5)],
+                         ("FusedMatMul", RES)))
+        # GPT-2's Conv1D: Gemm on the [-1, D] view, Reshape back, then the residual Add.
+        view = [helper.make_node("Reshape", ["a", "flat"], ["a2"]), helper.make_node("Gemm", ["a2", "Wdd", "bd"], ["g2"]),
+                helper.make_node("Reshape", ["g2", "unflat"], ["o"]), helper.make_node("Add", ["r", "o"], ["s"])]
+        out.append(model(f"resmm_gpt2_view_op{opset}", opset,
+                         view + ln_nodes("s", "n", opset) + [helper.make_node("MatMul", ["n", "W"], ["q"]),
+                                                             helper.make_node("Add", ["q", "b8"], ["y"])] + goes_on,
+                         ab, ["y", "z"],
+                         common + [Wdd, bd, W, b8, const("half", 0.5),
+                                   numpy_helper.from_array(np.array([-1, D], np.int64), "flat"),
+                                   numpy_helper.from_array(np.array([2, 3, D], np.int64), "unflat")],
+                         ("FusedMatMul", RES)))
+        # SkipLayerNorm with its Sum read and its Y a graph output: the plain norm remains.
+        out.append(model(f"resmm_sln_op{opset}", opset, proj + ln_nodes("s", "y", opset) + goes_on, ab, ["y", "z"],
+                         common + [Wdd, bd, const("half", 0.5)],
+                         ("LayerNorm" if opset < 17 else "LayerNormalization", RES)))
+        out.append(model(f"resmm_rms_op{opset}", opset, proj + rms_nodes("s", "y", opset) + goes_on, ab, ["y", "z"],
+                         common + [Wdd, bd, const("half", 0.5)], ("RMSNorm", RES)))
         out.append(model(f"addrelu_op{opset}", opset,
                          [helper.make_node("Add", ["x", "skip"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
                          [("x", [2, 3, D]), ("skip", [2, 3, D])], ["y"], [], "AddRelu"))
@@ -200,6 +231,11 @@ def main():
             ops = [n.op_type for n in opt.graph.node]
             if expect not in ops or (expect == "Conv" and "BatchNormalization" in ops):
                 failures.append(f"{name}: expected {expect} in the optimized graph, got {ops}")
+            if name.startswith("resmm") and not any(n.op_type == "FusedMatMul" and len(n.input) == 4
+                                                    for n in opt.graph.node):
+                failures.append(f"{name}: no FusedMatMul with a residual input: {ops}")
+            if name.startswith("resmm") and any(n.op_type in ("SkipLayerNorm", "Add") for n in opt.graph.node):
+                failures.append(f"{name}: a residual Add or SkipLayerNorm is left: {ops}")
             if "relu2" in name and any(op in ops for op in ("Relu", "Pow", "Mul")):
                 failures.append(f"{name}: the squared ReLU was not folded: {ops}")
             if ("quick_gelu" in name or "silu" in name) and any(op in ops for op in ("Sigmoid", "Mul")):

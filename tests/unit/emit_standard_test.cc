@@ -337,6 +337,29 @@ TEST_CASE("emit: GELU GEMMs -> MatMul + Gelu-20 - the other activations stay fus
   require_same_outputs(*before, g, {{"x", rand_tensor({2, 3, 8}, 48)}}, 1e-5f);
 }
 
+TEST_CASE("emit: GELU GEMM with a residual -> MatMul + Gelu-20 + Add (a Reshape where the residual is another shape)") {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {6, 8});
+  Value* r3 = b.input("r3", DType::Float, {2, 3, 6});  // Y's element count, not its shape
+  Value* r2 = b.input("r2", DType::Float, {6, 6});
+  Node* f = b.node("FusedMatMul", {x, b.constant("w", rand_tensor({8, 6}, 60)), b.constant("bias", rand_tensor({6}, 61)), r3},
+                   1, {Attribute::make_string("activation", "gelu")}, "fuseopt", "fmm_res3");
+  Node* g2 = b.node("FusedMatMul", {x, b.constant("w2", rand_tensor({8, 6}, 62)), nullptr, r2}, 1,
+                    {Attribute::make_string("activation", "gelu_tanh")}, "fuseopt", "fmm_res2");
+  b.output(f->outputs[0]);
+  b.output(g2->outputs[0]);
+  auto before = clone_graph(b.graph());
+  emit(b.graph());
+  Graph& g = b.graph();
+  CHECK(count_domain_op(g, "fuseopt", "FusedMatMul") == 0);
+  CHECK(count_op(g, "Gelu") == 2);
+  CHECK(count_op(g, "Add") == 3);      // one bias, two residuals
+  CHECK(count_op(g, "Reshape") == 1);  // only the [2, 3, 6] residual
+  require_same_outputs(*before, g,
+                       {{"x", rand_tensor({6, 8}, 63)}, {"r3", rand_tensor({2, 3, 6}, 64)}, {"r2", rand_tensor({6, 6}, 65)}},
+                       1e-5f);
+}
+
 TEST_CASE("emit: squared ReLU - LayerNormLinear rms=1 -> RMSNormalization + MatMul + Relu + Mul - FusedMatMul stays") {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float, {2, 3, 8});

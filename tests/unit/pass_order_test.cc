@@ -55,6 +55,10 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"QkvPack", "OnnxAttention"},       // reads the packed projection's Split as packed QKV
       {"OnnxAttention", "PackedRotary"},  // PackedRotary reads fuseopt.Attention nodes
       {"LayerNormLinear", "TiedEmbedding"},
+      // the residual Add into the GEMM: after the norms' final form
+      {"LayerNormLinear", "ResidualMatMul"},
+      {"FusedMatMulLayerNorm", "ResidualMatMul"},  // which takes the post-LN form whole
+      {"ResidualMatMul", "TiedEmbedding"},
   };
   for (const auto& [a, b] : first_then) {
     INFO(a << " must run before " << b);

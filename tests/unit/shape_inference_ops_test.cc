@@ -167,6 +167,30 @@ TEST_CASE("shape inference: fuseopt fused ops") {
   REQUIRE_THROWS_WITH(infer_shapes(bad2.graph()), Catch::Contains("att"));
 }
 
+// FusedMatMul's residual (input 3, ResidualMatMul): Y's shape unchanged; the residual is read
+// row-major as Y's shape, so only its element count must match (when both are known).
+TEST_CASE("shape inference: FusedMatMul residual") {
+  GraphBuilder b(17);
+  Value* x2 = in(b, "x2", "6,128");
+  Value* y = b.op("FusedMatMul", {x2, in(b, "w", "128,64"), nullptr, in(b, "r", "2,3,64")}, {}, "", "fuseopt");
+  Value* ys = b.op("FusedMatMul", {in(b, "xs", "batch,seq,128"), in(b, "w2", "128,64"), in(b, "b2", "64"),
+                                   in(b, "rs", "batch,seq,64")},
+                   {}, "", "fuseopt");
+  infer_shapes(b.graph());
+  CHECK(sh(y) == "[6,64]");
+  CHECK(sh(ys) == "[batch,seq,64]");
+
+  GraphBuilder bad(17);
+  bad.op("FusedMatMul", {in(bad, "x", "6,128"), in(bad, "w", "128,64"), nullptr, in(bad, "r", "2,2,64")}, {}, "fmm_res",
+         "fuseopt");
+  REQUIRE_THROWS_WITH(infer_shapes(bad.graph()),
+                      Catch::Contains("fmm_res") && Catch::Contains("residual [2,2,64] has 256 elements"));
+  GraphBuilder bad2(17);
+  bad2.op("FusedMatMul", {in(bad2, "x", "6,128"), in(bad2, "w", "128,64"), nullptr, in(bad2, "r", "6,64", DType::Double)},
+          {}, "fmm_dt", "fuseopt");
+  REQUIRE_THROWS_WITH(infer_shapes(bad2.graph()), Catch::Contains("fmm_dt") && Catch::Contains("residual is float64"));
+}
+
 TEST_CASE("shape inference: malformed nodes give an Error or nothing, never a crash") {
   const std::vector<std::string> ops = {
       "Add", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",

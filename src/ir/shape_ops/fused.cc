@@ -37,11 +37,24 @@ void add_relu_fn(ShapeContext& c) {
 
 void fused_matmul_fn(ShapeContext& c) {
   c.set_output_dtype(0, c.input_dtype(0));
+  if (c.has_input(3)) {
+    const DType ra = c.input_dtype(0), rr = c.input_dtype(3);
+    if (ra != DType::Undefined && rr != DType::Undefined && ra != rr)
+      c.fail(std::string("residual is ") + dtype_name(rr) + ", A is " + dtype_name(ra));
+  }
   const Shape* a = shape_of(c, 0);
   auto b = oriented_b(c, 1, c.node().attr_int("transB", 0) != 0);
   if (!a || !b) return;
   const Shape out = matmul_shape(c, *a, *b);
   if (!out.empty()) check_bias(c, 2, out.back());
+  // residual (input 3) is read row-major as Y's shape: only its element count must match.
+  if (c.has_input(3))
+    if (const Shape* r = shape_of(c, 3)) {
+      const auto nr = known_numel(c, *r), ny = known_numel(c, out);
+      if (nr && ny && *nr != *ny)
+        c.fail("residual " + shp(*r) + " has " + std::to_string(*nr) + " elements, Y " + shp(out) + " has " +
+               std::to_string(*ny));
+    }
   c.set_output_shape(0, out);
 }
 
