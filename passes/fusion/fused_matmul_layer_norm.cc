@@ -66,17 +66,6 @@ std::string activation_of(const Match& m) {
   return m.node(cap::fmm)->attr_string("activation", "none");
 }
 
-// The shape recorded for v (a constant's dims, else the declared/inferred shape), if any.
-std::optional<Shape> recorded_shape(const Value* v) {
-  if (v->const_data) {
-    Shape s;
-    for (int64_t d : v->const_data->dims) s.push_back(Dim::of(d));
-    return s;
-  }
-  if (v->shape) return *v->shape;
-  return std::nullopt;
-}
-
 class FusedMatMulLayerNormFusion : public FusionPass {
  public:
   std::string name() const override { return "FusedMatMulLayerNorm"; }
@@ -251,7 +240,7 @@ class FusedMatMulLayerNormFusion : public FusionPass {
                             "', which the fused op has no slot for");
     // The fused op adds skip element by element: a residual that broadcasts (or whose
     // shape is not known to match) would change Y's shape or be read out of bounds.
-    const auto hs = recorded_shape(h), rs = recorded_shape(res);
+    const auto hs = fusion::recorded_shape(h), rs = fusion::recorded_shape(res);
     if (!hs || !rs || *hs != *rs)
       return Status::reject("rule 3: residual '", res->name, "' ", rs ? shape_str(*rs) : std::string("(shape unknown)"),
                             " of ", sln->label(), " is not provably of the shape of '", h->name, "' ",

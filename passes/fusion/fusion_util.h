@@ -30,6 +30,17 @@ inline std::optional<int64_t> last_dim(const Value* v) {
   return std::nullopt;
 }
 
+// The shape recorded for v (a constant's dims, else the declared/inferred shape), if any.
+inline std::optional<Shape> recorded_shape(const Value* v) {
+  if (v->const_data) {
+    Shape s;
+    for (int64_t d : v->const_data->dims) s.push_back(Dim::of(d));
+    return s;
+  }
+  if (v->shape) return *v->shape;
+  return std::nullopt;
+}
+
 // The dtype recorded on v: its initializer's, else the declared/inferred one.
 // (attn::dtype_of also looks through Constant nodes; the H4 fusions' checks
 // never needed that, so this one keeps its own name.)

@@ -15,6 +15,20 @@
 //    root = fuseopt.LayerNormLinear(s, gamma, beta?, W2, b2?) -> Y
 //         | LayerNormalization(s, gamma, beta?) (fuseopt.LayerNorm before opset 17) | fuseopt.RMSNorm(s, gamma)
 //
+// The second root form: a residual Add that no norm holds, a standard Add of the GEMM side and a
+// tensor of exactly its shape (OPT, whose Add is Reshaped before the next norm; the parallel-residual
+// blocks of GPT-J, GPT-NeoX, Falcon, Phi, CodeGen, whose `attn_out + mlp_out` Add has two GEMM
+// summands; a last layer's Add before a final norm that does not take it):
+//
+//   root = Add(x, r) | Add(r, x)                                  (x = h | Reshape(h) as above)
+// => FusedMatMul(A, W, bias?, residual = r) | Reshape(FusedMatMul(...), shape)   (the Add's output:
+//                                                                  its readers, a graph output's name)
+//
+// An Add of two GEMM outputs gives the first that passes the checks the other as its residual;
+// that one stays a plain GEMM (reassociating `(attn + mlp) + x` into two residual GEMMs would
+// change the order of the additions). Bias-like operands (a [D] vector, a [1, S, D] table) are
+// broadcast: rule 3 refuses them, and FusedMatMul (300) took the constant biases long before.
+//
 // On the GPU the residual becomes the GEMM's C matrix (cuBLASLt: D = alpha·A·B + bias + C): the
 // GEMM writes the Sum directly and the norm reads one tensor instead of two and writes no Sum.
 // Numerics: the fp32 accumulator + bias + residual rounded once to the storage type, where the
@@ -24,9 +38,12 @@
 // Order 620: after LayerNormLinear (600) has made the norms that read the Sum's rows GEMM
 // prologues (it decides which norm is a LayerNormLinear and which SkipLayerNorm stays), and after
 // FusedMatMulLayerNorm (350), which takes the post-LN form (Sum unused) whole; before
-// TiedEmbedding (650), which only swaps weights.
+// TiedEmbedding (650), which only swaps weights. An Add still standing at 620 is one no other
+// fusion wanted: SkipLayerNorm (200) and EmbedLayerNorm (210) have taken the Adds under a norm,
+// FusedMatMul (300) the bias Adds, AddRelu (310) the Adds under a Relu, Attention (500) the mask
+// Adds, and no later pass reads an Add.
 //
-// Legality: rule 1 (h, and the Reshape's output, read only by the norm, not graph outputs; the
+// Legality: rule 1 (h, and the Reshape's output, read only by the norm or the Add, not graph outputs; the
 // norm's Sum is read — else there is nothing to move: a post-LN norm is left alone, and
 // FusedMatMulLayerNorm has taken it where it could; the two summands are different values),
 // rule 3 (the residual has exactly the GEMM side's shape — same rank,
@@ -49,8 +66,18 @@ const NodeCapture fmm{"fmm"}, reshape{"reshape"};
 
 bool is_fused(const Node* n, const char* op) { return n && n->domain == "fuseopt" && n->op_type == op; }
 
-// The input slots of the norm's two summands (X, skip), or false when `n` is not a candidate root.
+// A standard two-input Add (the second root form).
+bool is_plain_add(const Node* n) {
+  return n && n->is("Add") && n->inputs.size() == 2 && n->input(0) && n->input(1) && n->outputs.size() == 1;
+}
+
+// The input slots of the root's two summands (X, skip / the Add's A, B), or false when `n` is not
+// a candidate root.
 bool summands_of(const Node* n, size_t* x, size_t* skip) {
+  if (is_plain_add(n)) {
+    *x = 0, *skip = 1;
+    return true;
+  }
   if (is_fused(n, "LayerNormLinear") && n->input(5)) {
     *x = 0, *skip = 5;
     return true;
@@ -63,17 +90,6 @@ bool summands_of(const Node* n, size_t* x, size_t* skip) {
 }
 
 bool is_read(const Value* v) { return v && (v->is_graph_output || v->num_uses() > 0); }
-
-// The shape recorded for v (a constant's dims, else the declared/inferred shape), if any.
-std::optional<Shape> recorded_shape(const Value* v) {
-  if (v->const_data) {
-    Shape s;
-    for (int64_t d : v->const_data->dims) s.push_back(Dim::of(d));
-    return s;
-  }
-  if (v->shape) return *v->shape;
-  return std::nullopt;
-}
 
 // One way to read the root: `summand` comes from the GEMM `fmm` (through `reshape`), `residual` is
 // the other summand.
@@ -112,20 +128,21 @@ class ResidualMatMulFusion : public FusionPass {
  public:
   std::string name() const override { return "ResidualMatMul"; }
   std::string description() const override {
-    return "pre-LN residual Add (LayerNormLinear skip / SkipLayerNorm with its Sum read) into the FusedMatMul "
-           "(or constant-weight MatMul) producing one summand -> FusedMatMul(A, W, bias?, residual) + the plain norm";
+    return "residual Add (LayerNormLinear skip / SkipLayerNorm with its Sum read, or a standard Add of two "
+           "same-shape tensors) into the FusedMatMul (or constant-weight MatMul) producing one summand -> "
+           "FusedMatMul(A, W, bias?, residual) (+ the plain norm)";
   }
 
   MatchResult match(const Graph&, Node* root) const override {
     MatchResult r;
     size_t xi = 0, si = 0;
     if (!summands_of(root, &xi, &si)) {
-      r.reason = "not a LayerNormLinear with skip or a SkipLayerNorm";
+      r.reason = "not a LayerNormLinear with skip, a SkipLayerNorm or a two-input Add";
       return r;
     }
     // Every pre-LN model's final norm (and every post-LN norm FusedMatMulLayerNorm left) has no
     // Sum read: not a candidate, so the report names no rejection for it.
-    if (!is_read(root->output(1))) {
+    if (!is_plain_add(root) && !is_read(root->output(1))) {
       r.reason = root->label() + ": its Sum is not read (the residual stream ends there): nothing to move";
       return r;
     }
@@ -135,6 +152,7 @@ class ResidualMatMulFusion : public FusionPass {
     for (auto s : {side_of(x, skip), side_of(skip, x)})
       if (s) sides.push_back(*s);
     if (sides.empty()) {
+      // An Add of anything else (a mask, a position table, two activations) is no candidate either.
       r.reason = root->label() + ": neither summand comes from a FusedMatMul or a constant-weight MatMul";
       return r;
     }
@@ -166,7 +184,8 @@ class ResidualMatMulFusion : public FusionPass {
     Node* fmm = m.node(cap::fmm);
     Node* reshape = m.node(cap::reshape);
     Value* res = m.value(cap::residual);
-    Value* sum = root->output(1);
+    const bool add_root = is_plain_add(root);
+    Value* sum = root->output(add_root ? 0 : 1);
 
     std::vector<Value*> in{fmm->input(0), fmm->input(1), fmm->input(2), res};
     std::vector<Attribute> attrs = fmm->attrs;
@@ -180,6 +199,28 @@ class ResidualMatMulFusion : public FusionPass {
       Node* rs = rw.create_node("", "Reshape", {s, reshape->input(1)}, reshape->attrs, 1, reshape->name);
       rw.set_type(rs->output(0), reshape->output(0)->dtype, reshape->output(0)->shape);
       s = rs->output(0);
+    }
+
+    // Shape readers of h or of the summand read the new values (the same shapes, proven below).
+    auto reshape_readers = [&](Value* from, Value* to) {
+      for (Node* c : from->consumers())
+        if (c->is("Shape"))
+          for (size_t i = 0; i < c->inputs.size(); ++i)
+            if (c->inputs[i] == from) rw.set_input(c, i, to);
+    };
+    std::vector<Node*> replaced{root};
+    if (reshape) replaced.push_back(reshape);
+    replaced.push_back(fmm);
+
+    if (add_root) {
+      // The GEMM (or the Reshape after it) now writes the Add's output: its readers and, for a
+      // graph output, its name move over.
+      rw.replace_all_uses(sum, s);
+      reshape_readers(fmm->output(0), f->output(0));
+      if (reshape) reshape_readers(m.value(cap::summand), s);
+      rw.mark_fused(f, name(), {root, fmm});
+      rw.erase_dead(replaced);
+      return;
     }
 
     Node* norm = nullptr;
@@ -204,18 +245,8 @@ class ResidualMatMulFusion : public FusionPass {
 
     rw.replace_all_uses(root->output(0), norm->output(0));
     rw.replace_all_uses(sum, s);
-    // Shape readers of h or of the summand read the new values (the same shapes, proven below).
-    auto reshape_readers = [&](Value* from, Value* to) {
-      for (Node* c : from->consumers())
-        if (c->is("Shape"))
-          for (size_t i = 0; i < c->inputs.size(); ++i)
-            if (c->inputs[i] == from) rw.set_input(c, i, to);
-    };
     reshape_readers(fmm->output(0), f->output(0));
     if (reshape) reshape_readers(m.value(cap::summand), s);
-    std::vector<Node*> replaced{root};
-    if (reshape) replaced.push_back(reshape);
-    replaced.push_back(fmm);
     rw.mark_fused(f, name(), {fmm});
     if (root->op_type == "LayerNormLinear") rw.mark_fused(norm, "LayerNormLinear", {root});
     rw.erase_dead(replaced);
@@ -269,8 +300,9 @@ class ResidualMatMulFusion : public FusionPass {
     const Value* h = fmm->output(0);
     const Value* s = m.value(cap::summand);
     const Value* res = m.value(cap::residual);
-    const Value* sum = root->output(1);
-    if (!is_read(sum))
+    const bool add_root = is_plain_add(root);
+    const Value* sum = root->output(add_root ? 0 : 1);
+    if (!add_root && !is_read(sum))
       return Status::reject("rule 1: ", root->label(), " has no Sum read: the residual stream ends there (a final ",
                             "norm, or a post-LN layer); nothing to gain from moving the Add into ", fmm->label());
     if (res == s)
@@ -299,16 +331,20 @@ class ResidualMatMulFusion : public FusionPass {
                               ld ? std::to_string(*ld) : std::string("?"), ")");
     }
     // The GEMM adds the residual element by element in Y's row-major order: it must have
-    // exactly the summand's shape (no broadcasting, e.g. a [1, S, D] position table).
-    const auto ss = recorded_shape(s), rs = recorded_shape(res);
+    // exactly the summand's shape (no broadcasting, e.g. a [1, S, D] position table; for an Add
+    // root also the other way round: a [B, S, D] residual on a [S, D] summand would broadcast the
+    // GEMM's output).
+    const auto ss = fusion::recorded_shape(s), rs = fusion::recorded_shape(res);
     if (!ss || !rs || *ss != *rs)
       return Status::reject("rule 3: residual '", res->name, "' ", rs ? shape_str(*rs) : std::string("(shape unknown)"),
                             " of ", root->label(), " is not provably of the shape of '", s->name, "' ",
                             ss ? shape_str(*ss) : std::string("(shape unknown)"), " from ", fmm->label());
-    for (const Value* v : {h, s, res})
+    std::vector<const Value*> typed{h, s, res};
+    if (add_root) typed.push_back(sum);
+    for (const Value* v : typed)
       if (fusion::value_dtype(v) == DType::Undefined)
         return Status::reject("rule 5: '", v->name, "' of ", root->label(), " has an unknown dtype");
-    return fusion::same_float_dtype({h, s, res}, root);
+    return fusion::same_float_dtype(typed, root);
   }
 };
 

@@ -59,6 +59,13 @@ TEST_CASE("pass order: every relation a pass states at its registration holds", 
       {"LayerNormLinear", "ResidualMatMul"},
       {"FusedMatMulLayerNorm", "ResidualMatMul"},  // which takes the post-LN form whole
       {"ResidualMatMul", "TiedEmbedding"},
+      // its plain-Add form takes only the Adds that every Add-reading fusion has left
+      {"SkipLayerNorm", "ResidualMatMul"},
+      {"EmbedLayerNorm", "ResidualMatMul"},
+      {"FusedMatMul", "ResidualMatMul"},  // the bias Adds
+      {"AddRelu", "ResidualMatMul"},
+      {"Attention", "ResidualMatMul"},  // the mask Adds
+      {"OnnxAttention", "ResidualMatMul"},
   };
   for (const auto& [a, b] : first_then) {
     INFO(a << " must run before " << b);
