@@ -8,26 +8,14 @@
 // (a [1, S, D] table, a [D] vector, a [B, S, D] residual on an [S, D] GEMM), the GEMM output read
 // elsewhere, a GEMM with an activation, another dtype, unknown shapes; a GEMM that already has a
 // residual (no candidate, no rejection).
-#include "support/fusion_check.h"
+#include "residual_matmul_graphs.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
+using namespace fuseopt::test::residual_matmul;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr int64_t B = 2, S = 3, K = 6, D = 8, F = 5;
-const char* kPass = "ResidualMatMul";
-
-Node* fmm(GraphBuilder& b, Value* a, Value* w, Value* bias, const std::string& act = "none",
-          const std::string& name = "out_proj") {
-  std::vector<Value*> in = {a, w};
-  if (bias) in.push_back(bias);
-  return b.node("FusedMatMul", in, 1,
-                {Attribute::make_int("transB", 0), Attribute::make_float("alpha", 1.0f),
-                 Attribute::make_string("activation", act)},
-                "fuseopt", name);
-}
 
 // A [K, D] GEMM with bias on `a` (seeds make the weights differ between projections).
 Value* proj(GraphBuilder& b, Value* a, const std::string& name, uint32_t seed, const std::string& act = "none") {
@@ -46,12 +34,6 @@ std::map<std::string, Tensor> feeds(std::vector<int64_t> a_dims = {B, S, K}, std
   return {{"a", rand_tensor(std::move(a_dims), 7, -2.0f, 2.0f)}, {"r", rand_tensor(std::move(r_dims), 8, -1.0f, 1.0f)}};
 }
 
-std::vector<const Node*> residual_gemms(const Graph& g) {
-  std::vector<const Node*> r;
-  for (const auto& n : g.nodes())
-    if (n->domain == "fuseopt" && n->op_type == "FusedMatMul" && n->input(3)) r.push_back(n.get());
-  return r;
-}
 
 // `matches` Adds gone into GEMMs; no Add left unless `adds_left`; same numbers (fp32 on the CPU:
 // acc + bias + residual in the unfused graph's order), idempotent, valid after a save and reload.
@@ -77,15 +59,6 @@ void check_fuses(GraphBuilder& b, const std::map<std::string, Tensor>& in, int m
   require_same_outputs(*before, *clone_graph(b.graph()), in, 1e-5f);
 }
 
-void check_rejected(GraphBuilder& b, const std::string& rule, const std::string& names,
-                    const std::map<std::string, Tensor>& in) {
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), kPass);
-  CHECK(matched(r, kPass) == 0);
-  CHECK(residual_gemms(b.graph()).empty());
-  CHECK_THAT(reasons(r, kPass), Contains(rule) && Contains(names));
-  require_same_outputs(*before, b.graph(), in, 0.0f);
-}
 
 }  // namespace
 

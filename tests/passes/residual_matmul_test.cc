@@ -8,25 +8,14 @@
 // the Sum unused (post-LN), the GEMM output read elsewhere, a broadcast [1, S, D] residual, a GEMM
 // with an activation, unknown or unequal shapes, another dtype, a SkipLayerNorm bias, a Reshape
 // changing the last dim.
-#include "support/fusion_check.h"
+#include "residual_matmul_graphs.h"
 
 using namespace fuseopt;
 using namespace fuseopt::test;
+using namespace fuseopt::test::residual_matmul;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr int64_t B = 2, S = 3, K = 6, D = 8, F = 5;
-const char* kPass = "ResidualMatMul";
-
-Node* fmm(GraphBuilder& b, Value* a, Value* w, Value* bias, const std::string& act = "none") {
-  std::vector<Value*> in = {a, w};
-  if (bias) in.push_back(bias);
-  return b.node("FusedMatMul", in, 1,
-                {Attribute::make_int("transB", 0), Attribute::make_float("alpha", 1.0f),
-                 Attribute::make_string("activation", act)},
-                "fuseopt", "out_proj");
-}
 
 Value* gamma(GraphBuilder& b) { return b.constant("gamma", rand_tensor({D}, 3, 0.5f, 1.5f)); }
 Value* beta(GraphBuilder& b) { return b.constant("beta", rand_tensor({D}, 4)); }
@@ -67,11 +56,6 @@ std::map<std::string, Tensor> feeds(std::vector<int64_t> r_dims = {B, S, D}) {
   return {{"a", rand_tensor({B, S, K}, 7, -2.0f, 2.0f)}, {"r", rand_tensor(std::move(r_dims), 8, -1.0f, 1.0f)}};
 }
 
-const Node* residual_gemm(const Graph& g) {
-  for (const auto& n : g.nodes())
-    if (n->domain == "fuseopt" && n->op_type == "FusedMatMul" && n->input(3)) return n.get();
-  return nullptr;
-}
 
 const Node* find(const Graph& g, const std::string& domain, const std::string& op) {
   for (const auto& n : g.nodes())
@@ -100,15 +84,6 @@ void check_fuses(GraphBuilder& b, const std::map<std::string, Tensor>& in, int m
   require_same_outputs(*before, *clone_graph(b.graph()), in, 1e-5f);
 }
 
-void check_rejected(GraphBuilder& b, const std::string& rule, const std::string& names,
-                    const std::map<std::string, Tensor>& in) {
-  auto before = clone_graph(b.graph());
-  FusionReport r = run_one_pass(b.graph(), kPass);
-  CHECK(matched(r, kPass) == 0);
-  CHECK(residual_gemm(b.graph()) == nullptr);
-  CHECK_THAT(reasons(r, kPass), Contains(rule) && Contains(names));
-  require_same_outputs(*before, b.graph(), in, 0.0f);
-}
 
 }  // namespace
 
