@@ -4,7 +4,7 @@
 // and 8 x 512 (4096 rows), ViT-base at batch 32 (6304 rows), and its plain GEMMs for
 // reference. µs per call from one replay of a CUDA graph of 24 back-to-back calls (median of
 // 15 replays), inputs rotated over 4 sets; both B layouts and both tile widths. Figures go to
-// NOTES-perf.md v19.
+// NOTES-perf.md v19. FUSEOPT_BENCH_ONLY=<part of a shape's name> runs the matching shapes (for ncu).
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -52,6 +52,7 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
     for (const Config& c : configs) std::printf(" %7s/%-5s", lay, c.name);
   std::printf(" %8s\n", "best x");
   for (const Shape& sh : shapes) {
+    if (!cuda_bench::section_on(sh.what)) continue;
     cuda_bench::DeviceBuffers mem;
     std::vector<void*> a, y;
     for (int k = 0; k < cuda_bench::kSets; ++k) {
@@ -129,6 +130,7 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
   std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "kn",
               "nk", "kn/c2", "nk/c2", "best x");
   for (const Shape& sh : shapes) {
+    if (!cuda_bench::section_on(sh.what)) continue;
     cuda_bench::DeviceBuffers mem;
     std::vector<void*> a, y;
     for (int k = 0; k < cuda_bench::kSets; ++k) {

@@ -79,12 +79,6 @@ struct LnLayout {
 };
 
 #if defined(FUSEOPT_HOPPER_DEVICE)
-// Two adjacent 16-bit values (a 4-byte word of shared memory) as floats.
-template <class T>
-__device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
-  if constexpr (std::is_same_v<T, __half>) return __half22float2(*reinterpret_cast<const __half2*>(&u));
-  else return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
-}
 // Waits for the phase with acquire at cluster scope: the peers' partial sums were written into
 // this block's shared memory by other blocks (their arrivals release them).
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {

@@ -171,8 +171,10 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t out = base + L::kOffOut;
   const bool storer = (ct & 127) == 0;  // the warpgroup's thread that issues its TMA stores
   int it = 0;
+  TileBias<GATED, kOutN> tb;
   for (int t = first; t < p.tiles; t += step) {
     const int m0 = tile_m0(t), n0 = tile_n0(t);
+    if constexpr (!ROWS) load_tile_bias(tb, n0 + 2 * t4, p);  // used in the epilogue: in flight meanwhile
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(full(s), (it / STAGES) & 1);
@@ -215,12 +217,13 @@ __global__ void __launch_bounds__(384, 1)
         warpgroup_sync(wg);
         copy_rows<YT>(out, wg, ct & 127, m0, n0 + pass * kOutS, kOutS, p);
       } else {
+        // The pass's values first: their arithmetic runs while the previous pass's copy reads
+        // the buffer (before, each second pass waited for that read with nothing to do).
+        uint32_t v[kOutS / 8][2];
+        epilogue_pairs<T, ACT, GATED, kOutN, pass * (kOutS / 8), kOutS / 8>(acc, tb, v);
         if (storer) bulk_wait_read();
         warpgroup_sync(wg);
-        if constexpr (pass == 0)
-          stage_rows<T, ACT, GATED, kOutN, 0, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
-        else
-          stage_rows<T, ACT, GATED, kOutN, kOutS / 8, kOutS / 8>(acc, out, wg * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
+        store_pairs(v, out, wg * 64 + warp * 16 + g, t4);
         fence_async_shared();
         warpgroup_sync(wg);
         if (storer) {
@@ -317,6 +320,8 @@ __global__ void __launch_bounds__(384, 1)
     const int t = tile_of(j);
     const int m0 = (t % p.tiles_m) * kBM, n0 = (t / p.tiles_m) * BN;
     const bool next = tile_of(j + 1) < p.tiles;  // the other warpgroup has a tile after this one
+    TileBias<false, BN> tb;
+    load_tile_bias(tb, n0 + 2 * t4, p);  // used in the epilogue: in flight during the main loop
     named_sync(1 + wg);  // my turn
     int it = j * p.k_tiles;
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
@@ -351,13 +356,16 @@ __global__ void __launch_bounds__(384, 1)
     // kernel's format) in two passes of 64 columns, each stored by TMA as two 64-row boxes.
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
+      uint32_t v[2][8][2];  // the pass's values of both 64-row halves, computed before the wait
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (pass == 0) epilogue_pairs<T, ACT, false, BN, 0, 8>(acc[h], tb, v[h]);
+        else epilogue_pairs<T, ACT, false, BN, 8, 8>(acc[h], tb, v[h]);
+      }
       if (storer) bulk_wait_read();
       warpgroup_sync(wg);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (pass == 0) stage_rows<T, ACT, false, BN, 0, 8>(acc[h], out, h * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
-        else stage_rows<T, ACT, false, BN, 8, 8>(acc[h], out, h * 64 + warp * 16 + g, n0 + 2 * t4, t4, p);
-      }
+      for (int h = 0; h < 2; ++h) store_pairs(v[h], out, h * 64 + warp * 16 + g, t4);
       fence_async_shared();
       warpgroup_sync(wg);
       if (storer) {

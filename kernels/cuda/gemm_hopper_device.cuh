@@ -70,11 +70,15 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// Arrives on the mbarrier at the same offset as `bar` in block `peer` of the cluster.
+// Arrives on the mbarrier at the same offset as `bar` in block `peer` of the cluster. The default
+// release at CTA scope: what it orders is this warp's wgmma reads of its own block's stage (done
+// at its wgmma wait) before the peer's next multicast into it. `.release.cluster` made every
+// arrival a cluster-scope fence: ncu put "membar" first among the stalls (3.8-5.4 a
+// instruction) and the cluster schedules 1.4-2x behind one block a tile (NOTES-perf.md v44).
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t peer) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // 2-d tile copy shared -> global (a bulk group of this thread); out-of-bounds rows/columns of
@@ -94,15 +98,17 @@ __device__ __forceinline__ void warpgroup_sync(int wg) {
 
 // The activation on an fp32 value (the formulas of the passes it replaces: fused_elementwise.cu's
 // erf-GELU, gated_matmul.cu's gate).
+// A 16-bit pair (as loaded: two adjacent columns) as floats.
+template <class T>
+__device__ __forceinline__ float2 pair_to_float2(uint32_t u) {
+  if constexpr (std::is_same_v<T, __half>) return __half22float2(*reinterpret_cast<const __half2*>(&u));
+  else return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+}
+
 // Two adjacent 16-bit values (4-byte aligned) as floats, through the read-only data path.
 template <class T>
 __device__ __forceinline__ float2 load_pair(const T* p) {
-  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
-  if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>) {
-    return __half22float2(*reinterpret_cast<const __half2*>(&u));
-  } else {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
-  }
+  return pair_to_float2<T>(__ldg(reinterpret_cast<const unsigned*>(p)));
 }
 
 // A compile-time choice: with the activation a run-time switch, the fully unrolled epilogue
@@ -121,52 +127,70 @@ __device__ __forceinline__ float apply_act(float v) {
   else return v;
 }
 
-// The epilogue into the staging buffer (GemmLayout's OUT_N panels): + bias, the activation in
-// fp32 (gated: times the up half), one rounding, written as 4-byte pairs at (row, col) of the
-// warpgroup's 64 rows; the bias pairs of 8 column groups are loaded first, all at once (loading
-// each just before its use made every group wait a full L2 round trip: session 14, call 1); 16-byte chunk
-// j % 8 of a 128-byte panel row is stored at chunk (j % 8) ^ (row % 8) (the 128-byte swizzle the
-// TMA store undoes), which also spreads a warp's 8 rows over all 32 banks. Rows and columns past
-// M and N hold whatever they compute: the TMA store does not write them.
-// Column groups [J0, J0 + NJ) of the tile (8 columns each) go to the buffer's panels from 0.
+// A tile's bias pairs for one thread's columns col0 + 8j (j < kOutN / 8; gated: the up half's
+// too), packed as loaded (zero bits, i.e. +0, where there is no bias or the column is past N).
+// Loaded when the tile's main loop starts, so the L2 round trips run beside its MMAs: loaded in
+// the epilogue, eight pairs at a time, each group of eight waited a round trip with the tensor
+// cores idle (BERT FFN1 + erf-GELU: 36.6 us without a bias, 39.7 with one; NOTES-perf.md v44).
+template <bool GATED, int kOutN>
+struct TileBias {
+  uint32_t g[kOutN / 8];
+  uint32_t u[GATED ? kOutN / 8 : 1];
+};
+template <bool GATED, int kOutN>
+__device__ __forceinline__ void load_tile_bias(TileBias<GATED, kOutN>& b, int col0, const GemmParams& p) {
+  const unsigned* bias = static_cast<const unsigned*>(p.bias);  // pairs: col0 is even, bias 4-byte aligned
+#pragma unroll
+  for (int j = 0; j < kOutN / 8; ++j) {
+    const int col = col0 + j * 8;
+    const bool in = bias && col < p.N;
+    b.g[j] = in ? __ldg(bias + col / 2) : 0u;
+    if constexpr (GATED) b.u[j] = in ? __ldg(bias + (p.N + col) / 2) : 0u;
+  }
+}
+
+// The epilogue's values for column groups [J0, J0 + NJ) of the tile (8 columns each): + bias,
+// the activation in fp32 (gated: times the up half), one rounding, as the 4-byte pairs
+// v[j - J0][r] of this thread's rows row_local + 8r. Computed apart from the stores so that a
+// pass's arithmetic runs while the previous pass's TMA store still reads the staging buffer.
 template <class T, int ACT, bool GATED, int kOutN, int J0, int NJ, int kAcc>
-__device__ __forceinline__ void stage_rows(const float (&acc)[kAcc], uint32_t out, int row_local, int col0, int t4,
-                                           const GemmParams& p) {
-  const T* __restrict__ bias = static_cast<const T*>(p.bias);
-  constexpr int kChunk = 8;
-  const uint32_t sw = uint32_t(row_local & 7);
+__device__ __forceinline__ void epilogue_pairs(const float (&acc)[kAcc], const TileBias<GATED, kOutN>& b,
+                                               uint32_t (&v)[NJ][2]) {
 #pragma unroll
-  for (int jc = J0; jc < J0 + NJ; jc += kChunk) {
-    float2 bg[kChunk], bu[kChunk];
+  for (int j = J0; j < J0 + NJ; ++j) {
+    const float2 bg = pair_to_float2<T>(b.g[j]);
+    float2 bu = make_float2(0.f, 0.f);
+    if constexpr (GATED) bu = pair_to_float2<T>(b.u[j]);
 #pragma unroll
-    for (int jj = 0; jj < kChunk; ++jj) {
-      const int col = col0 + (jc + jj) * 8;
-      bg[jj] = bu[jj] = make_float2(0.f, 0.f);
-      if (bias && col < p.N) {
-        bg[jj] = load_pair<T>(bias + col);
-        if constexpr (GATED) bu[jj] = load_pair<T>(bias + p.N + col);
+    for (int r = 0; r < 2; ++r) {
+      float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg.x);
+      float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg.y);
+      if constexpr (GATED) {
+        v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu.x;
+        v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu.y;
       }
-    }
-#pragma unroll
-    for (int jj = 0; jj < kChunk; ++jj) {
-      const int j = jc + jj;
-      // Panel j / 8, its row row_local (+ 8 r), swizzled chunk, this lane's pair in it.
-      const uint32_t at = out + uint32_t((j - J0) / 8) * (kBM * 128) + uint32_t(row_local) * 128 +
-                          ((uint32_t(j % 8) ^ sw) << 4) + uint32_t(t4) * 4;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float v0 = apply_act<T, ACT>(acc[4 * j + 2 * r] + bg[jj].x);
-        float v1 = apply_act<T, ACT>(acc[4 * j + 2 * r + 1] + bg[jj].y);
-        if constexpr (GATED) {
-          v0 *= acc[4 * (j + kOutN / 8) + 2 * r] + bu[jj].x;
-          v1 *= acc[4 * (j + kOutN / 8) + 2 * r + 1] + bu[jj].y;
-        }
-        const uint32_t v = pack2<T>(v0, v1);
-        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at + uint32_t(r) * 8 * 128), "r"(v) : "memory");
-      }
+      v[j - J0][r] = pack2<T>(v0, v1);
     }
   }
 }
+
+// epilogue_pairs' values into the staging buffer (GemmLayout's OUT_N panels, from panel 0):
+// 16-byte chunk j % 8 of a 128-byte panel row at chunk (j % 8) ^ (row % 8) (the 128-byte swizzle
+// the TMA store undoes), which also spreads a warp's 8 rows over all 32 banks. Rows and columns
+// past M and N hold whatever they compute: the TMA store does not write them.
+template <int NJ>
+__device__ __forceinline__ void store_pairs(const uint32_t (&v)[NJ][2], uint32_t out, int row_local, int t4) {
+  const uint32_t sw = uint32_t(row_local & 7);
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const uint32_t at = out + uint32_t(j / 8) * (kBM * 128) + uint32_t(row_local) * 128 + ((uint32_t(j % 8) ^ sw) << 4) +
+                        uint32_t(t4) * 4;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at + uint32_t(r) * 8 * 128), "r"(v[j][r]) : "memory");
+  }
+}
+
 // ROWS (Y's rows of any pitch, so no TMA store: the TMA writes 16-byte aligned runs only, an
 // offset box is an illegal instruction, session 28 call 2). The warpgroup's 64 rows are staged
 // row-major, 256 bytes a row (kOutS columns of YT), each row rotated by its misalignment `mis`
@@ -174,7 +198,7 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kAcc], uint32_t ou
 // (j · e + mis) mod 256, so every aligned 16-byte piece of Y's row is one 16-byte slot of the
 // buffer (the first and the last piece, both partial, share slot 0 with complementary bytes).
 // Slots are XOR-swizzled with row % 8 (rows 256 bytes apart would share banks). Values as in
-// stage_rows, written an element at a time (mis is a run-time value).
+// epilogue_pairs, written an element at a time (mis is a run-time value).
 __device__ __forceinline__ uint32_t rows_slot(uint32_t row, uint32_t byte) {
   return row * 256 + ((((byte >> 4) & 15u) ^ (row & 7u)) << 4) + (byte & 15u);
 }
