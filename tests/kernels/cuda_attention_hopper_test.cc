@@ -242,6 +242,13 @@ TEST_CASE("cuda Attention Hopper kernel: tile remainders, causal alignment, GQA/
         // that underflow to 0.
         {1, 1000, 1000, 2, 2, D, false, false, 0, kNoAttr, 2.f},
         {2, 300, 700, 2, 1, D, false, true, 0, kNoAttr, 8.f},
+        // Head dim 128's 160- and 176-key tiles (the default and a variant) ending 1, 128 and 130
+        // keys into the last tile; one with a sharp softmax (scale 4).
+        {2, 70, 161, 4, 2, D, false, false, 0, kNoAttr, kNoAttr},
+        {1, 200, 288, 4, 4, D, false, false, 0, kNoAttr, 4.f},
+        {1, 130, 290, 2, 1, D, false, false, 0, kNoAttr, kNoAttr},
+        {1, 64, 304, 2, 2, D, false, false, 0, kNoAttr, kNoAttr},
+        {1, 64, 177, 2, 2, D, false, false, 0, kNoAttr, kNoAttr},
     };
     run_all(cases);
   }
