@@ -181,3 +181,51 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
   }
   cudaStreamDestroy(s);
 }
+
+// The tied masked-LM decoder (4096 x 768 x 30522, bias, B [N, K]): our kernel writing Y's own
+// rows of 30522 (ROWS: fp16 and float logits, FUSEOPT_HOPPER_ODD_N's path) against cuBLASLt into
+// rows padded to 30528 (the default path's GEMM, before its pack into Y; NOTES-perf.md v33).
+TEST_CASE("cuda Hopper GEMM odd vocabulary vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
+  if (!cuda_check::gpu_ready() || !cuda_bench::section_on("vocabulary")) return;
+  cudaStream_t s;
+  cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  const int64_t M = 4096, K = 768, N = 30522, Np = 30528;
+  cuda_bench::DeviceBuffers mem;
+  std::vector<void*> a, y;
+  for (int k = 0; k < cuda_bench::kSets; ++k) {
+    a.push_back(mem.random_half(M * K));
+    y.push_back(mem.alloc(M * Np * 4));
+  }
+  void* w = mem.random_half(Np * K, -0.05f, 0.05f);
+  void* bias = mem.random_half(Np);
+  void* ws = mem.alloc(32 << 20);
+  auto scratch = [ws](size_t) { return ws; };
+  cuda_fused::GemmDesc d;
+  d.dtype = DType::Float16;
+  d.M = M;
+  d.K = K;
+  d.N = Np;
+  d.trans_b = true;
+  d.bias = bias;
+  d.epilogue = cuda_fused::GemmEpilogue::Bias;
+  const double lt = cuda_bench::graph_us(s, [&](int i) { cuda_fused::gemm(d, a[i % cuda_bench::kSets], w, y[i % cuda_bench::kSets], s, scratch); });
+  double ours[2];
+  for (int f = 0; f < 2; ++f)
+    ours[f] = cuda_bench::graph_us(s, [&](int i) {
+      cuda_fused::HopperGemm g;
+      g.a = a[i % cuda_bench::kSets];
+      g.b = w;
+      g.b_nk = true;
+      g.bias = bias;
+      g.y = y[i % cuda_bench::kSets];
+      g.y_fp32 = f == 1;
+      g.M = M;
+      g.N = N;
+      g.K = K;
+      REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+    });
+  std::printf("\nBENCH %-28s %-16s %14s %12s %12s\n", "what", "MxKxN", "cuBLASLt pad", "ours fp16", "ours fp32");
+  std::printf("BENCH %-28s %-16s %14.2f %12.2f %12.2f\n", "MLM decoder 32x128 (vocabulary)", "4096x768x30522", lt,
+              ours[0], ours[1]);
+  cudaStreamDestroy(s);
+}

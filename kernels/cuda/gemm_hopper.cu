@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(384, 1)
   TileBias<GATED, kOutN> tb;
   for (int t = first; t < p.tiles; t += step) {
     const int m0 = tile_m0(t), n0 = tile_n0(t);
-    if constexpr (!ROWS) load_tile_bias(tb, n0 + 2 * t4, p);  // used in the epilogue: in flight meanwhile
+    load_tile_bias(tb, n0 + 2 * t4, p);  // used in the epilogue: in flight meanwhile
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(full(s), (it / STAGES) & 1);
@@ -211,9 +211,8 @@ __global__ void __launch_bounds__(384, 1)
       constexpr int pass = decltype(pass_c)::value;
       if constexpr (ROWS) {
         warpgroup_sync(wg);  // the previous pass's copy has read the buffer
-        stage_rows_shifted<T, YT, ACT, pass * (kOutS / 8), kOutS / 8>(acc, out, wg * 64 + warp * 16 + g,
-                                                                       wg * 64 + warp * 16 + g + 8, mis0, mis1,
-                                                                       n0 + 2 * t4, t4, p);
+        stage_rows_shifted<T, YT, ACT, pass * (kOutS / 8), kOutS / 8>(acc, tb, out, wg * 64 + warp * 16 + g,
+                                                                       wg * 64 + warp * 16 + g + 8, mis0, mis1, t4);
         warpgroup_sync(wg);
         copy_rows<YT>(out, wg, ct & 127, m0, n0 + pass * kOutS, kOutS, p);
       } else {

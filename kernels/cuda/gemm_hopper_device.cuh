@@ -137,6 +137,8 @@ struct TileBias {
   uint32_t g[kOutN / 8];
   uint32_t u[GATED ? kOutN / 8 : 1];
 };
+// An odd N (ROWS: a vocabulary's logits) ends on a pair whose second column does not exist: its
+// first value is loaded alone (the pair's second half, never stored, is 0).
 template <bool GATED, int kOutN>
 __device__ __forceinline__ void load_tile_bias(TileBias<GATED, kOutN>& b, int col0, const GemmParams& p) {
   const unsigned* bias = static_cast<const unsigned*>(p.bias);  // pairs: col0 is even, bias 4-byte aligned
@@ -144,8 +146,10 @@ __device__ __forceinline__ void load_tile_bias(TileBias<GATED, kOutN>& b, int co
   for (int j = 0; j < kOutN / 8; ++j) {
     const int col = col0 + j * 8;
     const bool in = bias && col < p.N;
-    b.g[j] = in ? __ldg(bias + col / 2) : 0u;
-    if constexpr (GATED) b.u[j] = in ? __ldg(bias + (p.N + col) / 2) : 0u;
+    b.g[j] = !in ? 0u
+             : col + 1 < p.N ? __ldg(bias + col / 2)
+                             : uint32_t(__ldg(reinterpret_cast<const unsigned short*>(bias) + col));
+    if constexpr (GATED) b.u[j] = in ? __ldg(bias + (p.N + col) / 2) : 0u;  // gated: N % 8 == 0
   }
 }
 
@@ -202,20 +206,15 @@ __device__ __forceinline__ void store_pairs(const uint32_t (&v)[NJ][2], uint32_t
 __device__ __forceinline__ uint32_t rows_slot(uint32_t row, uint32_t byte) {
   return row * 256 + ((((byte >> 4) & 15u) ^ (row & 7u)) << 4) + (byte & 15u);
 }
-template <class T, class YT, int ACT, int J0, int NJ, int kAcc>
-__device__ __forceinline__ void stage_rows_shifted(const float (&acc)[kAcc], uint32_t out, int row0, int row1,
-                                                   uint32_t mis0, uint32_t mis1, int col0, int t4,
-                                                   const GemmParams& p) {
-  const T* __restrict__ bias = static_cast<const T*>(p.bias);
+template <class T, class YT, int ACT, int J0, int NJ, int kAcc, int kOutN>
+__device__ __forceinline__ void stage_rows_shifted(const float (&acc)[kAcc], const TileBias<false, kOutN>& tb,
+                                                   uint32_t out, int row0, int row1, uint32_t mis0, uint32_t mis1,
+                                                   int t4) {
   constexpr uint32_t kE = sizeof(YT);
 #pragma unroll
   for (int j = J0; j < J0 + NJ; ++j) {
-    const int col = col0 + j * 8;
-    float b0 = 0.f, b1 = 0.f;
-    if (bias && col < p.N) {
-      b0 = float(bias[col]);
-      b1 = float(bias[min(col + 1, p.N - 1)]);  // clamped: column N (odd N) is never stored
-    }
+    const float2 bj = pair_to_float2<T>(tb.g[j]);
+    const float b0 = bj.x, b1 = bj.y;
     const uint32_t jb = uint32_t(((j - J0) * 8 + 2 * t4)) * kE;  // the pair's byte in the pass's row
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
