@@ -13,9 +13,20 @@
 #include <vector>
 
 #include "ir/tensor.h"
+#include "kernels/cuda/gemm_cublaslt.h"
 #include "support/cuda_kernel_check.h"
 
 namespace fuseopt::cuda_bench {
+
+// The cuBLASLt baselines' descriptor: an fp16 M x K x N GEMM (B [K, N], no batch, no epilogue).
+inline cuda_fused::GemmDesc fp16_gemm(int64_t M, int64_t K, int64_t N) {
+  cuda_fused::GemmDesc d;
+  d.dtype = DType::Float16;
+  d.M = M;
+  d.K = K;
+  d.N = N;
+  return d;
+}
 
 // Input sets rotated through so L2 (60 MB) does not hold them between repetitions.
 constexpr int kSets = 4;

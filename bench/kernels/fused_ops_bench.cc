@@ -139,11 +139,7 @@ TEST_CASE("cuda fused ops benchmark", "[.bench]") {
                       Variant{"gemm fp16 RELU_BIAS", cuda_fused::GemmEpilogue::ReluBias, false},
                       Variant{"gemm fp16 GELU_BIAS (tanh)", cuda_fused::GemmEpilogue::GeluTanhBias, false},
                       Variant{"gemm fp16 BIAS + erf-GELU pass", cuda_fused::GemmEpilogue::Bias, true}}) {
-      cuda_fused::GemmDesc d;
-      d.dtype = DType::Float16;
-      d.M = g.M;
-      d.N = g.N;
-      d.K = g.K;
+      cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(g.M, g.K, g.N);
       d.epilogue = v.e;
       d.bias = bias;
       double us = time_us(s, [&](int i) {

@@ -63,11 +63,7 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
     void* bias = mem.random_half(sh.N);
     void* ws = mem.alloc(32 << 20);
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d;
-    d.dtype = DType::Float16;
-    d.M = sh.M;
-    d.K = sh.K;
-    d.N = sh.N;
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, sh.N);
     d.bias = sh.bias ? bias : nullptr;
     d.epilogue = sh.bias ? cuda_fused::GemmEpilogue::Bias : cuda_fused::GemmEpilogue::None;
     const double lt = cuda_bench::graph_us(s, [&](int i) {
@@ -141,11 +137,7 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
     void* p = mem.alloc(sh.M * 2 * sh.h * 2);
     void* ws = mem.alloc(32 << 20);
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d;
-    d.dtype = DType::Float16;
-    d.M = sh.M;
-    d.K = sh.K;
-    d.N = 2 * sh.h;
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, 2 * sh.h);
     d.trans_b = true;  // the runtime's weight layout for GatedMatMul ([2h, K])
     const double lt = cuda_bench::graph_us(s, [&](int i) {
       const int k = i % cuda_bench::kSets;
@@ -200,11 +192,7 @@ TEST_CASE("cuda Hopper GEMM odd vocabulary vs cuBLASLt benchmark", "[.bench][gem
   void* bias = mem.random_half(Np);
   void* ws = mem.alloc(32 << 20);
   auto scratch = [ws](size_t) { return ws; };
-  cuda_fused::GemmDesc d;
-  d.dtype = DType::Float16;
-  d.M = M;
-  d.K = K;
-  d.N = Np;
+  cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(M, K, Np);
   d.trans_b = true;
   d.bias = bias;
   d.epilogue = cuda_fused::GemmEpilogue::Bias;

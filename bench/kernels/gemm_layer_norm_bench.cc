@@ -56,11 +56,7 @@ TEST_CASE("cuda GEMM + residual LayerNorm vs cuBLASLt + SkipLayerNorm benchmark"
     void* h = mem.alloc(sh.M * sh.N * 2);
     void* ws = mem.alloc(32 << 20);
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d;
-    d.dtype = DType::Float16;
-    d.M = sh.M;
-    d.K = sh.K;
-    d.N = sh.N;
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, sh.N);
     d.bias = bias;
     d.epilogue = cuda_fused::GemmEpilogue::Bias;
     const double lt = cuda_bench::graph_us(s, [&](int i) {

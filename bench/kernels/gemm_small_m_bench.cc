@@ -57,11 +57,7 @@ TEST_CASE("cuda small-M GEMV vs cuBLASLt benchmark (Llama-1B decode)", "[.bench]
       for (int k = 0; k < sets; ++k) w.push_back(mem.random_half(sh.K * sh.N, -0.05f, 0.05f));
       void* ws = mem.alloc(32 << 20);
       auto scratch = [ws](size_t) { return ws; };
-      cuda_fused::GemmDesc d;
-      d.dtype = DType::Float16;
-      d.M = M;
-      d.K = sh.K;
-      d.N = sh.N;
+      cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(M, sh.K, sh.N);
       const double lt = cuda_bench::graph_us(s, [&](int i) {
         cuda_fused::gemm(d, a[i % cuda_bench::kSets], w[i % sets], y[i % cuda_bench::kSets], s, scratch);
       });
@@ -101,11 +97,7 @@ TEST_CASE("cuda small-M GEMV vs cuBLASLt benchmark (Llama-1B decode)", "[.bench]
     void* p = mem.alloc(M * 2 * N * 2);
     void* ws = mem.alloc(32 << 20);
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d;
-    d.dtype = DType::Float16;
-    d.M = M;
-    d.K = K;
-    d.N = 2 * N;
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(M, K, 2 * N);
     const double lt = cuda_bench::graph_us(s, [&](int i) {
       cuda_fused::gemm(d, a[i % cuda_bench::kSets], w[i % sets], p, s, scratch);
       cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p,

@@ -68,11 +68,7 @@ TEST_CASE("cuda GEMM autotune and norm path A/B benchmark", "[.bench]") {
       }
       void* W = mem.random_half(g.K * g.N);
       void* bias = mem.random_half(g.N);
-      cuda_fused::GemmDesc d;
-      d.dtype = DType::Float16;
-      d.M = g.M;
-      d.N = g.N;
-      d.K = g.K;
+      cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(g.M, g.K, g.N);
       d.epilogue = cuda_fused::GemmEpilogue::Bias;
       d.bias = bias;
       double t[4];

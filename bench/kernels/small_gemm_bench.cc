@@ -64,11 +64,7 @@ TEST_CASE("cuda small-M GEMM vs cuBLASLt benchmark", "[.bench][small_gemm]") {
     const size_t pws = cuda_fused::small_gemm_workspace(DType::Float16, sh.M, sh.N, sh.K);
     void* partial = pws ? mem.alloc(int64_t(pws)) : nullptr;
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d;
-    d.dtype = DType::Float16;
-    d.M = sh.M;
-    d.K = sh.K;
-    d.N = sh.N;
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, sh.N);
     d.bias = bias;
     d.epilogue = sh.act == A::GeluTanh ? cuda_fused::GemmEpilogue::GeluTanhBias : cuda_fused::GemmEpilogue::Bias;
     const double lt = graph_us(s, [&](int i) {
