@@ -11,7 +11,7 @@ it as JSON and as the markdown that goes into BENCHMARKS.md.
   python3 bench/e2e_bench.py --bin .gpu/bin [--models bert,gpt2,vit,llama]
       [--shapes bert=1x128,32x128,8x512 ...] [--torch eager,reduce-overhead]
       [--json FILE] [--markdown FILE] [--work DIR]
-      [--base-bin DIR | --ab-disable PASSES] [--ab-rounds N]
+      [--base-bin DIR | --ab-disable PASSES | --ab-env VAR=VALUE ...] [--ab-rounds N]
 
 --base-bin: an A/B of two builds in one run. DIR holds an earlier pack's bin/ (its lib/ beside
 it: `tar -C .gpubase -xf .gpubase/pack.tar.xz`); the same fused model (fuseopt of --bin) runs
@@ -19,6 +19,9 @@ under both fuserun builds, alternated base / new N times (default 2), and the ta
 "base" column (medians of the rounds; the "fused" column is then the new build's median).
 --ab-disable: an A/B of fuseopt passes in one run: the base column is the model fused with
 `fuseopt --disable PASSES`, both run by --bin's fuserun, alternated the same way.
+--ab-env VAR=VALUE ...: an A/B of runtime settings in one run: the same fused model and fuserun,
+the base column with those variables unset, the fused column with them set (an opt-in kernel
+against the default, e.g. FUSEOPT_HOPPER_GEMM=1), alternated the same way.
 
 Models (PyTorch + transformers configs built in code, seed 0):
   bert   BERT-base (hidden 768, 12 layers, 12 heads), TorchScript exporter, opset 17
@@ -153,12 +156,17 @@ def shape_flags(kind, shape):
     return ["--shape", f"batch={b}", "--shape", f"seq={s}"]
 
 
-def fuserun(bin_dir, model, kind, shape, json_path, iters):
+def fuserun(bin_dir, model, kind, shape, json_path, iters, extra_env=None):
     cmd = [os.path.join(bin_dir, "fuserun"), model, "--backend", "cuda", "--precision", "fp16",
            *shape_flags(kind, shape), "--warmup", "10", "--iters", "3", "--device-iters", str(iters),
            "--json", json_path, "-q"]
     # Each build with its own libraries first (LD_LIBRARY_PATH outranks the binaries' RUNPATH).
     env = dict(os.environ)
+    for k, v in (extra_env or {}).items():  # None: the variable unset
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     lib = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "lib")
     env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -241,7 +249,19 @@ def main():
     ap.add_argument("--ab-disable", default="",
                     help="an A/B of fuseopt passes: the base column is the model fused with --disable PASSES, run by "
                          "the same fuserun, alternated with the default fusion (--ab-rounds times)")
+    ap.add_argument("--ab-env", nargs="*", default=[], metavar="VAR=VALUE",
+                    help="an A/B of runtime settings: the same fused model and fuserun, the base column without "
+                         "these environment variables, the fused column with them (e.g. FUSEOPT_HOPPER_GEMM=1)")
     a = ap.parse_args()
+    ab_env = {}
+    for kv in a.ab_env:
+        k, eq, v = kv.partition("=")
+        if not k or not eq:
+            ap.error(f"--ab-env takes VAR=VALUE, got '{kv}'")
+        ab_env[k] = v
+    if sum(bool(x) for x in (a.base_bin, a.ab_disable, ab_env)) > 1:
+        ap.error("--base-bin, --ab-disable and --ab-env are separate A/B kinds: pick one")
+    ab = bool(a.base_bin or a.ab_disable or ab_env)
     import torch
     import transformers as tf
     if not torch.cuda.is_available():
@@ -260,12 +280,14 @@ def main():
         for shape in shapes[name]:
             jf = os.path.join(a.work, f"{name}_{shape}.json")
             t_b = None
-            if (a.base_bin or a.ab_disable) and fused:
+            if ab and fused:
                 new, base = [], []
                 base_model = fuse(a.bin, src, a.work, a.ab_disable) if a.ab_disable else fused
+                # The base runs without the --ab-env settings even where the caller's shell has them.
+                base_env = {k: None for k in ab_env}
                 for _ in range(a.ab_rounds):
-                    base.append(fuserun(a.base_bin or a.bin, base_model, kind, shape, jf, a.iters))
-                    new.append(fuserun(a.bin, fused, kind, shape, jf, a.iters))
+                    base.append(fuserun(a.base_bin or a.bin, base_model, kind, shape, jf, a.iters, base_env))
+                    new.append(fuserun(a.bin, fused, kind, shape, jf, a.iters, ab_env))
                 log(f"A/B {name:6s} {shape:7s} base {base} new {new}")
                 t_b, t_f = median(base), median(new)
             else:
@@ -279,7 +301,7 @@ def main():
                 if r["model"] == name:
                     r["torch"] = {m: tt.get((r["shape"], m)) for m in modes}
     cmd = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
-    md = markdown(rows, modes, cmd, bool(a.base_bin or a.ab_disable))
+    md = markdown(rows, modes, cmd, ab)
     log("\n" + md)
     if a.json:
         with open(a.json, "w") as f:
