@@ -122,4 +122,22 @@ inline double graph_us(cudaStream_t s, const std::function<void(int)>& fn, int c
   return ms[ms.size() / 2] * 1000.0 / calls;
 }
 
+// Several measurements (each a whole one: its settings, then graph_us) in interleaved rounds,
+// 0, 1, ..., 0, 1, ...: each one's median over the rounds. On the H100s a long GEMM's time drifts
+// by up to ±10 % between back-to-back measurements (clock and power; NOTES-perf.md v44), so an
+// A/B that times one side after the other can come out inverted. FUSEOPT_BENCH_ROUNDS overrides
+// the rounds.
+inline std::vector<double> interleaved(const std::vector<std::function<double()>>& timers, int rounds = 3) {
+  if (const char* e = std::getenv("FUSEOPT_BENCH_ROUNDS"); e && std::atoi(e) > 0) rounds = std::atoi(e);
+  std::vector<std::vector<double>> t(timers.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < timers.size(); ++i) t[i].push_back(timers[i]());
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
+}
+
 }  // namespace fuseopt::cuda_bench

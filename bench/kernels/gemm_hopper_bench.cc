@@ -3,12 +3,15 @@
 // pass where the activation needs it) at the large-M transformer shapes: BERT-base at 32 x 128
 // and 8 x 512 (4096 rows), ViT-base at batch 32 (6304 rows), and its plain GEMMs for
 // reference. µs per call from one replay of a CUDA graph of 24 back-to-back calls (median of
-// 15 replays), inputs rotated over 4 sets; both B layouts and both tile widths. Figures go to
-// NOTES-perf.md v19. FUSEOPT_BENCH_ONLY=<part of a shape's name> runs the matching shapes (for ncu).
+// 15 replays), inputs rotated over 4 sets; both B layouts and both tile widths; every kernel of a
+// shape timed in 3 interleaved rounds, the median reported (cuda_bench::interleaved). Figures go
+// to NOTES-perf.md v19 on. FUSEOPT_BENCH_ONLY=<part of a shape's name> runs the matching shapes,
+// FUSEOPT_BENCH_ROUNDS=1 one round (for ncu).
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "cuda_bench.h"
@@ -66,36 +69,44 @@ TEST_CASE("cuda Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_hopper]") {
     cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, sh.N);
     d.bias = sh.bias ? bias : nullptr;
     d.epilogue = sh.bias ? cuda_fused::GemmEpilogue::Bias : cuda_fused::GemmEpilogue::None;
-    const double lt = cuda_bench::graph_us(s, [&](int i) {
-      const int k = i % cuda_bench::kSets;
-      cuda_fused::gemm(d, a[k], w, y[k], s, scratch);
-      if (sh.act == A::GeluErf) cuda_fused::launch_bias_gelu_erf(DType::Float16, y[k], nullptr, sh.M, sh.N, s);
+    // cuBLASLt (+ the pass), then every configuration of ours, in interleaved rounds.
+    std::vector<std::function<double()>> timers;
+    timers.push_back([&] {
+      return cuda_bench::graph_us(s, [&](int i) {
+        const int k = i % cuda_bench::kSets;
+        cuda_fused::gemm(d, a[k], w, y[k], s, scratch);
+        if (sh.act == A::GeluErf) cuda_fused::launch_bias_gelu_erf(DType::Float16, y[k], nullptr, sh.M, sh.N, s);
+      });
     });
-    double ours[2 * kConfigs];
-    int v = 0;
     for (int b_nk = 0; b_nk < 2; ++b_nk)
-      for (const Config& c : configs) {
-        cuda_fused::set_hopper_gemm_tile_n(c.tile_n);
-        cuda_fused::set_hopper_gemm_schedule(c.schedule);
-        cuda_fused::set_hopper_gemm_cluster(c.cluster);
-        ours[v++] = cuda_bench::graph_us(s, [&](int i) {
-          const int k = i % cuda_bench::kSets;
-          cuda_fused::HopperGemm g;
-          g.a = a[k];
-          g.b = w;  // the same bytes read as [K, N] or [N, K]: the timing does not care
-          g.b_nk = b_nk != 0;
-          g.bias = sh.bias ? bias : nullptr;
-          g.y = y[k];
-          g.M = sh.M;
-          g.N = sh.N;
-          g.K = sh.K;
-          g.act = sh.act;
-          REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+      for (const Config& c : configs)
+        timers.push_back([&, b_nk, c] {
+          cuda_fused::set_hopper_gemm_tile_n(c.tile_n);
+          cuda_fused::set_hopper_gemm_schedule(c.schedule);
+          cuda_fused::set_hopper_gemm_cluster(c.cluster);
+          const double us = cuda_bench::graph_us(s, [&](int i) {
+            const int k = i % cuda_bench::kSets;
+            cuda_fused::HopperGemm g;
+            g.a = a[k];
+            g.b = w;  // the same bytes read as [K, N] or [N, K]: the timing does not care
+            g.b_nk = b_nk != 0;
+            g.bias = sh.bias ? bias : nullptr;
+            g.y = y[k];
+            g.M = sh.M;
+            g.N = sh.N;
+            g.K = sh.K;
+            g.act = sh.act;
+            REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+          });
+          cuda_fused::set_hopper_gemm_tile_n(0);
+          cuda_fused::set_hopper_gemm_schedule(0);
+          cuda_fused::set_hopper_gemm_cluster(0);
+          return us;
         });
-      }
-    cuda_fused::set_hopper_gemm_tile_n(0);
-    cuda_fused::set_hopper_gemm_schedule(0);
-    cuda_fused::set_hopper_gemm_cluster(0);
+    const std::vector<double> med = cuda_bench::interleaved(timers);
+    const double lt = med[0];
+    double ours[2 * kConfigs];
+    for (int v = 0; v < 2 * kConfigs; ++v) ours[v] = med[1 + v];
     double best = ours[0];
     for (double o : ours) best = o < best ? o : best;
     char dims[32];
@@ -139,31 +150,39 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
     auto scratch = [ws](size_t) { return ws; };
     cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, 2 * sh.h);
     d.trans_b = true;  // the runtime's weight layout for GatedMatMul ([2h, K])
-    const double lt = cuda_bench::graph_us(s, [&](int i) {
-      const int k = i % cuda_bench::kSets;
-      cuda_fused::gemm(d, a[k], w, p, s, scratch);
-      cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p, y[k], sh.M, sh.h, s);
-    });
-    double ours[4];  // kn, nk; one block a tile, then clusters of two
-    for (int cluster = 1; cluster <= 2; ++cluster)
-      for (int b_nk = 0; b_nk < 2; ++b_nk) {
-        cuda_fused::set_hopper_gemm_cluster(cluster);
-        ours[2 * (cluster - 1) + b_nk] = cuda_bench::graph_us(s, [&](int i) {
+    std::vector<std::function<double()>> timers;  // interleaved rounds: the long GEMMs drift
+    timers.push_back([&] {
+      return cuda_bench::graph_us(s, [&](int i) {
         const int k = i % cuda_bench::kSets;
-        cuda_fused::HopperGemm g;
-        g.a = a[k];
-        g.b = w;
-        g.b_nk = b_nk != 0;
-        g.gated = true;
-        g.y = y[k];
-        g.M = sh.M;
-        g.N = sh.h;
-        g.K = sh.K;
-        g.act = cuda_fused::HopperGemmAct::Silu;
-        REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+        cuda_fused::gemm(d, a[k], w, p, s, scratch);
+        cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p, y[k], sh.M, sh.h, s);
+      });
+    });
+    for (int cluster = 1; cluster <= 2; ++cluster)  // kn, nk; one block a tile, then clusters of two
+      for (int b_nk = 0; b_nk < 2; ++b_nk)
+        timers.push_back([&, cluster, b_nk] {
+          cuda_fused::set_hopper_gemm_cluster(cluster);
+          const double us = cuda_bench::graph_us(s, [&](int i) {
+            const int k = i % cuda_bench::kSets;
+            cuda_fused::HopperGemm g;
+            g.a = a[k];
+            g.b = w;
+            g.b_nk = b_nk != 0;
+            g.gated = true;
+            g.y = y[k];
+            g.M = sh.M;
+            g.N = sh.h;
+            g.K = sh.K;
+            g.act = cuda_fused::HopperGemmAct::Silu;
+            REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+          });
+          cuda_fused::set_hopper_gemm_cluster(0);
+          return us;
         });
-      }
-    cuda_fused::set_hopper_gemm_cluster(0);
+    const std::vector<double> med = cuda_bench::interleaved(timers);
+    const double lt = med[0];
+    double ours[4];
+    for (int v = 0; v < 4; ++v) ours[v] = med[1 + v];
     double best = ours[0];
     for (double o : ours) best = o < best ? o : best;
     char dims[32];
@@ -196,22 +215,29 @@ TEST_CASE("cuda Hopper GEMM odd vocabulary vs cuBLASLt benchmark", "[.bench][gem
   d.trans_b = true;
   d.bias = bias;
   d.epilogue = cuda_fused::GemmEpilogue::Bias;
-  const double lt = cuda_bench::graph_us(s, [&](int i) { cuda_fused::gemm(d, a[i % cuda_bench::kSets], w, y[i % cuda_bench::kSets], s, scratch); });
-  double ours[2];
+  std::vector<std::function<double()>> timers;
+  timers.push_back([&] {
+    return cuda_bench::graph_us(
+        s, [&](int i) { cuda_fused::gemm(d, a[i % cuda_bench::kSets], w, y[i % cuda_bench::kSets], s, scratch); });
+  });
   for (int f = 0; f < 2; ++f)
-    ours[f] = cuda_bench::graph_us(s, [&](int i) {
-      cuda_fused::HopperGemm g;
-      g.a = a[i % cuda_bench::kSets];
-      g.b = w;
-      g.b_nk = true;
-      g.bias = bias;
-      g.y = y[i % cuda_bench::kSets];
-      g.y_fp32 = f == 1;
-      g.M = M;
-      g.N = N;
-      g.K = K;
-      REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+    timers.push_back([&, f] {
+      return cuda_bench::graph_us(s, [&](int i) {
+        cuda_fused::HopperGemm g;
+        g.a = a[i % cuda_bench::kSets];
+        g.b = w;
+        g.b_nk = true;
+        g.bias = bias;
+        g.y = y[i % cuda_bench::kSets];
+        g.y_fp32 = f == 1;
+        g.M = M;
+        g.N = N;
+        g.K = K;
+        REQUIRE(cuda_fused::launch_gemm_hopper(g, s));
+      });
     });
+  const std::vector<double> med = cuda_bench::interleaved(timers);
+  const double lt = med[0], ours[2] = {med[1], med[2]};
   std::printf("\nBENCH %-28s %-16s %14s %12s %12s\n", "what", "MxKxN", "cuBLASLt pad", "ours fp16", "ours fp32");
   std::printf("BENCH %-28s %-16s %14.2f %12.2f %12.2f\n", "MLM decoder 32x128 (vocabulary)", "4096x768x30522", lt,
               ours[0], ours[1]);
