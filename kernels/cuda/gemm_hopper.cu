@@ -54,7 +54,7 @@ namespace {
 // on its peer's (16 arrivals). Built on the reading that the 128 x BN tiles were L2-bound;
 // measured 1.5x slower (session 22, call 2). Most of that was the remote arrival's cluster-scope
 // release, a fence on every k-step (ncu's first stall, "membar"; session 40): with CTA scope
-// 1.1-1.2x of one block a tile at BERT's and Llama's shapes, whose L2 traffic is not the limit.
+// 1.0-1.2x of one block a tile at BERT's and Llama's shapes, whose L2 traffic is not the limit.
 //
 // Epilogue: each warpgroup writes its 64 rows of the tile (bias, activation, one rounding) into
 // the staging buffer and one of its threads stores them to Y by TMA (asynchronously: the next
@@ -462,7 +462,7 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
 }
 
 // One block a tile by default; clusters of two (B multicast) where asked (tests, A/B runs:
-// 1.1-1.2x slower than one block a tile at BERT's and Llama's shapes, NOTES-perf.md v44) and a
+// 1.0-1.2x slower than one block a tile at BERT's and Llama's shapes, NOTES-perf.md v44) and a
 // second row of tiles exists.
 template <class T, int BN, bool B_NK, bool GATED, int ACT>
 bool launch_cl(const HopperGemm& g, cudaStream_t stream) {

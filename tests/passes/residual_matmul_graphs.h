@@ -43,4 +43,13 @@ inline void check_rejected(GraphBuilder& b, const std::string& rule, const std::
   require_same_outputs(*before, b.graph(), in, 0.0f);
 }
 
+// After a match: the same numbers as `before` (fp32 on the CPU: acc + bias + residual in the
+// unfused graph's order), a second run of the pass finds nothing, and the graph is still a valid
+// model with the same numbers after a save and reload.
+inline void check_exact_idempotent(const Graph& before, Graph& g, const std::map<std::string, Tensor>& in) {
+  require_same_outputs(before, g, in, 1e-5f);
+  CHECK(matched(run_one_pass(g, kPass), kPass) == 0);
+  require_same_outputs(before, *clone_graph(g), in, 1e-5f);
+}
+
 }  // namespace fuseopt::test::residual_matmul
