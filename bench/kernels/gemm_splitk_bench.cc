@@ -1,6 +1,6 @@
 // Micro-benchmark (hidden: `bin/bench_kernels "[.bench][gemm_splitk]"`; never decides pass/fail):
 // the split-K Hopper GEMM of kernels/cuda/gemm_splitk_hopper.cu against cuBLASLt (+ the erf-GELU
-// pass where the activation needs it) at the 128-row shapes of batch-1 prefill: BERT-base /
+// or gate pass where the activation needs it) at the 128-row shapes of batch-1 prefill: BERT-base /
 // GPT-2 at 1 x 128 and Llama-3.2-1B-shaped at 1 x 128. The weights are rotated over enough copies
 // (>= 160 MB) that they come from HBM, as in a model whose weights do not fit L2. µs per call from
 // a CUDA graph of 24 back-to-back calls (PDL edges where the launches ask for them: the split-K
@@ -17,6 +17,7 @@
 
 #include "cuda_bench.h"
 #include "kernels/cuda/fused_launch.cuh"
+#include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_splitk_hopper.h"
 #include "support/cuda_kernel_check.h"
@@ -32,6 +33,7 @@ TEST_CASE("cuda split-K Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_split
     const char* what;
     int64_t M, K, N;
     A act;
+    bool gated = false;  // N is Y's width; B has 2N columns (gate, then up)
   };
   const Shape shapes[] = {
       {"BERT QKV 1x128", 128, 768, 2304, A::None},
@@ -41,6 +43,7 @@ TEST_CASE("cuda split-K Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_split
       {"Llama QKV 1x128", 128, 2048, 3072, A::None},
       {"Llama o-proj 1x128", 128, 2048, 2048, A::None},
       {"Llama down 1x128", 128, 8192, 2048, A::None},
+      {"Llama gate/up 1x128", 128, 2048, 8192, A::Silu, true},
       {"BERT QKV 1x64", 64, 768, 2304, A::None},
   };
   std::printf("\nBENCH %-26s %-16s %10s %10s %10s %8s %6s\n", "what", "MxKxN", "cuBLASLt", "splitk pre", "splitk post",
@@ -48,18 +51,20 @@ TEST_CASE("cuda split-K Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_split
   for (const Shape& sh : shapes) {
     if (!cuda_bench::section_on(sh.what)) continue;
     cuda_bench::DeviceBuffers mem;
-    const int64_t wbytes = sh.K * sh.N * 2;
+    const int64_t nb = sh.gated ? 2 * sh.N : sh.N;  // B's columns
+    const int64_t wbytes = sh.K * nb * 2;
     const int wsets = int(std::max<int64_t>(cuda_bench::kSets, (160ll << 20) / wbytes + 1));
     std::vector<void*> a, y, w;
     for (int k = 0; k < cuda_bench::kSets; ++k) {
       a.push_back(mem.random_half(sh.M * sh.K));
-      y.push_back(mem.alloc(sh.M * sh.N * 2));
+      y.push_back(mem.alloc(sh.M * nb * 2));
     }
-    for (int k = 0; k < wsets; ++k) w.push_back(mem.random_half(sh.K * sh.N, -0.05f, 0.05f));
-    void* bias = mem.random_half(sh.N);
+    for (int k = 0; k < wsets; ++k) w.push_back(mem.random_half(sh.K * nb, -0.05f, 0.05f));
+    void* bias = mem.random_half(nb);
+    void* gated_y = mem.alloc(sh.M * sh.N * 2);
     void* ws = mem.alloc(32 << 20);
     auto scratch = [ws](size_t) { return ws; };
-    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, sh.N);
+    cuda_fused::GemmDesc d = cuda_bench::fp16_gemm(sh.M, sh.K, nb);
     d.bias = bias;
     d.epilogue = cuda_fused::GemmEpilogue::Bias;
     std::vector<std::function<double()>> timers;
@@ -68,6 +73,9 @@ TEST_CASE("cuda split-K Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_split
         cuda_fused::gemm(d, a[i % cuda_bench::kSets], w[i % wsets], y[i % cuda_bench::kSets], s, scratch);
         if (sh.act == A::GeluErf)
           cuda_fused::launch_bias_gelu_erf(DType::Float16, y[i % cuda_bench::kSets], nullptr, sh.M, sh.N, s);
+        if (sh.gated)
+          cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, y[i % cuda_bench::kSets],
+                                              gated_y, sh.M, sh.N, s);
       });
     });
     for (int pre = 1; pre >= 0; --pre)
@@ -82,6 +90,7 @@ TEST_CASE("cuda split-K Hopper GEMM vs cuBLASLt benchmark", "[.bench][gemm_split
           g.g.N = sh.N;
           g.g.K = sh.K;
           g.g.act = sh.act;
+          g.g.gated = sh.gated;
           g.b_const = pre != 0;
           REQUIRE(cuda_fused::launch_gemm_splitk(g, s));
         });

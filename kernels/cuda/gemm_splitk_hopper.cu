@@ -77,7 +77,10 @@ __device__ __forceinline__ float4 ld_peer_f4(uint32_t addr, uint32_t rank) {
 }
 #endif
 
-template <class T, int MT, bool B_NK, int ACT, bool RES>
+// GATED (fuseopt.GatedMatMul): B holds 2N columns, gate then up; a tile's 128 columns of B are the
+// gate's [n0, n0 + 64) and the up's [N + n0, N + n0 + 64), and Y's [n0, n0 + 64) is
+// act(gate + bias) * (up + bias') — the [M, 2N] product never written, no gate pass.
+template <class T, int MT, bool B_NK, int ACT, bool RES, bool GATED>
 __global__ void __launch_bounds__(160, 2)
     gemm_splitk_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                        const __grid_constant__ SplitParams p) {
@@ -97,7 +100,8 @@ __global__ void __launch_bounds__(160, 2)
   const int S = p.splits;
   const uint32_t rank = cluster_rank();
   const int tile = int(blockIdx.x) / S;
-  const int m0 = (tile % p.tiles_m) * kRows, n0 = (tile / p.tiles_m) * kSplitBN;
+  constexpr int kOutN = GATED ? kSplitBN / 2 : kSplitBN;  // Y columns a tile writes
+  const int m0 = (tile % p.tiles_m) * kRows, n0 = (tile / p.tiles_m) * kOutN;
   const int kt0 = int(rank) * p.k_tiles / S, kt1 = (int(rank) + 1) * p.k_tiles / S;
   const int n_kt = kt1 - kt0;  // >= 1: the host keeps S <= k_tiles
 
@@ -118,9 +122,11 @@ __global__ void __launch_bounds__(160, 2)
         const int s = i % kSplitStages, kt = kt0 + i;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          // [64 rows of N][64 of K] ([N, K] weights) or [64 of K][64 columns] ([K, N]).
-          if constexpr (B_NK) tma_load_2d(tile_b(s) + q * 64 * 128, &tm_b, full(s), kt * 64, n0 + q * 64);
-          else tma_load_2d(tile_b(s) + q * 64 * 128, &tm_b, full(s), n0 + q * 64, kt * 64);
+          // [64 rows of N][64 of K] ([N, K] weights) or [64 of K][64 columns] ([K, N]); gated:
+          // the gate's 64, then the up's.
+          const int c = GATED ? (q == 0 ? n0 : p.N + n0) : n0 + q * 64;
+          if constexpr (B_NK) tma_load_2d(tile_b(s) + q * 64 * 128, &tm_b, full(s), kt * 64, c);
+          else tma_load_2d(tile_b(s) + q * 64 * 128, &tm_b, full(s), c, kt * 64);
         }
       };
       auto load_a = [&](int i) { tma_load_2d(tile_a(i % kSplitStages), &tm_a, full(i % kSplitStages), (kt0 + i) * 64, m0); };
@@ -203,33 +209,49 @@ __global__ void __launch_bounds__(160, 2)
     // ---------------- reduction: this block's rows of the tile, every block's partial ----------------
     const int valid = min(kRows, p.M - m0);
     const int r0 = int(rank) * valid / S, r1 = (int(rank) + 1) * valid / S;
-    const int chunks = (r1 - r0) * (kSplitBN / 4);  // 4 columns a chunk
+    const int chunks = (r1 - r0) * (kOutN / 4);  // 4 columns a chunk
     const T* bias = static_cast<const T*>(p.bias);
     const T* res = static_cast<const T*>(p.residual);
     T* y = static_cast<T*>(p.y);
     for (int c = tid; c < chunks; c += 128) {
-      const int row = r0 + c / (kSplitBN / 4), col4 = (c % (kSplitBN / 4)) * 4;
+      const int row = r0 + c / (kOutN / 4), col4 = (c % (kOutN / 4)) * 4;
       const int col = n0 + col4;
       if (col >= p.N) continue;  // N is a multiple of 8: a chunk is wholly inside or outside
       const uint32_t at = base + uint32_t(row * kPitch + col4) * 4u;
-      float4 sum = ld_peer_f4(at, 0);
-      for (int q = 1; q < S; ++q) {  // rank order: the same sum every run
+      // The partials in rank order: the same sum every run. Gated: the up's columns 64 on.
+      float4 sum = ld_peer_f4(at, 0), up = GATED ? ld_peer_f4(at + 64 * 4, 0) : sum;
+      for (int q = 1; q < S; ++q) {
         const float4 v = ld_peer_f4(at, uint32_t(q));
         sum.x += v.x;
         sum.y += v.y;
         sum.z += v.z;
         sum.w += v.w;
+        if constexpr (GATED) {
+          const float4 u = ld_peer_f4(at + 64 * 4, uint32_t(q));
+          up.x += u.x;
+          up.y += u.y;
+          up.z += u.z;
+          up.w += u.w;
+        }
       }
       float v[4] = {sum.x, sum.y, sum.z, sum.w};
+      float w[4] = {up.x, up.y, up.z, up.w};
       if (bias) {
         const float2 b0 = load_pair<T>(bias + col), b1 = load_pair<T>(bias + col + 2);
         v[0] += b0.x;
         v[1] += b0.y;
         v[2] += b1.x;
         v[3] += b1.y;
+        if constexpr (GATED) {
+          const float2 u0 = load_pair<T>(bias + p.N + col), u1 = load_pair<T>(bias + p.N + col + 2);
+          w[0] += u0.x;
+          w[1] += u0.y;
+          w[2] += u1.x;
+          w[3] += u1.y;
+        }
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = apply_act<T, ACT>(v[e]);
+      for (int e = 0; e < 4; ++e) v[e] = GATED ? apply_act<T, ACT>(v[e]) * w[e] : apply_act<T, ACT>(v[e]);
       const int64_t off = int64_t(m0 + row) * p.N + col;
       if constexpr (RES) {
         const uint2 r = *reinterpret_cast<const uint2*>(res + off);
@@ -281,10 +303,11 @@ int choose_splits(int tiles, int k_tiles, int smem) {
   return s;
 }
 
-template <class T, int MT, bool B_NK, int ACT, bool RES>
+template <class T, int MT, bool B_NK, int ACT, bool RES, bool GATED = false>
 bool launch_k(const SplitKGemm& s, cudaStream_t stream) {
   using L = SplitLayout<MT>;
-  constexpr auto kernel = gemm_splitk_kernel<T, MT, B_NK, ACT, RES>;
+  constexpr auto kernel = gemm_splitk_kernel<T, MT, B_NK, ACT, RES, GATED>;
+  constexpr int kOutN = GATED ? kSplitBN / 2 : kSplitBN;
   if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   static const bool non_portable = [] {
     const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
@@ -293,13 +316,14 @@ bool launch_k(const SplitKGemm& s, cudaStream_t stream) {
   }();
   const HopperGemm& g = s.g;
   CUtensorMap ta, tb;
-  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, g.N, g.K, g.b_nk, 64, MT * 64, 64)) return false;
+  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, GATED ? 2 * g.N : g.N, g.K, g.b_nk, 64, MT * 64, 64))
+    return false;
   SplitParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
   p.k_tiles = int((g.K + 63) / 64);
   p.tiles_m = int((g.M + MT * 64 - 1) / (MT * 64));
-  const int tiles = p.tiles_m * int((g.N + kSplitBN - 1) / kSplitBN);
+  const int tiles = p.tiles_m * int((g.N + kOutN - 1) / kOutN);
   int splits = choose_splits<kernel>(tiles, p.k_tiles, L::kAlloc);
   if (!non_portable) splits = std::min(splits, 8);
   p.splits = splits;
@@ -317,6 +341,15 @@ bool launch_k(const SplitKGemm& s, cudaStream_t stream) {
 template <class T, int MT, bool B_NK, bool RES>
 bool launch_act(const SplitKGemm& s, cudaStream_t stream) {
   using A = HopperGemmAct;
+  if (s.g.gated) {  // GatedMatMul's gates (no residual input)
+    switch (s.g.act) {
+      case A::Silu: return launch_k<T, MT, B_NK, int(A::Silu), false, true>(s, stream);
+      case A::GeluErfExact: return launch_k<T, MT, B_NK, int(A::GeluErfExact), false, true>(s, stream);
+      case A::GeluTanh: return launch_k<T, MT, B_NK, int(A::GeluTanh), false, true>(s, stream);
+      case A::Relu: return launch_k<T, MT, B_NK, int(A::Relu), false, true>(s, stream);
+      default: return false;
+    }
+  }
   switch (s.g.act) {
     case A::None: return launch_k<T, MT, B_NK, int(A::None), RES>(s, stream);
     case A::Relu: return launch_k<T, MT, B_NK, int(A::Relu), RES>(s, stream);
@@ -330,8 +363,9 @@ bool launch_act(const SplitKGemm& s, cudaStream_t stream) {
 template <class T, int MT>
 bool launch_mt(const SplitKGemm& s, cudaStream_t stream) {
   const bool res = s.residual != nullptr;
-  if (s.g.b_nk) return res ? launch_act<T, MT, true, true>(s, stream) : launch_act<T, MT, true, false>(s, stream);
-  return res ? launch_act<T, MT, false, true>(s, stream) : launch_act<T, MT, false, false>(s, stream);
+  if (s.g.gated || !res)
+    return s.g.b_nk ? launch_act<T, MT, true, false>(s, stream) : launch_act<T, MT, false, false>(s, stream);
+  return s.g.b_nk ? launch_act<T, MT, true, true>(s, stream) : launch_act<T, MT, false, true>(s, stream);
 }
 
 template <class T>
@@ -345,13 +379,15 @@ bool launch_dt(const SplitKGemm& s, cudaStream_t stream) {
 bool splitk_gemm_fits(const SplitKGemm& s, cudaStream_t stream) {
   const HopperGemm& g = s.g;
   if (g.dt != DType::Float16 && g.dt != DType::BFloat16) return false;
-  if (g.gated || g.y_fp32) return false;
+  if (g.y_fp32 || (g.gated && s.residual)) return false;
   if (g.M < 1 || g.M > kSplitKMaxM || g.N < 1 || g.K < 1 || g.N >= (int64_t(1) << 31) || g.K >= (int64_t(1) << 31))
     return false;
   if (g.K % 8 != 0 || g.N % 8 != 0) return false;  // TMA rows of 16-byte pitches; 8-byte stores of 4 columns
   using A = HopperGemmAct;
-  if (g.act != A::None && g.act != A::Relu && g.act != A::GeluErf && g.act != A::GeluTanh && g.act != A::Relu2)
+  if (g.gated ? g.act != A::Silu && g.act != A::GeluErfExact && g.act != A::GeluTanh && g.act != A::Relu
+              : g.act != A::None && g.act != A::Relu && g.act != A::GeluErf && g.act != A::GeluTanh && g.act != A::Relu2)
     return false;
+  if (g.gated && 2 * g.N >= (int64_t(1) << 31)) return false;
   if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, 16)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
   if (s.residual && !aligned(s.residual, 16)) return false;

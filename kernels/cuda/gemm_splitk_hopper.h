@@ -25,14 +25,16 @@ namespace fuseopt::cuda_fused {
 constexpr int64_t kSplitKMaxM = 128;
 
 struct SplitKGemm {
-  HopperGemm g;                   // dt, a, b, b_nk, bias, y, M, N, K, act (not gated, not y_fp32)
+  HopperGemm g;                   // dt, a, b, b_nk, gated, bias, y, M, N, K, act (not y_fp32)
   const void* residual = nullptr;  // Y's shape, row-major, added after the activation; or null
   bool b_const = false;            // B is a constant no kernel of the run writes (loaded before the wait)
 };
 
 // Whether the kernel can run these arguments: fp16/bf16; 1 <= M <= kSplitKMaxM; K a multiple of 8,
 // N a multiple of 8; A, B, Y, residual 16-byte aligned, bias 4-byte; act None / Relu / GeluErf /
-// GeluTanh / Relu2; not gated; a device whose loaded image is the sm_90a one.
+// GeluTanh / Relu2, or gated (GatedMatMul: B [K, 2N] or [2N, K], gate then up; act Silu /
+// GeluErfExact / GeluTanh / Relu on the gate; no residual); a device whose loaded image is the
+// sm_90a one.
 bool splitk_gemm_fits(const SplitKGemm& s, cudaStream_t stream);
 
 // Whether the runtime should take it (switch FUSEOPT_SPLITK_GEMM: 0 never, 1 every GEMM it fits;

@@ -168,6 +168,63 @@ TEST_CASE("cuda split-K Hopper GEMM matches the reference", "[cuda][gemm][gemm_s
   cuda_fused::set_splitk_gemm_splits(0);
 }
 
+TEST_CASE("cuda split-K Hopper GEMM with the gate in its epilogue matches the reference", "[cuda][gemm][gemm_splitk]") {
+  if (!hopper_ready()) return;
+  cuda_check::TestStream st;
+  // B [K, 2h] (gate, then up) or [2h, K]; h 136 (a partial last 64-column tile: its gate columns
+  // run into the up's, computed and not stored), 40 (one partial tile), 200.
+  struct Shape { int64_t M, K, h; };
+  const Shape shapes[] = {{128, 776, 136}, {9, 3080, 40}, {77, 200, 200}};
+  const HopperGemmAct acts[] = {HopperGemmAct::Silu, HopperGemmAct::GeluErfExact, HopperGemmAct::GeluTanh,
+                                HopperGemmAct::Relu};
+  int turn = 0;
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const Shape& sh : shapes) {
+      Problem p(dt, sh.M, sh.K, 2 * sh.h);
+      DevBuf dY(sh.M * sh.h * 2 + 16);
+      for (int splits : {0, 1, 5})
+        for (int b_nk = 0; b_nk < 2; ++b_nk) {
+          cuda_fused::set_splitk_gemm_splits(splits);
+          const HopperGemmAct act = acts[turn % 4];
+          const bool with_bias = turn % 3 != 1, b_const = turn % 2 == 0;
+          ++turn;
+          INFO(cuda_check::short_name(dt) << " M " << sh.M << " K " << sh.K << " h " << sh.h << " splits " << splits
+                                          << (b_nk ? " W [2h,K]" : " W [K,2h]") << " bias " << with_bias << " act "
+                                          << int(act));
+          auto s = p.args(b_nk, with_bias, false, act, b_const);
+          s.g.gated = true;
+          s.g.N = sh.h;
+          s.g.y = dY.p;
+          ck(cudaMemsetAsync(dY.p, 0xFF, sh.M * sh.h * 2, st.s), "poison");
+          const long long before = cuda_fused::splitk_gemm_launch_count();
+          REQUIRE(cuda_fused::launch_gemm_splitk(s, st.s));
+          REQUIRE(cuda_fused::splitk_gemm_launch_count() == before + 1);
+          ck(cudaStreamSynchronize(st.s), "kernel");
+          const auto got = download(dt, dY.p, sh.M * sh.h);
+          std::vector<double> want(sh.M * sh.h);
+          for (int64_t m = 0; m < sh.M; ++m)
+            for (int64_t j = 0; j < sh.h; ++j) {
+              const double g = p.pre[m * 2 * sh.h + j] + (with_bias ? p.bias[j] : 0.0);
+              const double u = p.pre[m * 2 * sh.h + sh.h + j] + (with_bias ? p.bias[sh.h + j] : 0.0);
+              double a = g;
+              switch (act) {
+                case HopperGemmAct::Silu: a = g / (1.0 + std::exp(-g)); break;
+                case HopperGemmAct::GeluErfExact: a = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))); break;
+                case HopperGemmAct::GeluTanh:
+                  a = 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+                  break;
+                default: a = g > 0 ? g : 0; break;
+              }
+              want[m * sh.h + j] = a * u;
+            }
+          const double err = cuda_check::rel_err(got, want);
+          INFO("relative error " << err);
+          CHECK(err < (dt == DType::Float16 ? 2e-3 : 1e-2));
+        }
+    }
+  cuda_fused::set_splitk_gemm_splits(0);
+}
+
 TEST_CASE("cuda split-K Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm_splitk]") {
   if (!hopper_ready()) return;
   cuda_check::TestStream st;
@@ -189,9 +246,14 @@ TEST_CASE("cuda split-K Hopper GEMM refuses what it does not handle", "[cuda][ge
   refused(s, "K not a multiple of 8");
   s = p.args(false, true, false, HopperGemmAct::Silu, true);
   refused(s, "an activation its epilogue lacks");
-  s = p.args(false, true, false, HopperGemmAct::None, true);
+  s = p.args(false, true, true, HopperGemmAct::Silu, true);
   s.g.gated = true;
-  refused(s, "gated");
+  s.g.N = 68;
+  refused(s, "gated with a residual");
+  s = p.args(false, true, false, HopperGemmAct::GeluErf, true);
+  s.g.gated = true;
+  s.g.N = 68;
+  refused(s, "gated with an activation no gate has");
   s = p.args(false, true, false, HopperGemmAct::None, true);
   s.g.y = static_cast<char*>(p.dY.p) + 8;
   refused(s, "Y not 16-byte aligned");
@@ -244,6 +306,19 @@ TEST_CASE("cuda FusedMatMul / LayerNormLinear through the split-K Hopper GEMM", 
       CHECK(cuda_fused::splitk_gemm_launch_count() == before + 1);
       auto want = c.run_cpu(dt);
       INFO("LayerNormLinear " << cuda_check::short_name(dt));
+      CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+    }
+    {
+      OpCase c("fuseopt", "GatedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", "silu"));
+      Tensor x = cuda_check::random_tensor({1, 100, 96}, -2.f, 2.f), w = cuda_check::random_tensor({96, 2 * 136});
+      Tensor bias = cuda_check::random_tensor({2 * 136});
+      c.inputs = {&x, &w, &bias};
+      const long long before = cuda_fused::splitk_gemm_launch_count();
+      auto got = c.run_cuda(dt);
+      CHECK(cuda_fused::splitk_gemm_launch_count() == before + 1);
+      auto want = c.run_cpu(dt);
+      INFO("GatedMatMul " << cuda_check::short_name(dt));
       CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
     }
   }
