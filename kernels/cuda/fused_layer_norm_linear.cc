@@ -96,9 +96,6 @@ FUSEOPT_KERNEL(CudaLayerNormLinear, "fuseopt", "LayerNormLinear", Backend::CUDA,
   if (cuda_gemm::try_gemv(dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, trans_b, 1.f, stream,
                           w_const))
     return;  // M <= 8 (decode): the weight-streaming kernel
-  if (cuda_gemm::try_splitk_gemm(dt, act, z, w->data, trans_b, bias ? bias->data : nullptr, y->data, rows, N, K, stream,
-                                 w_const))
-    return;  // few rows on Hopper, where switched on: K split across a cluster
   if (!trans_b && try_small_gemm(ctx, dt, act, z, w->data, bias ? bias->data : nullptr, y->data, rows, N, K, stream))
     return;  // the small-M kernel of ours (for erf-GELU one launch fewer)
   if (cuda_gemm::try_hopper_gemm(dt, act, z, w->data, trans_b, bias ? bias->data : nullptr, y->data, rows, N, K, stream))

@@ -16,7 +16,6 @@
 #include "kernels/cuda/gated_matmul.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/gemm_hopper.h"
-#include "kernels/cuda/gemm_splitk_hopper.h"
 #include "kernels/cuda/gemm_small_m.h"
 #include "kernels/cuda/gemv_nk_fused.h"
 
@@ -94,12 +93,6 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
             : act == GateActivation::Gelu     ? cuda_fused::HopperGemmAct::GeluErfExact
             : act == GateActivation::GeluTanh ? cuda_fused::HopperGemmAct::GeluTanh
                                               : cuda_fused::HopperGemmAct::Relu;
-    // Few rows on Hopper, where switched on: K split across a cluster, the gate in its epilogue.
-    cuda_fused::SplitKGemm sk;
-    sk.g = g;
-    sk.b_const = w_const;
-    if (rows <= cuda_fused::kSplitKMaxM && cuda_fused::splitk_gemm_wanted(sk) && cuda_fused::launch_gemm_splitk(sk, stream))
-      return;
     if (cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream)) return;
   }
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));

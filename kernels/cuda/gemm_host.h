@@ -61,15 +61,6 @@ bool try_small_gemm(KernelContext& ctx, DType dt, Act act, const void* a, const 
 bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
                      int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
-// The split-K Hopper GEMM of gemm_splitk_hopper.cu for few rows (M <= 128) where it is wanted
-// (splitk_gemm_wanted) and fits (sm_90a, fp16/bf16, K and N multiples of 8, the activations of
-// its epilogue); B [K, N] or, with trans_b, [N, K]; alpha 1; the residual (Y's layout) added in
-// its epilogue. b_const: B is a session constant (requested before the launch wait).
-// False: nothing launched.
-bool try_splitk_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
-                     int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const,
-                     const void* residual = nullptr);
-
 // The epilogue doing bias + activation; erf-GELU, tanh and relu2 need a pass afterwards.
 cuda_fused::GemmEpilogue epilogue_for(Act act, bool bias);
 

@@ -20,7 +20,6 @@
 #include "kernels/cuda/gemm_pack.h"
 #include "kernels/cuda/gemm_row_phases.h"
 #include "kernels/cuda/gemm_small_m.h"
-#include "kernels/cuda/gemm_splitk_hopper.h"
 
 namespace fuseopt {
 namespace cuda_gemm {
@@ -115,16 +114,6 @@ bool try_hopper_gemm(DType dt, Act act, const void* a, const void* b, bool trans
   if (act == Act::Tanh || pass_only(act)) return false;  // no tanh, QuickGELU or SiLU in its epilogue
   const cuda_fused::HopperGemm g = hopper_args(dt, act, a, b, trans_b, bias, y, M, N, K);
   return cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream);
-}
-
-bool try_splitk_gemm(DType dt, Act act, const void* a, const void* b, bool trans_b, const void* bias, void* y,
-                     int64_t M, int64_t N, int64_t K, cudaStream_t stream, bool b_const, const void* residual) {
-  if (act == Act::Tanh || pass_only(act) || M > cuda_fused::kSplitKMaxM) return false;
-  cuda_fused::SplitKGemm s;
-  s.g = hopper_args(dt, act, a, b, trans_b, bias, y, M, N, K);
-  s.residual = residual;
-  s.b_const = b_const;
-  return cuda_fused::splitk_gemm_wanted(s) && cuda_fused::launch_gemm_splitk(s, stream);
 }
 
 namespace {
@@ -267,11 +256,6 @@ void run_matmul(KernelContext& ctx, const RtTensor* a, const RtTensor* b, bool t
   // M <= 8 (decode): the weight-streaming kernel, bias, activation and residual included.
   if (nb == 1 && !pack_fp32 && try_gemv(dt, act, a->data, b->data, bias ? bias->data : nullptr, y->data, M * na, N, K, trans_b,
                           alpha, stream, ctx.input(1) == b && ctx.input_is_constant(1), res))
-    return;
-  // Few rows on Hopper, where switched on: K split across a cluster, residual in its epilogue.
-  if (nb == 1 && !pack_fp32 && alpha == 1.f &&
-      try_splitk_gemm(dt, act, a->data, b->data, trans_b, bias ? bias->data : nullptr, y->data, M * na, N, K, stream,
-                      ctx.input(1) == b && ctx.input_is_constant(1), res))
     return;
   // Small M: one kernel of ours (for erf-GELU one launch instead of two). No residual there.
   if (nb == 1 && !pack_fp32 && !trans_b && alpha == 1.f && !res &&
