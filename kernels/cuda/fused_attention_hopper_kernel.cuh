@@ -25,7 +25,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), blocks_per_sm(NC))
                             const HopperParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh, fused_attention_hopper.cu):
-  // no TMA copy, key-flag read or output write before the previous kernel has completed.
+  // no TMA copy, key-flag read or output write before the previous kernel has completed. The TMA
+  // descriptors (the host's, in parameter space) are fetched before that wait.
+  if (threadIdx.x == 0) {
+    prefetch_tmap(&tm_q);
+    prefetch_tmap(&tm_k);
+    prefetch_tmap(&tm_v);
+    if (Layout<D, BN, STAGES, NC, QB>::kTmaStore) prefetch_tmap(&tm_y);
+  }
   cuda_pdl::pdl_begin();
   // The key flags are written 32 keys a pass of the producer warp.
   static_assert(!MASKED || BN % 32 == 0, "a masked key tile is whole 32-key passes");

@@ -106,6 +106,13 @@ __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 // The 128 threads of one warpgroup (named barrier `id`).
 __device__ __forceinline__ void warpgroup_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+// Fetches a TMA descriptor (a __grid_constant__ kernel parameter) into the descriptor cache, so the
+// first copy through it does not wait for that fetch. The descriptor is the host's encoding, which no
+// kernel writes: a kernel launched with PDL issues this before its wait, during the previous
+// kernel's tail (pdl.cuh's contract: no global memory another kernel writes is touched).
+__device__ __forceinline__ void prefetch_tmap(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

@@ -74,6 +74,12 @@ __global__ void __launch_bounds__(384, 1)
 #if defined(FUSEOPT_HOPPER_DEVICE)
   using namespace hopper;
   // Launched with programmatic dependent launch: no copy or store before the previous kernel ends.
+  // The TMA descriptors (the host's) are fetched before that wait (ROWS has no map for Y).
+  if (threadIdx.x == 0) {
+    prefetch_tmap(&tm_a);
+    prefetch_tmap(&tm_b);
+    if (!ROWS) prefetch_tmap(&tm_y);
+  }
   cuda_pdl::pdl_begin();
   constexpr int kOutN = GATED ? BN / 2 : BN;  // Y columns a tile writes
   // The staging buffer's width: 32 KB of rows, 128 columns of 16 bits or 64 floats (256-column
@@ -260,6 +266,11 @@ __global__ void __launch_bounds__(384, 1)
                                 const __grid_constant__ CUtensorMap tm_y, const GemmParams p) {
 #if defined(FUSEOPT_HOPPER_DEVICE)
   using namespace hopper;
+  if (threadIdx.x == 0) {  // the TMA descriptors (the host's) fetched before the launch wait
+    prefetch_tmap(&tm_a);
+    prefetch_tmap(&tm_b);
+    prefetch_tmap(&tm_y);
+  }
   cuda_pdl::pdl_begin();  // programmatic dependent launch: no copy or store before the previous kernel ends
   constexpr int BN = 128;
   using L = GemmLayout<BN, STAGES, 128>;  // staging: a [128 rows][64 columns] panel a warpgroup
