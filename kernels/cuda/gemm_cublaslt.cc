@@ -259,14 +259,16 @@ GemmTuneInfo gemm_last_tune_info() {
 namespace {
 
 // Mean time of kTuneReps launches of one candidate, or a negative value when
-// cuBLASLt refuses it. Runs on the caller's buffers: D is overwritten (beta is
-// 0 here), A, B and bias are only read.
+// cuBLASLt refuses it. A, B, C and the bias are only read; every launch writes
+// D_timed: D itself where beta is 0, else a scratch copy of D's footprint, so
+// that a residual (C, or D's own contents) is read as the real call reads it and
+// left intact for that call.
 float time_candidate(cublasLtHandle_t h, const LtDescs& ds, const cublasLtMatmulAlgo_t& algo, const void* A,
-                     const void* B, void* D, void* workspace, size_t ws, float alpha, cudaStream_t stream,
-                     cudaEvent_t e0, cudaEvent_t e1) {
-  const float beta = 0.f;
+                     const void* B, const void* C, void* D_timed, void* workspace, size_t ws, float alpha,
+                     float beta, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
   auto launch = [&] {
-    return cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, D, ds.c, D, ds.c, &algo, workspace, ws, stream);
+    return cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, C, ds.c, D_timed, ds.c, &algo, workspace, ws,
+                          stream);
   };
   if (launch() != CUBLAS_STATUS_SUCCESS) return -1.f;
   FUSED_CUDA_CHECK(cudaEventRecord(e0, stream), "cuBLASLt autotune");
@@ -277,6 +279,12 @@ float time_candidate(cublasLtHandle_t h, const LtDescs& ds, const cublasLtMatmul
   float ms = 0.f;
   FUSED_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1), "cuBLASLt autotune");
   return ms / kTuneReps;
+}
+
+// Bytes D spans: its last batch item's last row ends the footprint.
+size_t d_footprint_bytes(const GemmDesc& d, uint64_t ldd, DType d_type) {
+  const int64_t elems = (d.batch - 1) * d.stride_d + (d.M - 1) * static_cast<int64_t>(ldd) + d.N;
+  return static_cast<size_t>(elems) * dtype_size(d_type);
 }
 
 }  // namespace
@@ -337,15 +345,16 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
   set_batch(ds.b, d.batch, d.stride_a);
   set_batch(ds.c, d.batch, d.stride_d);
 
-  // Tuning needs an uncaptured stream (it synchronises) and beta == 0 (it
-  // writes D several times). A first call under capture takes the heuristic's
-  // first choice and caches it, so later eager runs use what the graph holds.
+  // Tuning needs an uncaptured stream (it synchronises). A first call under capture takes the
+  // heuristic's first choice and caches it, so later eager runs use what the graph holds. With
+  // beta != 0 (the residual GEMMs of pre-LN layers: Llama's o-proj and down-proj at batch 1, whose
+  // heuristic first choice is a split-K kernel plus a separate reduce) the candidates write a
+  // scratch D, never D (see time_candidate).
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FUSED_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "cuBLASLt GEMM");
   const TuneMode mode = static_cast<TuneMode>(autotune_mode().load());
   const bool split_k_pays = few_tiles(d.M, d.N, d.batch, device);
-  const bool tune =
-      d.beta == 0.f && (mode == TuneMode::All || (mode == TuneMode::Small && (split_k_pays || d.tune)));
+  const bool tune = mode == TuneMode::All || (mode == TuneMode::Small && (split_k_pays || d.tune));
   // C and D share one layout and one alignment preference: the smaller of the two pointers'.
   const void* C = d.beta != 0.f && d.c ? d.c : D;
   const int align_cd = std::min(alignment_of(D), alignment_of(C));
@@ -405,10 +414,14 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
       size_t max_ws = 0;
       for (int i = 0; i < returned; ++i)
         if (res[i].state == CUBLAS_STATUS_SUCCESS) max_ws = std::max(max_ws, res[i].workspaceSize);
-      if (max_ws > 0) {
-        workspace = scratch(max_ws);
+      // One scratch block: the workspace, then (beta != 0) the copy of D the candidates write.
+      const size_t ws_span = (max_ws + 255) / 256 * 256;
+      const size_t timed_d_bytes = d.beta != 0.f ? d_footprint_bytes(d, ldd, d_type) : 0;
+      if (ws_span + timed_d_bytes > 0) {
+        workspace = scratch(ws_span + timed_d_bytes);
         FUSE_CHECK(workspace, "cuBLASLt GEMM: no workspace");
       }
+      void* D_timed = timed_d_bytes > 0 ? static_cast<char*>(workspace) + ws_span : D;
       cudaEvent_t e0 = nullptr, e1 = nullptr;
       FUSED_CUDA_CHECK(cudaEventCreate(&e0), "cuBLASLt autotune");
       FUSED_CUDA_CHECK(cudaEventCreate(&e1), "cuBLASLt autotune");
@@ -418,8 +431,8 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t
       try {
         for (int i = 0; i < returned; ++i) {
           if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-          const float t = time_candidate(h, ds, res[i].algo, A, B, D, workspace, res[i].workspaceSize, d.alpha,
-                                         stream, e0, e1);
+          const float t = time_candidate(h, ds, res[i].algo, A, B, C, D_timed, workspace, res[i].workspaceSize,
+                                         d.alpha, d.beta, stream, e0, e1);
           if (t < 0.f) continue;
           ++timed;
           if (i == 0) {

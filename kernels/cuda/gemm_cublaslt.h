@@ -56,9 +56,11 @@ using ScratchFn = std::function<void*(size_t bytes)>;
 // The algorithm is chosen once per (shape, dtype, epilogue, layout, alignment)
 // and cached: with autotuning on for it (see set_gemm_autotune), the first call of a
 // configuration times cuBLASLt's top heuristic candidates on the call's own
-// buffers (CUDA events, synchronising the stream once) and keeps the fastest;
-// when the stream is being captured into a CUDA graph, or beta != 0 (timing
-// would accumulate into D), it takes the heuristic's first choice instead.
+// inputs (CUDA events, synchronising the stream once) and keeps the fastest;
+// with beta != 0 the candidates write a scratch copy of D (from `scratch`), so
+// C (or D's previous contents) is read as the call reads it and accumulated
+// into D exactly once; when the stream is being captured into a CUDA graph,
+// it takes the heuristic's first choice instead.
 // Throws Error on failure.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* D, cudaStream_t stream,
           const ScratchFn& scratch);

@@ -2,7 +2,8 @@
 // tuned algorithm must compute the same product as a host fp64 reference on
 // fresh random inputs with a NaN-poisoned output; a first call under CUDA-graph
 // capture must not time anything and must still give the right result in the
-// graph; beta != 0 (accumulate into D) is never tuned and accumulates once.
+// graph; beta != 0 (the residual as C, or D's own contents) is tuned too, and
+// the product is still accumulated exactly once with C left as it was.
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -48,7 +49,7 @@ struct Problem {
   DevBuf dA, dW, dBias, dY, ws;
   Problem(int64_t m, int64_t k, int64_t n)
       : M(m), K(k), N(n), A(random_values(m * k)), W(random_values(k * n)), bias(random_values(n)),
-        dA(m * k * 2), dW(k * n * 2), dBias(n * 2), dY(m * n * 2), ws(32u << 20) {
+        dA(m * k * 2), dW(k * n * 2), dBias(n * 2), dY(m * n * 2), ws(64u << 20) {
     upload_half(dA.p, A);
     upload_half(dW.p, W);
     upload_half(dBias.p, bias);
@@ -72,7 +73,7 @@ struct Problem {
   cuda_fused::ScratchFn scratch() const {
     void* p = ws.p;
     return [p](size_t bytes) {
-      REQUIRE(bytes <= (32u << 20));
+      REQUIRE(bytes <= (64u << 20));
       return p;
     };
   }
@@ -151,22 +152,50 @@ TEST_CASE("cuda GEMM first call under graph capture takes the heuristic choice",
   cudaStreamDestroy(s);
 }
 
-TEST_CASE("cuda GEMM with beta accumulates exactly once (never timed)", "[cuda][gemm]") {
+TEST_CASE("cuda GEMM with beta is tuned and accumulates exactly once", "[cuda][gemm]") {
   if (!cuda_check::gpu_ready()) return;
   const bool was = cuda_fused::gemm_autotune();
   cuda_fused::set_gemm_autotune(true);
   cudaStream_t s;
   cuda_check::ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  Problem p(96, 64, 120);
-  const std::vector<float> d0 = random_values(p.M * p.N);
-  upload_half(p.dY.p, d0);
-  const auto want = reference(p.A, p.W, nullptr, &d0, p.M, p.K, p.N);
-  cuda_fused::GemmDesc d = p.desc(false);
-  d.beta = 1.f;
-  cuda_fused::gemm(d, p.dA.p, p.dW.p, p.dY.p, s, p.scratch());
-  cuda_check::ck(cudaStreamSynchronize(s), "gemm");
-  CHECK(cuda_fused::gemm_last_tune_info().candidates_timed == 0);
-  CHECK(rel_err(download_half(p.dY.p, p.M * p.N), want) < 2e-3);
+  struct Shape {
+    int64_t M, K, N;
+  };
+  // Few output tiles (so tuned by default too); K = 3000 brings split-K candidates, whose
+  // reduction must apply beta once; M 96 and N 120 do not divide any tile.
+  for (Shape sh : {Shape{96, 64, 120}, Shape{128, 3000, 200}, Shape{131, 1000, 264}}) {
+    for (int separate_c = 0; separate_c < 2; ++separate_c) {
+      for (int with_bias = 0; with_bias < 2; ++with_bias) {
+        Problem p(sh.M, sh.K, sh.N);
+        INFO("M " << p.M << " K " << p.K << " N " << p.N << " separate C " << separate_c << " bias " << with_bias);
+        const std::vector<float> d0 = random_values(p.M * p.N);
+        DevBuf dC(p.M * p.N * 2);
+        const auto want = reference(p.A, p.W, with_bias ? &p.bias : nullptr, &d0, p.M, p.K, p.N);
+        cuda_fused::GemmDesc d = p.desc(with_bias);
+        d.beta = 1.f;
+        // First call tunes, second uses the cache: each accumulates once.
+        for (int call = 0; call < 2; ++call) {
+          if (separate_c) {
+            upload_half(dC.p, d0);
+            p.poison();
+            d.c = dC.p;
+          } else {
+            upload_half(p.dY.p, d0);
+          }
+          cuda_fused::gemm(d, p.dA.p, p.dW.p, p.dY.p, s, p.scratch());
+          cuda_check::ck(cudaStreamSynchronize(s), "gemm");
+          const auto info = cuda_fused::gemm_last_tune_info();
+          if (call == 0) CHECK(info.candidates_timed > 0);
+          CHECK(info.winner_index >= 0);
+          CHECK(rel_err(download_half(p.dY.p, p.M * p.N), want) < 2e-3);
+          if (separate_c) {
+            const auto c_after = download_half(dC.p, p.M * p.N);
+            CHECK(std::memcmp(c_after.data(), d0.data(), d0.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
   cuda_fused::set_gemm_autotune(was);
   cudaStreamDestroy(s);
 }
