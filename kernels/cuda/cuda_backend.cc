@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "kernels/cuda/float_convert.h"
-#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/index_errors.h"
 #include "runtime/backend.h"
 #include "util/allocation.h"
@@ -286,11 +285,6 @@ class CudaBackend final : public BackendImpl {
   bool convert_float(void* dst, DType to, const void* src, DType from, int64_t n) override {
     if (!cuda::launch_float_convert(dst, to, src, from, n, stream_)) return false;
     cuda_check(cudaGetLastError(), "float conversion");
-    return true;
-  }
-  bool prefetch_to_l2(const void* p, size_t bytes) override {
-    if (!cuda::launch_l2_prefetch(p, bytes, stream_)) return false;
-    cuda_check(cudaGetLastError(), "L2 prefetch");
     return true;
   }
   void* stream() override { return stream_; }

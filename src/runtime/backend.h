@@ -53,11 +53,6 @@ class BackendImpl {
   virtual std::shared_ptr<void> capture(const std::function<void()>& body) { return nullptr; }
   virtual void replay(const std::shared_ptr<void>& handle) {}
 
-  // Asks the device to bring [p, p + bytes) of a constant into its L2 cache ahead of the kernel
-  // that will read it, in stream order and without changing it (kernels/cuda/l2_prefetch.h).
-  // false when the backend does not (the CPU; a CUDA device without the support, or switched off).
-  virtual bool prefetch_to_l2(const void* p, size_t bytes) { return false; }
-
   // Timing with device events (ms); CPU uses wall clock.
   virtual double elapsed_ms(const std::function<void()>& body) = 0;
 };
