@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "kernels/cuda/float_convert.h"
-#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/index_errors.h"
 #include "runtime/backend.h"
 #include "util/allocation.h"
@@ -217,16 +216,12 @@ class CudaBackend final : public BackendImpl {
     exports_ = std::make_shared<ExportCache>(device_);
   }
   ~CudaBackend() override {
-    if (side_) cudaStreamSynchronize(side_);
     if (stream_) cudaStreamSynchronize(stream_);
     if (stream_) cuda::detach_index_errors(stream_);
     pool_.release_cached();
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
     if (stream_) cudaStreamDestroy(stream_);
-    if (side_) cudaStreamDestroy(side_);
-    if (fork_) cudaEventDestroy(fork_);
-    if (join_) cudaEventDestroy(join_);
   }
 
   Backend kind() const override { return Backend::CUDA; }
@@ -292,29 +287,6 @@ class CudaBackend final : public BackendImpl {
     cuda_check(cudaGetLastError(), "float conversion");
     return true;
   }
-  // The prefetch runs on a side stream forked from stream_ here and joined back by
-  // join_prefetches(): nothing on stream_ waits for it until the run's end (a prefetch kernel on
-  // stream_ itself kept its fetches on the critical path, NOTES-perf.md v48).
-  bool prefetch_to_l2(const void* p, size_t bytes) override {
-    if (!cuda::l2_prefetch_enabled()) return false;
-    if (!side_) {
-      cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate (prefetch)");
-      cuda_check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate (prefetch)");
-      cuda_check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate (prefetch)");
-    }
-    cuda_check(cudaEventRecord(fork_, stream_), "L2 prefetch (fork)");
-    cuda_check(cudaStreamWaitEvent(side_, fork_, 0), "L2 prefetch (fork)");
-    side_pending_ = true;
-    if (!cuda::launch_l2_prefetch(p, bytes, side_)) return false;
-    cuda_check(cudaGetLastError(), "L2 prefetch");
-    return true;
-  }
-  void join_prefetches() override {
-    if (!side_pending_) return;
-    side_pending_ = false;
-    cuda_check(cudaEventRecord(join_, side_), "L2 prefetch (join)");
-    cuda_check(cudaStreamWaitEvent(stream_, join_, 0), "L2 prefetch (join)");
-  }
   void* stream() override { return stream_; }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "synchronize"); }
   void reset_device_errors() override { cuda::reset_index_errors(stream_); }
@@ -329,13 +301,7 @@ class CudaBackend final : public BackendImpl {
     cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
     try {
       body();
-      join_prefetches();  // a capture must end with every forked stream joined
     } catch (...) {
-      if (side_pending_) {  // rejoin the side stream so that it leaves the failed capture too
-        side_pending_ = false;
-        cudaEventRecord(join_, side_);
-        cudaStreamWaitEvent(stream_, join_, 0);
-      }
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(stream_, &broken);
       if (broken) cudaGraphDestroy(broken);
@@ -368,9 +334,6 @@ class CudaBackend final : public BackendImpl {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  cudaStream_t side_ = nullptr;  // L2 prefetches (prefetch_to_l2)
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  bool side_pending_ = false;  // a prefetch was forked and not joined yet
   DevicePool pool_;
   std::shared_ptr<ExportCache> exports_;  // made once device_ is known
 };

@@ -53,14 +53,6 @@ class BackendImpl {
   virtual std::shared_ptr<void> capture(const std::function<void()>& body) { return nullptr; }
   virtual void replay(const std::shared_ptr<void>& handle) {}
 
-  // Asks the device to bring [p, p + bytes) of a constant into its L2 cache ahead of the kernel
-  // that will read it (kernels/cuda/l2_prefetch.h), beside stream(): the work enqueued after it
-  // does not wait for it; join_prefetches() makes stream() wait for every prefetch since the last
-  // join (the Session calls it at the end of a run's steps; capture() also does). false when the
-  // backend does not prefetch (the CPU; a CUDA device without the support, or switched off).
-  virtual bool prefetch_to_l2(const void* p, size_t bytes) { return false; }
-  virtual void join_prefetches() {}
-
   // Timing with device events (ms); CPU uses wall clock.
   virtual double elapsed_ms(const std::function<void()>& body) = 0;
 };

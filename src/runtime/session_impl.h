@@ -187,11 +187,6 @@ struct Session::Impl {
   std::vector<HeldKv> held;
   int64_t kv_capacity = 0, kv_length = 0;
   bool kv_loaded = false;
-  // Weights fetched into L2 ahead of small-row GEMMs (plan_l2_prefetch, session_step.cc): for
-  // each step, the constant slot to prefetch once it has run (-1: none). Planned at the first
-  // device execution, when the constants are on the device.
-  std::vector<int> l2_prefetch_after;
-  bool l2_prefetch_planned = false;
 
   Impl(Session& session, BackendImpl& backend) : s(session), be(backend) {}
   SessionProfile& prof() { return s.profile_; }
@@ -232,8 +227,6 @@ struct Session::Impl {
   // otherwise they are copied into the plan's buffers, whose addresses a captured graph keeps.
   void bind_inputs(Plan& p, const Views& inputs, bool in_place);
   void execute_steps(Plan& p);
-  void plan_l2_prefetch();
-  void prefetch_after_step(const Step& st, int weight_slot);
   void run_step(Plan& p, Step& st);
   void run_if(Plan& p, Step& st);
   Tensor host_copy(Plan& p, int slot, const Node& reader);

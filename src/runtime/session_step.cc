@@ -428,68 +428,9 @@ void Session::Impl::run_step(Plan& p, Step& st) {
   for (int id : st.release) release_slot(slots[id]);
 }
 
-namespace {
-
-// Ops whose kernel is a GEMM over a constant weight that it streams once per call.
-bool is_weight_gemm(const Node& n) {
-  static const char* const kOps[] = {"MatMul",      "Gemm",           "FusedMatMul", "GatedMatMul",
-                                     "LayerNormLinear", "FusedMatMulLayerNorm"};
-  for (const char* op : kOps)
-    if (n.op_type == op) return true;
-  return false;
-}
-
-// Weights below this are a few microseconds of HBM at most: not worth a launch.
-constexpr size_t kMinPrefetchBytes = 512u << 10;
-// The row counts (tokens) at which a GEMM streams its weight once and the kernels between
-// GEMMs are latency-bound (batch-1 prefill, a few short sequences): below, the decode GEMVs
-// already fetch their weight before their launch wait; above, the GEMMs are compute-bound.
-constexpr int64_t kMinPrefetchRows = 16, kMaxPrefetchRows = 512;
-
-}  // namespace
-
-// Each weight GEMM's largest constant input is prefetched after the previous weight GEMM has
-// run, so it travels to L2 while the latency-bound kernels in between (norms, rotary,
-// attention, activation passes) leave HBM idle.
-void Session::Impl::plan_l2_prefetch() {
-  l2_prefetch_planned = true;
-  l2_prefetch_after.assign(steps.size(), -1);
-  int previous_gemm = -1;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& st = steps[i];
-    if (st.is_if || st.on_host || !is_weight_gemm(st.n())) continue;
-    int weight = -1;
-    size_t weight_bytes = 0;
-    for (int id : st.ins) {
-      if (id < 0 || !slots[id].is_const || !slots[id].has_dev) continue;
-      const size_t bytes = slots[id].dev.nbytes();
-      if (bytes > weight_bytes) weight = id, weight_bytes = bytes;
-    }
-    if (weight < 0) continue;
-    if (previous_gemm >= 0 && weight_bytes >= kMinPrefetchBytes) l2_prefetch_after[previous_gemm] = weight;
-    previous_gemm = static_cast<int>(i);
-  }
-}
-
-// After GEMM `st`: its output's rows say whether the next GEMM will be weight-bound.
-void Session::Impl::prefetch_after_step(const Step& st, int weight_slot) {
-  if (st.outs.empty() || st.outs[0] < 0) return;
-  const RtTensor& y = slots[st.outs[0]].dev;
-  if (y.shape.empty() || y.shape.back() <= 0) return;
-  const int64_t rows = y.numel() / y.shape.back();
-  if (rows < kMinPrefetchRows || rows > kMaxPrefetchRows) return;
-  const RtTensor& w = slots[weight_slot].dev;
-  be.prefetch_to_l2(w.data, w.nbytes());
-}
-
 void Session::Impl::execute_steps(Plan& p) {
   ++p.executions;  // KernelContext::shared_derived: memory derived once an execution
-  if (device && !l2_prefetch_planned) plan_l2_prefetch();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    run_step(p, steps[i]);
-    if (i < l2_prefetch_after.size() && l2_prefetch_after[i] >= 0) prefetch_after_step(steps[i], l2_prefetch_after[i]);
-  }
-  if (device) be.join_prefetches();
+  for (Step& st : steps) run_step(p, st);
 }
 
 }  // namespace fuseopt
