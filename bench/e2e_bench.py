@@ -6,7 +6,9 @@ fuseopt, times them with fuserun (fp16, device latency: the captured CUDA graph
 replayed with inputs and outputs on the GPU), and times the same PyTorch models
 in the same run: eager (SDPA attention) and torch.compile(mode="reduce-overhead",
 i.e. CUDA graphs), medians of triton.testing.do_bench. Prints a table and writes
-it as JSON and as the markdown that goes into BENCHMARKS.md.
+it as JSON and as the markdown that goes into BENCHMARKS.md. Each table starts with the card's
+fingerprint from the same run (SM and memory clocks, power limit, temperature, a 1 GiB copy's
+TB/s, an 8192^3 fp16 GEMM's TFLOP/s): cards of one kind differ by up to 14 % end to end.
 
   python3 bench/e2e_bench.py --bin .gpu/bin [--models bert,gpt2,vit,llama]
       [--shapes bert=1x128,32x128,8x512 ...] [--torch eager,reduce-overhead]
@@ -211,6 +213,53 @@ def torch_times(name, torch, tf, shapes, modes):
 
 # ---- table ---------------------------------------------------------------------------
 
+def card_fingerprint(torch):
+    """What sets this card apart from another of its kind: cards of one kind have differed by up
+    to 14 % end to end with the same build (NOTES-perf.md v47-v48: Llama 1x128 1.30-1.49 ms on
+    four H100s), so every table carries the card's clocks, its copy bandwidth and a fixed GEMM's
+    rate, measured in the same run."""
+    info = {"name": torch.cuda.get_device_name()}
+    fields = "clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu"
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                            "-i", str(torch.cuda.current_device())], capture_output=True, text=True, timeout=20)
+        if r.returncode == 0 and r.stdout.strip():
+            info.update(zip(fields.split(","), (v.strip() for v in r.stdout.strip().splitlines()[0].split(","))))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+    def best_ms(fn, reps=10):
+        for _ in range(3):
+            fn()
+        best = None
+        for _ in range(reps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            t = s.elapsed_time(e)
+            best = t if best is None else min(best, t)
+        return best
+
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    info["copy_tb_s"] = round(2 * x.numel() / (best_ms(lambda: y.copy_(x)) * 1e-3) / 1e12, 2)  # read + write
+    del x, y
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    info["gemm_fp16_tflops"] = round(2 * n ** 3 / (best_ms(lambda: a @ b) * 1e-3) / 1e12)
+    del a, b
+    torch.cuda.empty_cache()
+    return info
+
+
+def card_line(info):
+    keys = ("clocks.sm", "clocks.mem", "power.limit", "temperature.gpu", "copy_tb_s", "gemm_fp16_tflops")
+    return f"Card: {info['name']}; " + ", ".join(f"{k} {info[k]}" for k in keys if k in info)
+
+
 def median(xs):
     xs = sorted(x for x in xs if x is not None)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if xs else None
@@ -267,6 +316,8 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("e2e_bench: no CUDA device: this benchmark runs on the GPU machine")
     os.makedirs(a.work, exist_ok=True)
+    card = card_fingerprint(torch)
+    log(card_line(card))
     shapes = dict(DEFAULT_SHAPES)
     for o in a.shapes:
         k, _, v = o.partition("=")
@@ -301,11 +352,12 @@ def main():
                 if r["model"] == name:
                     r["torch"] = {m: tt.get((r["shape"], m)) for m in modes}
     cmd = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
-    md = markdown(rows, modes, cmd, ab)
+    md = card_line(card) + "\n\n" + markdown(rows, modes, cmd, ab)
     log("\n" + md)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "card": card, "torch": torch.__version__, "rows": rows},
+                      f, indent=1)
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(md)
