@@ -256,7 +256,8 @@ def card_fingerprint(torch):
 
 
 def card_line(info):
-    keys = ("clocks.sm", "clocks.mem", "power.limit", "temperature.gpu", "copy_tb_s", "gemm_fp16_tflops")
+    keys = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.limit", "temperature.gpu", "copy_tb_s",
+            "gemm_fp16_tflops")
     return f"Card: {info['name']}; " + ", ".join(f"{k} {info[k]}" for k in keys if k in info)
 
 
