@@ -133,6 +133,9 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
       {"Llama gate/up+SiLU 1x2048", 2048, 2048, 8192},
       {"Llama gate/up+SiLU 1x1024", 1024, 2048, 8192},
       {"Llama gate/up+SiLU 4x2048", 8192, 2048, 8192},
+      // A 128-row prefill: 128 tiles of 64 + 64 columns (FUSEOPT_HOPPER_GATED's A/B); clusters of
+      // two need two row tiles, so its c2 columns run one block a tile again.
+      {"Llama gate/up+SiLU 1x128", 128, 2048, 8192},
   };
   std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "kn",
               "nk", "kn/c2", "nk/c2", "best x");

@@ -419,6 +419,14 @@ int schedule() {
   return g_schedule;
 }
 
+bool gated_small_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEOPT_HOPPER_GATED");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
 template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false>
@@ -569,8 +577,15 @@ bool launch_act(const HopperGemm& g, cudaStream_t stream) {
 template <class T>
 bool launch_dt(const HopperGemm& g, cudaStream_t stream) {
   if (!plain_y(g)) return g.y_fp32 ? launch_rows<T, float>(g, stream) : launch_rows<T, T>(g, stream);
-  // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y.
-  if (g.gated) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
+  // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y; 128 (64 + 64, 64 of Y)
+  // where the 256-column tiles would leave SMs idle (a 128-row prefill: Llama-1B's gate/up at 1 x 128
+  // is 64 tiles of 256 on 132 SMs).
+  if (g.gated) {
+    int bn = g_tile_n;
+    if (bn != 128 && bn != 256) bn = ((g.M + kBM - 1) / kBM) * ((g.N + 127) / 128) >= sm_count() ? 256 : 128;
+    if (bn == 256) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
+    return g.b_nk ? launch_act<T, 128, true, true>(g, stream) : launch_act<T, 128, false, true>(g, stream);
+  }
   if (schedule() == 2)
     return g.b_nk ? launch_pingpong_act<T, true>(g, stream) : launch_pingpong_act<T, false>(g, stream);
   // 256 columns a tile where N is wide enough that the tiles still fill the SMs; else 128.
@@ -615,6 +630,9 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
                          g.act == HopperGemmAct::Relu2) &&
                         g.M >= 1024;
   if (m == 1) return intended;
+  // FUSEOPT_HOPPER_GATED=1 (A/B runs): the gated GEMMs below 1024 rows too, past the decode
+  // kernels' 8, so that the gate pass after cuBLASLt goes at 128-row prefills.
+  if (g.gated && g.M > 8 && g.M < 1024 && gated_small_on()) return true;
   // By default where it measured faster than cuBLASLt + the pass (session 22, the TMA-store
   // epilogue: BERT FFN1 4096 x 768 x 3072 43.9 vs 45.5 us, BERT-base 8 x 512 and 32 x 128 -2 %
   // end to end): the non-gated ones of 2048 rows or more. Not yet: 1024 rows (0.91x), the gate

@@ -60,8 +60,9 @@ bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream);
 // that it fits, =all every GEMM it fits (A/B runs); unset = the default of hopper_gemm_wanted.
 // set_hopper_gemm(0 | 1 | 2) sets the same for tests; set_hopper_gemm(-1) returns to the environment.
 void set_hopper_gemm(int mode);
-// Output columns per block tile of the cooperative schedule (128 or 256; 0 = by shape). For
-// tests and A/B runs; a width set here selects the cooperative schedule.
+// Columns of B per block tile of the cooperative schedule (128 or 256; 0 = by shape; a gated
+// tile holds half of them from the gate, half from the up). For tests and A/B runs; a width set
+// here selects the cooperative schedule.
 void set_hopper_gemm_tile_n(int n);
 // Schedule of the plain (not gated) GEMMs: 0 by shape (cooperative), 1 cooperative (both
 // consumer warpgroups on one 128 x BN tile), 2 ping-pong (each warpgroup its own 128 x 128 tiles,

@@ -216,21 +216,24 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
   struct Shape { int64_t M, K, h; };
   // h (Y's columns) off the 128-column output tile: the gate's last tile reads into the up's
   // columns and must not use them; K over the 4-stage ring; more tiles than SMs (1100 x 2056).
-  const Shape shapes[] = {{1000, 200, 136}, {130, 520, 264}, {1100, 96, 2056}, {8, 8, 8}};
+  const Shape shapes[] = {{1000, 200, 136}, {130, 520, 264}, {1100, 96, 2056}, {8, 8, 8}, {128, 264, 1000}};
   const HopperGemmAct acts[] = {HopperGemmAct::Silu, HopperGemmAct::GeluErfExact, HopperGemmAct::GeluTanh,
                                 HopperGemmAct::Relu};
   for (DType dt : {DType::Float16, DType::BFloat16})
     for (const Shape& s : shapes) {
       Problem p(dt, s.M, s.K, 2 * s.h);
       int turn = 0;
+      // Tiles of 256 columns of B (128 of Y) and of 128 (64 of Y: what a 128-row prefill takes).
+      for (int tile_n : {256, 128})
       for (int cluster = 1; cluster <= 2; ++cluster)
         for (int b_nk = 0; b_nk < 2; ++b_nk)
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             cuda_fused::set_hopper_gemm_cluster(cluster);
+            cuda_fused::set_hopper_gemm_tile_n(tile_n);
             const HopperGemmAct act = acts[turn++ % 4];
             INFO(cuda_check::short_name(dt) << " M " << s.M << " K " << s.K << " h " << s.h
                                             << (b_nk ? " B [2h,K]" : " B [K,2h]") << " bias " << with_bias << " act "
-                                            << act_name(act) << " cluster " << cluster);
+                                            << act_name(act) << " cluster " << cluster << " tile " << tile_n);
             cuda_fused::HopperGemm g = p.args(b_nk, with_bias, act);
             g.gated = true;
             g.N = s.h;
@@ -244,6 +247,7 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
           }
     }
   cuda_fused::set_hopper_gemm_cluster(0);
+  cuda_fused::set_hopper_gemm_tile_n(0);
 }
 
 // Y's rows of any pitch (gemm_hopper.cu, ROWS): an odd vocabulary's logits, 16-bit or float, each
