@@ -68,8 +68,10 @@ void set_hopper_gemm_tile_n(int n);
 // consumer warpgroups on one 128 x BN tile), 2 ping-pong (each warpgroup its own 128 x 128 tiles,
 // one's epilogue beside the other's MMAs). Gated GEMMs are always cooperative. For tests and A/B runs.
 void set_hopper_gemm_schedule(int s);
-// Blocks a cluster of the cooperative schedule: 0 by shape (1), 1, 2 (where M > 128: B's tile
-// loaded half by each block and multicast to both; slower so far). For tests and A/B runs.
+// Blocks a cluster of the cooperative schedule: 0 by shape (1, or FUSEOPT_HOPPER_GEMM_CLUSTER's
+// b2 / a2), 1, 2 (where M > 128: B's tile loaded half by each block and multicast to both; slower
+// so far), 3 (gated GEMMs only, where N spans more than one tile: pairs of horizontally adjacent
+// tiles, A's tile loaded half by each block and multicast to both). For tests and A/B runs.
 void set_hopper_gemm_cluster(int c);
 long long hopper_gemm_launch_count();
 

@@ -225,7 +225,8 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
       int turn = 0;
       // Tiles of 256 columns of B (128 of Y) and of 128 (64 of Y: what a 128-row prefill takes).
       for (int tile_n : {256, 128})
-      for (int cluster = 1; cluster <= 2; ++cluster)
+      // One block a tile, pairs sharing B's tile (vertically adjacent), pairs sharing A's.
+      for (int cluster = 1; cluster <= 3; ++cluster)
         for (int b_nk = 0; b_nk < 2; ++b_nk)
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             cuda_fused::set_hopper_gemm_cluster(cluster);
