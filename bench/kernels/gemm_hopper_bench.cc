@@ -133,8 +133,8 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
       {"Llama gate/up+SiLU 1x2048", 2048, 2048, 8192},
       {"Llama gate/up+SiLU 1x1024", 1024, 2048, 8192},
       {"Llama gate/up+SiLU 4x2048", 8192, 2048, 8192},
-      // A 128-row prefill: 128 tiles of 64 + 64 columns (FUSEOPT_HOPPER_GATED's A/B); its c2
-      // columns are pairs sharing A's tile (FUSEOPT_HOPPER_GEMM_CLUSTER=a2).
+      // A 128-row prefill: 128 tiles of 64 + 64 columns; clusters of two need two row tiles, so
+      // its c2 columns run one block a tile again.
       {"Llama gate/up+SiLU 1x128", 128, 2048, 8192},
   };
   std::printf("\nBENCH %-28s %-16s %10s %10s %10s %10s %10s %8s\n", "what", "MxKx2h", "cuBLASLt+gate", "kn",
@@ -161,9 +161,7 @@ TEST_CASE("cuda Hopper gated GEMM vs cuBLASLt + gate pass benchmark", "[.bench][
         cuda_fused::launch_gated_activation(DType::Float16, cuda_fused::GateActivation::Silu, p, y[k], sh.M, sh.h, s);
       });
     });
-    // kn, nk; one block a tile, then clusters of two: sharing B's tile, or at one row tile A's.
-    const int pair = sh.M <= 128 ? 3 : 2;
-    for (int cluster : {1, pair})
+    for (int cluster = 1; cluster <= 2; ++cluster)  // kn, nk; one block a tile, then clusters of two
       for (int b_nk = 0; b_nk < 2; ++b_nk)
         timers.push_back([&, cluster, b_nk] {
           cuda_fused::set_hopper_gemm_cluster(cluster);

@@ -1,5 +1,5 @@
-// fuseopt.GatedMatMul on CUDA: on Hopper with many rows and FUSEOPT_HOPPER_GEMM=1, one GEMM
-// with the gate in its epilogue (gemm_hopper.h); otherwise one GEMM P = A·W (+ bias, in its epilogue;
+// fuseopt.GatedMatMul on CUDA: on Hopper from 128 rows (hopper_gemm_wanted, gemm_hopper.h), one
+// GEMM with the gate in its epilogue; otherwise one GEMM P = A·W (+ bias, in its epilogue;
 // cuBLASLt, or gemm_small_m.h's kernel for rows <= 8) into scratch [rows, 2N]
 // in the compute dtype, then one elementwise kernel Y = act(P[:, :N]) *
 // P[:, N:] with fp32 math. For rows <= 8, launch_gated_small_m does both in
@@ -75,8 +75,8 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
       cuda_fused::launch_gated_small_m(dt, act, a->data, w->data, bias ? bias->data : nullptr, y->data, rows, N, K,
                                        stream, w_const))
     return;
-  // Hopper, many rows, where switched on: one GEMM whose tiles hold matching gate and up
-  // columns and whose epilogue applies the gate, so the [rows, 2N] product is never written.
+  // Hopper from 128 rows (or as FUSEOPT_HOPPER_GEMM says): one GEMM whose tiles hold matching gate
+  // and up columns and whose epilogue applies the gate, so the [rows, 2N] product is never written.
   if (K > 0) {
     cuda_fused::HopperGemm g;
     g.dt = dt;

@@ -67,11 +67,7 @@ namespace {
 // row rotated by its misalignment and the warpgroup copies the rows out in aligned 16-byte
 // pieces itself (stage_rows_shifted, copy_rows). YT: Y's element (T, or float for logits that
 // are a float graph output of a 16-bit run: no conversion after). ROWS = false: YT = T.
-//
-// MCA (with CL = 2): the cluster's blocks take horizontally adjacent tiles (the same rows) and
-// share A's tile instead: each loads half of its rows and multicasts them into both blocks. For
-// few row tiles (a 128-row prefill: every block of the grid reads the same 128 x K of A from L2).
-template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS, bool MCA = false>
+template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                        const __grid_constant__ CUtensorMap tm_y, const __grid_constant__ GemmParams p) {
@@ -117,11 +113,9 @@ __global__ void __launch_bounds__(384, 1)
   if constexpr (CL > 1) cluster_sync();
   else __syncthreads();
 
-  // Tile t of the block: the cluster's tile group t (CL vertically adjacent tiles, or with MCA
-  // horizontally adjacent ones), ours by rank.
-  static_assert(!MCA || CL > 1, "A is multicast within a cluster");
-  auto tile_m0 = [&](int t) { return ((t % p.tiles_m) * (MCA ? 1 : CL) + (MCA ? 0 : int(rank))) * kBM; };
-  auto tile_n0 = [&](int t) { return ((t / p.tiles_m) * (MCA ? CL : 1) + (MCA ? int(rank) : 0)) * kOutN; };
+  // Tile t of the block: the cluster's tile group t (CL vertically adjacent tiles), ours by rank.
+  auto tile_m0 = [&](int t) { return ((t % p.tiles_m) * CL + int(rank)) * kBM; };
+  auto tile_n0 = [&](int t) { return (t / p.tiles_m) * kOutN; };
   const int first = int(blockIdx.x) / CL, step = int(gridDim.x) / CL;
 
   if (threadIdx.x < 128) {
@@ -137,17 +131,10 @@ __global__ void __launch_bounds__(384, 1)
         // The stage's bytes in this block: A (ours; past M it is zero-filled, still delivered)
         // and all of B, whichever block of the cluster loaded each piece.
         mbar_arrive_tx(full(s), L::kStage);
-        if constexpr (MCA) {
-          // Our kBM / CL rows of the shared A tile, into every block of the cluster (the map's box).
-          constexpr int kRows = kBM / CL;
-          tma_load_2d_multicast(tile_a(s) + rank * kRows * 128, &tm_a, full(s), kt * kBK, m0 + int(rank) * kRows,
-                                uint16_t((1u << CL) - 1));
-        } else {
-          tma_load_2d(tile_a(s), &tm_a, full(s), kt * kBK, m0);
-        }
+        tma_load_2d(tile_a(s), &tm_a, full(s), kt * kBK, m0);
 #pragma unroll
         for (int q = 0; q < kPieces; ++q) {
-          if (!MCA && q % CL != int(rank)) continue;
+          if (q % CL != int(rank)) continue;
           uint32_t dst;
           int c0, c1;
           if constexpr (B_NK) {
@@ -159,7 +146,7 @@ __global__ void __launch_bounds__(384, 1)
             c0 = GATED && q >= BN / 128 ? p.N + n0 + (q - BN / 128) * 64 : n0 + q * 64;
             c1 = kt * kBK;
           }
-          if constexpr (CL > 1 && !MCA) tma_load_2d_multicast(dst, &tm_b, full(s), c0, c1, uint16_t((1u << CL) - 1));
+          if constexpr (CL > 1) tma_load_2d_multicast(dst, &tm_b, full(s), c0, c1, uint16_t((1u << CL) - 1));
           else tma_load_2d(dst, &tm_b, full(s), c0, c1);
         }
       }
@@ -409,7 +396,7 @@ __global__ void __launch_bounds__(384, 1)
 int g_mode = -2;  // -2: read the environment once; -1 default; 0 off; 1 the intended GEMMs; 2 every one it fits
 int g_tile_n = 0;  // 0 by shape
 int g_schedule = -1;  // -1: read the environment once; 0 by shape; 1 cooperative; 2 ping-pong
-int g_cluster = 0;   // clusters of the cooperative schedule: 0 by shape (1); 1; 2 sharing B; 3 pairs sharing A
+int g_cluster = 0;   // blocks a cluster of the cooperative schedule: 0 by shape (1); 1; 2
 std::atomic<long long> g_launches{0};
 
 int mode() {
@@ -432,29 +419,9 @@ int schedule() {
   return g_schedule;
 }
 
-// The cooperative schedule's clusters: the setter's choice, else FUSEOPT_HOPPER_GEMM_CLUSTER
-// (A/B runs): "b2" pairs sharing B's tile (2), "a2" pairs sharing A's (3); unset one block a tile.
-int cluster() {
-  if (g_cluster != 0) return g_cluster;
-  static const int env = [] {
-    const char* e = std::getenv("FUSEOPT_HOPPER_GEMM_CLUSTER");
-    const std::string v = e ? e : "";
-    return v == "b2" ? 2 : v == "a2" ? 3 : 1;
-  }();
-  return env;
-}
-
-bool gated_small_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("FUSEOPT_HOPPER_GATED");
-    return e && std::string(e) == "1";
-  }();
-  return on;
-}
-
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false, bool MCA = false>
+template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false>
 bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kOutN = GATED ? BN / 2 : BN;
   constexpr int kE = int(sizeof(YT));
@@ -462,13 +429,12 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kStages = BN == 256 ? 4 : 6;                  // what fits beside the staging buffer
   using L = GemmLayout<BN, kStages, kOutS, kE>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  constexpr auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS, MCA>;
+  constexpr auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS>;
   if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   const int64_t nb = GATED ? 2 * g.N : g.N;  // B's columns
   CUtensorMap ta, tb;
   // B's boxes: [BN/2 rows][64 of K] ([N, K]) or [64 of K][64 columns] ([K, N]); see kPieces.
-  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, nb, g.K, B_NK, kBK, MCA ? kBM / CL : kBM, BN / 2))
-    return false;
+  if (!make_gemm_operand_maps(&ta, &tb, g.dt, g.a, g.b, g.M, nb, g.K, B_NK, kBK, kBM, BN / 2)) return false;
   // Y in boxes of [64 rows][64 columns], the staging panels' swizzle; ROWS: no map (copied out
   // by the warpgroups).
   CUtensorMap ty{};
@@ -476,13 +442,8 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   GemmParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
-  if constexpr (MCA) {  // groups of CL horizontally adjacent tiles (the last group may reach past N)
-    p.tiles_m = int((g.M + kBM - 1) / kBM);
-    p.tiles = p.tiles_m * int(((g.N + kOutN - 1) / kOutN + CL - 1) / CL);
-  } else {  // groups of CL vertically adjacent tiles
-    p.tiles_m = int((g.M + CL * kBM - 1) / (CL * kBM));
-    p.tiles = p.tiles_m * int((g.N + kOutN - 1) / kOutN);
-  }
+  p.tiles_m = int((g.M + CL * kBM - 1) / (CL * kBM));  // groups of CL vertically adjacent tiles
+  p.tiles = p.tiles_m * int((g.N + kOutN - 1) / kOutN);
   p.k_tiles = int((g.K + kBK - 1) / kBK);
   p.bias = g.bias;
   p.y = g.y;
@@ -516,13 +477,7 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
 // second row of tiles exists.
 template <class T, int BN, bool B_NK, bool GATED, int ACT>
 bool launch_cl(const HopperGemm& g, cudaStream_t stream) {
-  const int c = cluster();
-  // Pairs sharing A: the gated GEMMs only (the 128-row prefill's gate/up), which keeps the
-  // variants compiled to what was measured.
-  if constexpr (GATED) {
-    if (c == 3 && g.N > BN / 2) return launch_t<T, T, BN, B_NK, GATED, ACT, 2, false, true>(g, stream);
-  }
-  if (c != 2 || g.M <= kBM) return launch_t<T, T, BN, B_NK, GATED, ACT, 1>(g, stream);
+  if (g_cluster != 2 || g.M <= kBM) return launch_t<T, T, BN, B_NK, GATED, ACT, 1>(g, stream);
   return launch_t<T, T, BN, B_NK, GATED, ACT, 2>(g, stream);
 }
 
@@ -660,21 +615,24 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   const int m = mode();
   if (m == 0) return false;
   if (m == 2) return true;
-  // The epilogues cuBLASLt lacks (the exact GELU; squared ReLU; a gate), whose cuBLASLt path needs a second
+  // The gate (GatedMatMul), whose cuBLASLt path writes the [M, 2N] product and needs a pass over
+  // it: from 128 rows by default, where it measured faster than cuBLASLt + the gate pass (session
+  // 43, H100, 128 x 2048 x 2 * 8192 27.8 vs 30.5 us with 64 + 64-column tiles, 1024 rows 121.8 vs
+  // 124.8, 2048 rows 223.7 vs 233.8; Llama-1B-shaped 1 x 128 -1.9 %, 1 x 2048 -1.4 % end to end;
+  // NOTES-perf.md v49); with m == 1 also 9-127 rows (not measured; 8 and fewer: the decode kernels).
+  if (g.gated) return g.M >= (m == 1 ? 9 : 128);
+  // The epilogues cuBLASLt lacks (the exact GELU; squared ReLU), whose cuBLASLt path needs a second
   // pass over Y, on GEMMs with enough rows to fill the SMs (small M has gemm_gelu.cu,
   // gemv_nk_fused.cu and cuBLASLt's small-M kernels): every one of them with m == 1.
-  const bool intended = (g.gated || g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact ||
-                         g.act == HopperGemmAct::Relu2) &&
-                        g.M >= 1024;
+  const bool intended =
+      (g.act == HopperGemmAct::GeluErf || g.act == HopperGemmAct::GeluErfExact || g.act == HopperGemmAct::Relu2) &&
+      g.M >= 1024;
   if (m == 1) return intended;
-  // FUSEOPT_HOPPER_GATED=1 (A/B runs): the gated GEMMs below 1024 rows too, past the decode
-  // kernels' 8, so that the gate pass after cuBLASLt goes at 128-row prefills.
-  if (g.gated && g.M > 8 && g.M < 1024 && gated_small_on()) return true;
   // By default where it measured faster than cuBLASLt + the pass (session 22, the TMA-store
   // epilogue: BERT FFN1 4096 x 768 x 3072 43.9 vs 45.5 us, BERT-base 8 x 512 and 32 x 128 -2 %
-  // end to end): the non-gated ones of 2048 rows or more. Not yet: 1024 rows (0.91x), the gate
-  // (0.92-0.98x); ViT's 6304 rows are 0.93x in isolation but even end to end (NOTES-perf v27).
-  return intended && !g.gated && g.M >= 2048;
+  // end to end): 2048 rows or more. Not yet: 1024 rows (0.91x); ViT's 6304 rows are 0.93x in
+  // isolation but even end to end (NOTES-perf v27).
+  return intended && g.M >= 2048;
 }
 
 bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream) {
@@ -685,7 +643,7 @@ bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream) {
 void set_hopper_gemm(int m) { g_mode = m < 0 ? -2 : m > 2 ? 2 : m; }
 void set_hopper_gemm_tile_n(int n) { g_tile_n = n == 128 || n == 256 ? n : 0; }
 void set_hopper_gemm_schedule(int s) { g_schedule = s == 1 || s == 2 ? s : 0; }
-void set_hopper_gemm_cluster(int c) { g_cluster = c >= 1 && c <= 3 ? c : 0; }
+void set_hopper_gemm_cluster(int c) { g_cluster = c == 1 || c == 2 ? c : 0; }
 long long hopper_gemm_launch_count() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace fuseopt::cuda_fused

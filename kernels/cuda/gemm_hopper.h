@@ -48,16 +48,18 @@ struct HopperGemm {
 bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream);
 
 // Whether the runtime should take it for this GEMM: the switch below; by default (unset) the
-// erf-GELU and squared-ReLU GEMMs of 2048 rows or more (measured faster than cuBLASLt + the
-// activation pass, NOTES-perf.md v27); with =1 also 1024 rows or more and the gated GEMMs.
+// gated GEMMs of 128 rows or more and the erf-GELU and squared-ReLU GEMMs of 2048 rows or more
+// (measured faster than cuBLASLt + the gate or activation pass, NOTES-perf.md v49 and v27); with
+// =1 also the gated ones of 9-127 rows and the others of 1024 rows or more.
 bool hopper_gemm_wanted(const HopperGemm& g);
 
 // Launches and returns true, or returns false having launched nothing (does not fit).
 // fp32 accumulation; bias and activation on the fp32 accumulator; one rounding.
 bool launch_gemm_hopper(const HopperGemm& g, cudaStream_t stream);
 
-// Switch: FUSEOPT_HOPPER_GEMM=0 never, =1 the erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more
-// that it fits, =all every GEMM it fits (A/B runs); unset = the default of hopper_gemm_wanted.
+// Switch: FUSEOPT_HOPPER_GEMM=0 never (cuBLASLt and the passes), =1 the gated GEMMs of 9 rows or more
+// and the erf-GELU and squared-ReLU ones of 1024 rows or more that it fits, =all every GEMM it fits
+// (A/B runs); unset = the default of hopper_gemm_wanted.
 // set_hopper_gemm(0 | 1 | 2) sets the same for tests; set_hopper_gemm(-1) returns to the environment.
 void set_hopper_gemm(int mode);
 // Columns of B per block tile of the cooperative schedule (128 or 256; 0 = by shape; a gated
@@ -68,10 +70,8 @@ void set_hopper_gemm_tile_n(int n);
 // consumer warpgroups on one 128 x BN tile), 2 ping-pong (each warpgroup its own 128 x 128 tiles,
 // one's epilogue beside the other's MMAs). Gated GEMMs are always cooperative. For tests and A/B runs.
 void set_hopper_gemm_schedule(int s);
-// Blocks a cluster of the cooperative schedule: 0 by shape (1, or FUSEOPT_HOPPER_GEMM_CLUSTER's
-// b2 / a2), 1, 2 (where M > 128: B's tile loaded half by each block and multicast to both; slower
-// so far), 3 (gated GEMMs only, where N spans more than one tile: pairs of horizontally adjacent
-// tiles, A's tile loaded half by each block and multicast to both). For tests and A/B runs.
+// Blocks a cluster of the cooperative schedule: 0 by shape (1), 1, 2 (where M > 128: B's tile
+// loaded half by each block and multicast to both; slower so far). For tests and A/B runs.
 void set_hopper_gemm_cluster(int c);
 long long hopper_gemm_launch_count();
 

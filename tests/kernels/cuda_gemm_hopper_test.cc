@@ -225,8 +225,7 @@ TEST_CASE("cuda Hopper GEMM with the gate in its epilogue matches the reference"
       int turn = 0;
       // Tiles of 256 columns of B (128 of Y) and of 128 (64 of Y: what a 128-row prefill takes).
       for (int tile_n : {256, 128})
-      // One block a tile, pairs sharing B's tile (vertically adjacent), pairs sharing A's.
-      for (int cluster = 1; cluster <= 3; ++cluster)
+      for (int cluster = 1; cluster <= 2; ++cluster)
         for (int b_nk = 0; b_nk < 2; ++b_nk)
           for (int with_bias = 0; with_bias < 2; ++with_bias) {
             cuda_fused::set_hopper_gemm_cluster(cluster);
@@ -345,12 +344,15 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   g = ok;
   g.M = 0;
   CHECK(refused(g));
-  // The switch: off means never wanted; 1 the erf-GELU, squared-ReLU and gated GEMMs of 1024 rows or more;
-  // 2 every GEMM it fits.
+  // The switch: off means never wanted; 1 the erf-GELU and squared-ReLU GEMMs of 1024 rows or more
+  // and the gated ones of 9 rows or more; 2 every GEMM it fits.
   cuda_fused::set_hopper_gemm(0);
   g = ok;
   g.M = 4096;
   CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
+  g.gated = true;
+  CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
+  g.gated = false;
   cuda_fused::set_hopper_gemm(1);
   CHECK(cuda_fused::hopper_gemm_wanted(g));
   g.act = HopperGemmAct::Relu2;  // squared ReLU: cuBLASLt needs a pass for it too
@@ -361,10 +363,15 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
   CHECK(cuda_fused::hopper_gemm_wanted(g));
   g = ok;
   CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));  // 64 rows: cuBLASLt / the small-M kernels
+  g.gated = true;
+  CHECK(cuda_fused::hopper_gemm_wanted(g));  // ... but a gate from 9 rows
+  g.M = 8;
+  CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));  // 8 rows: the decode kernels
   cuda_fused::set_hopper_gemm(2);
   CHECK(cuda_fused::hopper_gemm_wanted(g));
   cuda_fused::set_hopper_gemm(-1);
-  // Unset (the default): the non-gated erf-GELU / squared-ReLU GEMMs of 2048 rows or more.
+  // Unset (the default): the gated GEMMs of 128 rows or more, the non-gated erf-GELU / squared-ReLU
+  // ones of 2048 rows or more.
   if (!std::getenv("FUSEOPT_HOPPER_GEMM")) {
     g = ok;
     g.M = 4096;
@@ -378,6 +385,10 @@ TEST_CASE("cuda Hopper GEMM refuses what it does not handle", "[cuda][gemm][gemm
     CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
     g.act = HopperGemmAct::Silu;
     g.gated = true;
+    CHECK(cuda_fused::hopper_gemm_wanted(g));
+    g.M = 128;
+    CHECK(cuda_fused::hopper_gemm_wanted(g));
+    g.M = 127;
     CHECK_FALSE(cuda_fused::hopper_gemm_wanted(g));
   }
 }
@@ -446,4 +457,26 @@ TEST_CASE("cuda FusedMatMul / GatedMatMul / LayerNormLinear through the Hopper G
       }
     }
   cuda_fused::set_hopper_gemm(-1);
+}
+
+// The default route (no switch set): GatedMatMul from 128 rows through our gated GEMM (128 rows:
+// 64 + 64-column tiles, h off the tile), below that cuBLASLt + the gate pass; both match the CPU.
+TEST_CASE("cuda GatedMatMul takes the Hopper GEMM by default from 128 rows", "[cuda][gemm][gemm_hopper]") {
+  if (!hopper_ready()) return;
+  if (std::getenv("FUSEOPT_HOPPER_GEMM")) return;  // the switch decides instead: nothing to check here
+  cuda_fused::set_hopper_gemm(-1);
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (int rows : {128, 100}) {
+      OpCase c("fuseopt", "GatedMatMul", 3, 1);
+      c.attr(Attribute::make_string("activation", "silu"));
+      Tensor a = cuda_check::random_tensor({1, rows, 264}, -2.f, 2.f), w = cuda_check::random_tensor({264, 2 * 1000});
+      Tensor bias = cuda_check::random_tensor({2 * 1000});
+      c.inputs = {&a, &w, &bias};
+      const long long before = cuda_fused::hopper_gemm_launch_count();
+      auto got = c.run_cuda(dt);
+      INFO("GatedMatMul " << cuda_check::short_name(dt) << " rows " << rows);
+      CHECK((cuda_fused::hopper_gemm_launch_count() > before) == (rows >= 128));
+      auto want = c.run_cpu(dt);
+      CHECK(cuda_check::rel_error(got[0], want[0]) < cuda_check::tolerance(dt));
+    }
 }
