@@ -312,6 +312,13 @@ def main():
     if sum(bool(x) for x in (a.base_bin, a.ab_disable, ab_env)) > 1:
         ap.error("--base-bin, --ab-disable and --ab-env are separate A/B kinds: pick one")
     ab = bool(a.base_bin or a.ab_disable or ab_env)
+    # Both builds' binaries before any export: the pack's bin/ exists only once unpacked
+    # (`tools/gpu.sh run` does it; a bare device command finds the tarball alone).
+    for d, tools in ((a.bin, ("fuseopt", "fuserun")), (a.base_bin, ("fuserun",))):
+        for tool in tools if d else ():
+            if not os.access(os.path.join(d, tool), os.X_OK):
+                sys.exit(f"e2e_bench: no executable {tool} in {d}: unpack the pack first "
+                         f"(tools/gpu.sh run -t none -- python3 bench/e2e_bench.py ...)")
     import torch
     import transformers as tf
     if not torch.cuda.is_available():
