@@ -566,29 +566,31 @@ bool launch_act(const HopperGemm& g, cudaStream_t stream) {
   }
 }
 
+// Columns of B a block tile takes: the setter's width, else 256 where the 256-column tiles still
+// fill the SMs (a gated tile of 256 holds 128 gate and the matching 128 up columns, so 128 of Y),
+// else 128 (gated: 64 + 64; a 128-row prefill, e.g. Llama-1B's gate/up at 1 x 128, is 64 tiles of
+// 256 on 132 SMs but 128 tiles of 128).
+int tile_width(const HopperGemm& g) {
+  if (g_tile_n == 128 || g_tile_n == 256) return g_tile_n;
+  const int64_t out_cols = g.gated ? 128 : 256;
+  const int64_t tiles = ((g.M + kBM - 1) / kBM) * ((g.N + out_cols - 1) / out_cols);
+  return (g.gated || g.N >= 512) && tiles >= sm_count() ? 256 : 128;
+}
+
+template <class T, bool GATED>
+bool launch_width(const HopperGemm& g, cudaStream_t stream) {
+  if (tile_width(g) == 256)
+    return g.b_nk ? launch_act<T, 256, true, GATED>(g, stream) : launch_act<T, 256, false, GATED>(g, stream);
+  return g.b_nk ? launch_act<T, 128, true, GATED>(g, stream) : launch_act<T, 128, false, GATED>(g, stream);
+}
+
 template <class T>
 bool launch_dt(const HopperGemm& g, cudaStream_t stream) {
   if (!plain_y(g)) return g.y_fp32 ? launch_rows<T, float>(g, stream) : launch_rows<T, T>(g, stream);
-  // Gated: 256 columns of B a tile (128 of the gate, 128 of the up), 128 of Y; 128 (64 + 64, 64 of Y)
-  // where the 256-column tiles would leave SMs idle (a 128-row prefill: Llama-1B's gate/up at 1 x 128
-  // is 64 tiles of 256 on 132 SMs).
-  if (g.gated) {
-    int bn = g_tile_n;
-    if (bn != 128 && bn != 256) bn = ((g.M + kBM - 1) / kBM) * ((g.N + 127) / 128) >= sm_count() ? 256 : 128;
-    if (bn == 256) return g.b_nk ? launch_act<T, 256, true, true>(g, stream) : launch_act<T, 256, false, true>(g, stream);
-    return g.b_nk ? launch_act<T, 128, true, true>(g, stream) : launch_act<T, 128, false, true>(g, stream);
-  }
+  if (g.gated) return launch_width<T, true>(g, stream);  // gated GEMMs are always cooperative
   if (schedule() == 2)
     return g.b_nk ? launch_pingpong_act<T, true>(g, stream) : launch_pingpong_act<T, false>(g, stream);
-  // 256 columns a tile where N is wide enough that the tiles still fill the SMs; else 128.
-  int bn = g_tile_n;
-  if (bn != 128 && bn != 256) {
-    const int64_t tiles256 = ((g.M + kBM - 1) / kBM) * ((g.N + 255) / 256);
-    bn = g.N >= 512 && tiles256 >= sm_count() ? 256 : 128;
-  }
-  if (bn == 256)
-    return g.b_nk ? launch_act<T, 256, true, false>(g, stream) : launch_act<T, 256, false, false>(g, stream);
-  return g.b_nk ? launch_act<T, 128, true, false>(g, stream) : launch_act<T, 128, false, false>(g, stream);
+  return launch_width<T, false>(g, stream);
 }
 
 }  // namespace
@@ -617,8 +619,8 @@ bool hopper_gemm_wanted(const HopperGemm& g) {
   if (m == 2) return true;
   // The gate (GatedMatMul), whose cuBLASLt path writes the [M, 2N] product and needs a pass over
   // it: from 128 rows by default, where it measured faster than cuBLASLt + the gate pass (session
-  // 43, H100, 128 x 2048 x 2 * 8192 27.8 vs 30.5 us with 64 + 64-column tiles, 1024 rows 121.8 vs
-  // 124.8, 2048 rows 223.7 vs 233.8; Llama-1B-shaped 1 x 128 -1.9 %, 1 x 2048 -1.4 % end to end;
+  // 43, H100, B as [2N, K]: 128 x 2048 x 2 * 8192 28.0 vs 30.5 us with 64 + 64-column tiles, 1024
+  // rows 118.3 vs 124.8, 2048 rows 223.7 vs 233.8; Llama-1B-shaped 1 x 128 -1.9 %, 1 x 2048 -1.4 % end to end;
   // NOTES-perf.md v49); with m == 1 also 9-127 rows (not measured; 8 and fewer: the decode kernels).
   if (g.gated) return g.M >= (m == 1 ? 9 : 128);
   // The epilogues cuBLASLt lacks (the exact GELU; squared ReLU), whose cuBLASLt path needs a second
