@@ -35,6 +35,7 @@
 #include "kernels/cuda/fused_device.cuh"
 #include "kernels/cuda/gemm_hopper.h"
 #include "kernels/cuda/gemm_hopper_device.cuh"
+#include "kernels/cuda/gemm_hopper_prenorm.cuh"
 #include "kernels/cuda/gemm_hopper_wgmma.cuh"
 #include "kernels/cuda/hopper_device.h"
 #include "kernels/cuda/pdl.cuh"
@@ -67,7 +68,11 @@ namespace {
 // row rotated by its misalignment and the warpgroup copies the rows out in aligned 16-byte
 // pieces itself (stage_rows_shifted, copy_rows). YT: Y's element (T, or float for logits that
 // are a float graph output of a 16-bit run: no conversion after). ROWS = false: YT = T.
-template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS>
+//
+// NORM: A's rows RMS-normalised first (an RMSNorm whose only reader is this GEMM): each stage of
+// A multiplied by gamma in shared memory before the MMAs, the rows scaled by 1 / rms in the
+// epilogue (gemm_hopper_prenorm.cuh).
+template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS, bool NORM>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                        const __grid_constant__ CUtensorMap tm_y, const __grid_constant__ GemmParams p) {
@@ -180,12 +185,20 @@ __global__ void __launch_bounds__(384, 1)
   const bool storer = (ct & 127) == 0;  // the warpgroup's thread that issues its TMA stores
   int it = 0;
   TileBias<GATED, kOutN> tb;
+  float row_ss = 0.f;  // NORM: the sum of squares of the thread's half of an A row
   for (int t = first; t < p.tiles; t += step) {
     const int m0 = tile_m0(t), n0 = tile_n0(t);
     load_tile_bias(tb, n0 + 2 * t4, p);  // used in the epilogue: in flight meanwhile
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(full(s), (it / STAGES) & 1);
+      if constexpr (NORM) {
+        // The warpgroup's rows times gamma, while the previous stage's MMAs run; visible to
+        // the async proxy (wgmma) and to the warpgroup's other warps before any MMA reads them.
+        prenorm_stage<T>(tile_a(s) + wg * 64 * 128, ct & 127, kt, p, row_ss);
+        fence_async_shared();
+        warpgroup_sync(wg);
+      }
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
@@ -203,6 +216,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();
     fence_regs(acc);
     if (p.k_tiles > 0) release((it - 1) % STAGES);
+    if constexpr (NORM) prenorm_scale_rows(acc, row_ss, g, p);
     // In passes of kOutS columns (the buffer's width). Before each, the previous copy out of
     // the staging rows must have read them (across tiles it had a whole main loop to do so).
     // ROWS: each of the thread's two rows' misalignment (the same in every pass: a pass is 256
@@ -421,7 +435,7 @@ int schedule() {
 
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 
-template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false>
+template <class T, class YT, int BN, bool B_NK, bool GATED, int ACT, int CL, bool ROWS = false, bool NORM = false>
 bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kOutN = GATED ? BN / 2 : BN;
   constexpr int kE = int(sizeof(YT));
@@ -429,7 +443,7 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   constexpr int kStages = BN == 256 ? 4 : 6;                  // what fits beside the staging buffer
   using L = GemmLayout<BN, kStages, kOutS, kE>;
   static_assert(L::kAlloc <= 232448, "over the 227 KB of shared memory a block may have");
-  constexpr auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS>;
+  constexpr auto kernel = gemm_hopper_kernel<T, YT, BN, B_NK, kStages, GATED, ACT, CL, ROWS, NORM>;
   if (!allow_dynamic_smem_once<kernel>(L::kAlloc)) return false;
   const int64_t nb = GATED ? 2 * g.N : g.N;  // B's columns
   CUtensorMap ta, tb;
@@ -447,6 +461,9 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   p.k_tiles = int((g.K + kBK - 1) / kBK);
   p.bias = g.bias;
   p.y = g.y;
+  p.K = int(g.K);
+  p.norm_gamma = g.norm_gamma;
+  p.norm_eps = g.norm_eps;
   // Persistent: as many blocks (clusters) as can be resident at once — for clusters the GPCs
   // decide that, not the SM count alone (asked once per kernel).
   static std::atomic<int> resident{0};
@@ -546,6 +563,16 @@ bool launch_pingpong_act(const HopperGemm& g, cudaStream_t stream) {
 template <class T, int BN, bool B_NK, bool GATED>
 bool launch_act(const HopperGemm& g, cudaStream_t stream) {
   using A = HopperGemmAct;
+  if constexpr (GATED && B_NK) {  // the RMSNorm before the gate (hopper_gemm_fits: these only)
+    if (g.norm_gamma) {
+      switch (g.act) {
+        case A::Silu: return launch_t<T, T, BN, true, true, int(A::Silu), 1, false, true>(g, stream);
+        case A::GeluTanh: return launch_t<T, T, BN, true, true, int(A::GeluTanh), 1, false, true>(g, stream);
+        default: return false;
+      }
+    }
+  }
+  if (g.norm_gamma) return false;
   if constexpr (GATED) {  // GatedMatMul's gates
     switch (g.act) {
       case A::Silu: return launch_cl<T, BN, B_NK, true, int(A::Silu)>(g, stream);
@@ -606,6 +633,11 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream) {
   if (g.gated && 2 * g.N >= (int64_t(1) << 31)) return false;
   if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, g.y_fp32 ? 4 : 2)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
+  // The RMSNorm in the kernel: gated, B [2N, K] (the runtime's layout), SiLU or tanh-GELU gates,
+  // rows the TMA store writes, gamma in whole 16-byte loads.
+  if (g.norm_gamma && (!g.gated || !g.b_nk || !plain_y(g) || !aligned(g.norm_gamma, 16) ||
+                       (g.act != HopperGemmAct::Silu && g.act != HopperGemmAct::GeluTanh) || !(g.norm_eps >= 0.f)))
+    return false;
   // Rows of any pitch (launch_rows): not gated, B [N, K], the epilogues cuBLASLt has.
   if (!plain_y(g) && (g.gated || !g.b_nk ||
                       (g.act != HopperGemmAct::None && g.act != HopperGemmAct::Relu && g.act != HopperGemmAct::GeluTanh)))

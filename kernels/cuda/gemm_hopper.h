@@ -36,6 +36,12 @@ struct HopperGemm {
   // the epilogue in fp32, no pack or conversion after. Not gated, B [N, K], act None / Relu /
   // GeluTanh.
   bool y_fp32 = false;
+  // An RMSNorm of A's rows first (fuseopt.RMSNorm whose only reader is this GatedMatMul; the
+  // session hands the pair to one step): Y = act(Z · B_gate + b) * (Z · B_up + b') with
+  // Z = A ⊙ gamma / sqrt(mean(A²) + eps) over K, Z never written. gamma [K] of dt, 16-byte
+  // aligned. Gated with B [2N, K] and SiLU / tanh-GELU only.
+  const void* norm_gamma = nullptr;
+  float norm_eps = 0.f;
 };
 
 // Whether the kernel can run these arguments on this device: fp16/bf16 A, B, bias; K a

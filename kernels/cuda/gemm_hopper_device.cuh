@@ -39,6 +39,10 @@ struct GemmParams {
   int M, N, tiles_m, tiles, k_tiles;  // N: Y's columns (gated: half of B's)
   const void* bias;
   void* y;
+  // The RMSNorm the kernel applies to A's rows (NORM, gemm_hopper_prenorm.cuh): gamma [K], eps.
+  int K;
+  const void* norm_gamma;
+  float norm_eps;
 };
 
 #if defined(FUSEOPT_HOPPER_DEVICE)

@@ -94,6 +94,7 @@ size_t Session::reserved_bytes() const {
 }
 size_t Session::constant_bytes() const { return impl_->const_bytes; }
 size_t Session::weights_stored_nk() const { return impl_->weights_nk; }
+size_t Session::norms_folded() const { return impl_->norms_folded; }
 
 void Session::reset_profile() {
   for (NodeProfile& n : profile_.nodes) n.total_ms = 0, n.calls = 0;

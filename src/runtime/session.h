@@ -166,6 +166,7 @@ class Session {
   size_t reserved_bytes() const;  // bytes the pools hold
   size_t constant_bytes() const;  // weights/constants resident on the backend
   size_t weights_stored_nk() const;  // GEMM weights the session stores transposed (session_setup.cc)
+  size_t norms_folded() const;       // RMSNorm steps run inside the GatedMatMul after them (session_setup.cc)
   const SessionProfile& profile() const { return profile_; }
   void reset_profile();
 

@@ -168,6 +168,7 @@ struct Session::Impl {
   std::vector<void*> const_device_allocs;    // uploaded constants
   size_t const_bytes = 0;
   size_t weights_nk = 0;  // constants stored [N, K] (store_weights_nk)
+  size_t norms_folded = 0;  // RMSNorm steps run by the GatedMatMul after them (fold_rms_norms)
   std::vector<int> input_slots, output_slots;
   std::unique_ptr<BackendImpl> host_backend;  // CPU memory for host steps of a device session
   std::unique_ptr<BufferPool> shared_dev, shared_host;
@@ -208,6 +209,7 @@ struct Session::Impl {
 
   void setup();
   void store_weights_nk();  // 16-bit CUDA sessions: constant GEMM weights stored [N, K]
+  void fold_rms_norms();    // 16-bit CUDA sessions: an RMSNorm run by the GatedMatMul that reads it
   void fold_constants(std::vector<const Node*>& order);
   void check_kernels();
   Plan& plan_for(const std::string& sig);

@@ -192,6 +192,57 @@ void Session::Impl::store_weights_nk() {
   }
 }
 
+// An RMSNorm step whose output only a GatedMatMul step reads (Llama's, Mistral's, Qwen's
+// post-attention norm before gate/up) becomes part of that step: the GatedMatMul reads the
+// norm's X as its A and the norm's gamma as input 3, with kPreRmsNormAttr = epsilon, and the norm
+// step is gone. On Hopper from 128 rows the gated GEMM then normalises A's rows itself (one launch
+// fewer a layer, the [M, K] normalised tensor never written: gemm_hopper_prenorm.cuh); elsewhere
+// the step runs the norm kernel first, as the norm step did. 16-bit CUDA sessions only (where
+// that GEMM exists); FUSEOPT_FOLD_NORM=0 keeps the norm steps (A/B runs).
+void Session::Impl::fold_rms_norms() {
+  const char* env = std::getenv("FUSEOPT_FOLD_NORM");
+  if (env && std::string(env) == "0") return;
+  if (!device || be.kind() != Backend::CUDA || (compute_float != DType::Float16 && compute_float != DType::BFloat16))
+    return;
+  std::vector<std::vector<size_t>> readers(slots.size());  // steps reading the slot (any input)
+  std::vector<bool> other_use(slots.size(), false);        // read otherwise (an If's implicit input)
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int id : steps[i].ins)
+      if (id >= 0) readers[id].push_back(i);
+    for (int id : steps[i].implicit) other_use[id] = true;
+  }
+  std::vector<bool> drop(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& norm = steps[i];
+    const Node& nn = norm.n();
+    if (norm.on_host || norm.is_if || nn.domain != "fuseopt" || nn.op_type != "RMSNorm") continue;
+    if (norm.ins.size() != 2 || norm.ins[0] < 0 || norm.ins[1] < 0 || norm.outs.size() != 1 || norm.outs[0] < 0)
+      continue;
+    const int x = norm.ins[0], gamma = norm.ins[1], z = norm.outs[0];
+    if (!slots[gamma].is_const || slots[z].is_output || other_use[z] || readers[z].size() != 1) continue;
+    if (slots[x].static_dtype != slots[z].static_dtype) continue;
+    Step& gemm = steps[readers[z][0]];
+    const Node& gn = gemm.n();
+    if (gemm.on_host || gemm.is_if || gn.domain != "fuseopt" || gn.op_type != "GatedMatMul") continue;
+    if (gemm.ins.empty() || gemm.ins.size() > 3 || gemm.ins[0] != z) continue;
+    if (std::count(gemm.ins.begin() + 1, gemm.ins.end(), z) != 0) continue;
+    auto folded = std::make_unique<Node>(gn);
+    folded->set_attr(Attribute::make_float(kPreRmsNormAttr, nn.attr_float("epsilon", 1e-6f)));
+    gemm.override_node = std::move(folded);
+    gemm.ins[0] = x;
+    gemm.ins.resize(3, -1);
+    gemm.ins.push_back(gamma);
+    drop[i] = true;
+    ++norms_folded;
+  }
+  if (norms_folded == 0) return;
+  std::vector<Step> kept;
+  kept.reserve(steps.size() - norms_folded);
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(steps[i]));
+  steps = std::move(kept);
+}
+
 void Session::Impl::setup() {
   const Graph& g = s.graph_;
   device = be.kind() != Backend::CPU;
@@ -326,6 +377,7 @@ void Session::Impl::setup() {
       st.override_node = std::move(c);
     steps.push_back(std::move(st));
   }
+  fold_rms_norms();
 
   // Liveness: the last step that reads each slot.
   for (size_t i = 0; i < steps.size(); ++i) {

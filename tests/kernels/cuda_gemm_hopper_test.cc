@@ -18,32 +18,19 @@
 #include "kernels/cuda/gemm_hopper.h"
 #include "support/cuda_host_buffers.h"
 #include "support/cuda_kernel_check.h"
+#include "support/hopper_check.h"
 
 using namespace fuseopt;
 
 namespace {
 
 using cuda_check::ck;
+using cuda_check::hopper_ready;
 using cuda_check::DevBuf;
 using cuda_check::download;
 using cuda_check::upload;
 using cuda_check::OpCase;
 using cuda_fused::HopperGemmAct;
-
-// A usable GPU of compute capability 9.0; otherwise the case reports skipped, with the reason.
-bool hopper_ready() {
-  if (!cuda_check::gpu_ready()) return false;
-  int dev = 0, major = 0, minor = 0;
-  ck(cudaGetDevice(&dev), "device");
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) {
-    WARN("CUDA tests skipped: the Hopper GEMM needs compute capability 9.0, this device is " << major << "."
-                                                                                            << minor);
-    return false;
-  }
-  return true;
-}
 
 // A [M, K], B [K, N] on the host; on the device A, B as [K, N] and as [N, K], bias, Y.
 struct Problem {

@@ -325,6 +325,9 @@ int run_tool(const Options& o) {
     std::printf(" (%zu GEMM weights stored [N, K]; FUSEOPT_WEIGHT_NK=0 keeps the model's layout)",
                 session.weights_stored_nk());
   std::printf("\n");
+  if (session.norms_folded() > 0)
+    std::printf("norms: %zu RMSNorm steps run by the GatedMatMul that reads them (FUSEOPT_FOLD_NORM=0 keeps them)\n",
+                session.norms_folded());
   if (backend != Backend::CPU) {
     std::printf("graph capture: %s%s\n", prof.capture_possible && prof.capture_disabled_reason.empty() ? "on" : "off",
                 prof.capture_disabled_reason.empty() ? "" : (" (" + prof.capture_disabled_reason + ")").c_str());
@@ -374,6 +377,7 @@ int run_tool(const Options& o) {
                          {"pooled", session.reserved_bytes()},
                          {"constants", session.constant_bytes()},
                          {"weights_stored_nk", session.weights_stored_nk()}};
+    j["norms_folded"] = session.norms_folded();
     j["graph_capture"] = {{"possible", prof.capture_possible && prof.capture_disabled_reason.empty()},
                           {"reason", prof.capture_disabled_reason},
                           {"replays", prof.graph_replays}};

@@ -1,0 +1,104 @@
+// The session's RMSNorm fold (session_setup.cc, fold_rms_norms): in a 16-bit CUDA session an
+// RMSNorm whose only reader is a GatedMatMul becomes part of that step. At 128 rows and more on
+// Hopper the gated GEMM normalises A itself (gemm_hopper_prenorm.cuh); below, and off Hopper,
+// the step runs the norm kernel first. Each route against the CPU backend (1e-2 norm-wise),
+// with the captured graph's replay bit-identical to the eager run; and the folds that must not
+// happen: the normalised value is also a graph output, or FUSEOPT_FOLD_NORM=0.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "runtime/session.h"
+#include "support/cuda_generic_check.h"
+#include "support/graph_builder.h"
+
+using namespace fuseopt;
+using namespace fuseopt::cuda_generic;
+using fuseopt::test::GraphBuilder;
+
+namespace {
+
+constexpr int64_t kK = 264, kN = 520;  // K off the 64-wide k-tile; N a whole number of neither tile
+
+// x [1, S, K] -> RMSNorm(gamma) -> GatedMatMul(W [K, 2N], bias, silu) -> y; with `norm_out` the
+// normalised value is a graph output too (its only GEMM reader is then not its only reader).
+std::unique_ptr<Graph> build(bool norm_out) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {1, -1, kK}, {"", "seq"});
+  Value* z = b.op("RMSNorm", {x, b.constant("gamma", uniform({kK}, 0.5f, 1.5f))},
+                  {Attribute::make_float("epsilon", 1e-6f)}, "norm", "fuseopt");
+  Value* y = b.op("GatedMatMul", {z, b.constant("w", randn({kK, 2 * kN}, 0.1f)), b.constant("bias", randn({2 * kN}, 0.5f))},
+                  {Attribute::make_string("activation", "silu")}, "gate_up", "fuseopt");
+  b.output(y);
+  if (norm_out) b.output(z);
+  return b.release();
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) { return a.dtype == b.dtype && a.dims == b.dims && a.bytes == b.bytes; }
+
+// Every output of g on CUDA at p, at seq rows (3 runs: eager, captured, replayed), against the CPU.
+void check_rows(const Graph& g, Precision p, int64_t seq) {
+  const std::map<std::string, Tensor> in{{"x", randn({1, seq, kK}, 2.f, 0.5f)}};
+  SessionOptions cpu_o;
+  cpu_o.backend = Backend::CPU;
+  const auto want = Session(g, cpu_o).run(in);
+  SessionOptions o;
+  o.backend = Backend::CUDA;
+  o.precision = p;
+  Session s(g, o);
+  std::vector<Tensor> first, got;
+  for (int rep = 0; rep < 3; ++rep) {
+    got = s.run(in);
+    if (rep == 0) first = got;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(precision_name(p) << " rows " << seq << " output " << i);
+    CHECK(bit_identical(got[i], first[i]));
+    REQUIRE(got[i].dims == want[i].dims);
+    bool nan_ok = true;
+    const double err = norm_rel_error(got[i], want[i], &nan_ok);
+    INFO("norm-wise relative error " << err);
+    CHECK(nan_ok);
+    CHECK(err <= 1e-2);
+  }
+}
+
+size_t folded(const Graph& g, Precision p) {
+  SessionOptions o;
+  o.backend = Backend::CUDA;
+  o.precision = p;
+  return Session(g, o).norms_folded();
+}
+
+}  // namespace
+
+TEST_CASE("cuda Session runs an RMSNorm inside the GatedMatMul that reads it", "[cuda][session][norm][gemm_hopper]") {
+  std::unique_ptr<Graph> g = build(false);
+  SessionOptions cpu_o;
+  cpu_o.backend = Backend::CPU;
+  REQUIRE(Session(*g, cpu_o).norms_folded() == 0);  // the CPU backend keeps the norm step (runs in CI too)
+  if (!gpu_ready()) return;
+  if (std::getenv("FUSEOPT_FOLD_NORM")) {
+    WARN("norm-fold test skipped: FUSEOPT_FOLD_NORM is set, so the switch decides");
+    return;
+  }
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    CHECK(folded(*g, p) == 1);
+    // 128 and 300 rows: the gated Hopper GEMM with the norm inside (on compute capability 9.0);
+    // 100: the norm kernel then cuBLASLt and the gate pass; 4: the norm kernel then the decode GEMV.
+    for (int64_t seq : {128, 300, 100, 4}) check_rows(*g, p, seq);
+  }
+  CHECK(folded(*g, Precision::FP32) == 0);  // only 16-bit sessions
+}
+
+TEST_CASE("cuda Session keeps an RMSNorm whose output is also a graph output", "[cuda][session][norm]") {
+  if (!gpu_ready()) return;
+  std::unique_ptr<Graph> g = build(true);
+  CHECK(folded(*g, Precision::FP16) == 0);
+  check_rows(*g, Precision::FP16, 128);
+  std::unique_ptr<Graph> plain = build(false);
+  setenv("FUSEOPT_FOLD_NORM", "0", 1);
+  const size_t off = folded(*plain, Precision::FP16);
+  unsetenv("FUSEOPT_FOLD_NORM");
+  CHECK(off == 0);
+}
