@@ -58,7 +58,7 @@ struct NormArgs {
   const void* skip = nullptr;
   int64_t skip_rows = 0;  // rows of skip; x row r reads skip row r % skip_rows
   const void* bias = nullptr;
-  const void* gamma = nullptr;
+  const void* gamma = nullptr;  // none: 1
   const void* beta = nullptr;
   void* y = nullptr;
   void* sum = nullptr;

@@ -94,14 +94,17 @@ struct NormRow {
       if (skip) z[k] += to_f(sv.v[k]);
     }
   }
-  // y = (z - mean) * rstd * gamma (+ beta) at vector i.
+  // y = (z - mean) * rstd * gamma (+ beta) at vector i; no gamma: 1 (the session's RMSNorm
+  // folded into a GatedMatMul whose weight holds gamma, on the rows the norm runs first).
   __device__ __forceinline__ void store_y(int64_t i, const float (&z)[N], float mean, float rstd) const {
-    V g = gamma[i], bt;
+    V g, bt;
+    if (gamma) g = gamma[i];
     if (beta) bt = beta[i];
     float v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      v[k] = (z[k] - mean) * rstd * to_f(g.v[k]);
+      v[k] = (z[k] - mean) * rstd;
+      if (gamma) v[k] *= to_f(g.v[k]);
       if (beta) v[k] += to_f(bt.v[k]);
     }
     if constexpr (Y32 && N % 4 == 0) {  // fp32 y: N/4 16-byte stores
@@ -298,7 +301,7 @@ void launch_norm_as(const NormArgs& a, cudaStream_t stream) {
 
 void launch_norm(const NormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  FUSE_CHECK(a.D > 0 && a.gamma && a.x && a.y, "LayerNorm CUDA kernel: missing operands");
+  FUSE_CHECK(a.D > 0 && a.x && a.y, "LayerNorm CUDA kernel: missing operands");
   FUSE_CHECK(!a.skip || a.skip_rows > 0, "SkipLayerNorm CUDA kernel: skip_rows must be positive");
   FUSE_CHECK(!a.y_fp32 || a.dtype != DType::Float, "LayerNorm CUDA kernel: y_fp32 is for 16-bit inputs");
   FUSED_DISPATCH_FLOAT(a.dtype, T, {

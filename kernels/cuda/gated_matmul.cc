@@ -1,7 +1,7 @@
 // fuseopt.GatedMatMul on CUDA: on Hopper from 128 rows (hopper_gemm_wanted, gemm_hopper.h), one
 // GEMM with the gate in its epilogue (and, where the session handed this step the RMSNorm before
-// it, kPreRmsNormAttr, the norm inside that GEMM too; elsewhere the norm kernel runs first, into
-// scratch); otherwise one GEMM P = A·W (+ bias, in its epilogue;
+// it, kPreRmsNormAttr, with gamma folded into W, the norm's row scale in that GEMM too; elsewhere
+// the norm kernel, without gamma, runs first into scratch); otherwise one GEMM P = A·W (+ bias, in its epilogue;
 // cuBLASLt, or gemm_small_m.h's kernel for rows <= 8) into scratch [rows, 2N]
 // in the compute dtype, then one elementwise kernel Y = act(P[:, :N]) *
 // P[:, N:] with fp32 math. For rows <= 8, launch_gated_small_m does both in
@@ -64,16 +64,13 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   const RtTensor* a = ctx.input(0);
   const RtTensor* w = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;
   const RtTensor* bias = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
-  // The RMSNorm the session folded into this step: A is the norm's input, gamma its weight.
+  // The RMSNorm the session folded into this step: A is the norm's input, W holds its gamma.
   const bool pre_norm = n.attr(kPreRmsNormAttr) != nullptr;
-  const RtTensor* gamma = pre_norm && ctx.num_inputs() > 3 ? ctx.input(3) : nullptr;
   FUSE_CHECK(a && w, n.label() << ": GatedMatMul needs inputs A and W");
-  FUSE_CHECK(!pre_norm || gamma, n.label() << ": GatedMatMul with its RMSNorm needs the norm's gamma");
   const DType dt = a->dtype;
   FUSE_CHECK(cuda_fused::is_gpu_float(dt), n.label() << ": CUDA GatedMatMul supports float/float16/bfloat16");
   cuda_fused::check_same_dtype(ctx, w, dt, "W");
   cuda_fused::check_same_dtype(ctx, bias, dt, "bias");
-  cuda_fused::check_same_dtype(ctx, gamma, dt, "gamma");
   FUSE_CHECK(a->rank() >= 1 && w->rank() == 2, n.label() << ": GatedMatMul needs A [..., K] and W [K, 2N], got "
                                                           << shape_str(a->shape) << " and " << shape_str(w->shape));
   // W stored [2N, K] where the Session transposed the constant weight (kWeightNkAttr).
@@ -83,7 +80,6 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
              n.label() << ": GatedMatMul W " << shape_str(w->shape) << " is not " << (nk ? "[2N, " : "[")
                        << K << (nk ? "]" : ", 2N]") << " for A " << shape_str(a->shape));
   cuda_fused::check_vector(ctx, bias, two_n, "bias");
-  cuda_fused::check_vector(ctx, gamma, K, "gamma");
   const float norm_eps = pre_norm ? n.attr_float(kPreRmsNormAttr, 1e-6f) : 0.f;
   const GateActivation act = parse_gate_act(n);
   const int64_t N = two_n / 2;
@@ -99,18 +95,18 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   // Hopper with the norm inside (from 128 rows): one launch for RMSNorm, GEMM and gate.
   if (pre_norm && K > 0 && nk) {
     cuda_fused::HopperGemm g = hopper_gated(dt, act, a->data, w->data, bias, y->data, rows, N, K);
-    g.norm_gamma = gamma->data;
+    g.rms_norm = true;
     g.norm_eps = norm_eps;
     if (cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream)) return;
   }
-  // Elsewhere the norm runs first, as its own step did (fused_norm.cu), and A is its output.
+  // Elsewhere the norm runs first, as its own step did (fused_norm.cu) but without gamma (W holds
+  // it), and A is its output.
   if (pre_norm) {
     cuda_fused::NormArgs na;
     na.dtype = dt;
     na.rows = rows;
     na.D = K;
     na.x = a->data;
-    na.gamma = gamma->data;
     na.eps = norm_eps;
     na.rms = true;
     na.y = ctx.scratch(static_cast<size_t>(rows * K) * dtype_size(dt));

@@ -69,9 +69,9 @@ namespace {
 // pieces itself (stage_rows_shifted, copy_rows). YT: Y's element (T, or float for logits that
 // are a float graph output of a 16-bit run: no conversion after). ROWS = false: YT = T.
 //
-// NORM: A's rows RMS-normalised first (an RMSNorm whose only reader is this GEMM): each stage of
-// A multiplied by gamma in shared memory before the MMAs, the rows scaled by 1 / rms in the
-// epilogue (gemm_hopper_prenorm.cuh).
+// NORM: A's rows RMS-normalised first (an RMSNorm whose only reader is this GEMM; gamma already
+// in B's K rows): each row's sum of squares from the A stages as the MMAs read them, the rows
+// scaled by 1 / rms in the epilogue (gemm_hopper_prenorm.cuh).
 template <class T, class YT, int BN, bool B_NK, int STAGES, bool GATED, int ACT, int CL, bool ROWS, bool NORM>
 __global__ void __launch_bounds__(384, 1)
     gemm_hopper_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
@@ -192,13 +192,6 @@ __global__ void __launch_bounds__(384, 1)
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(full(s), (it / STAGES) & 1);
-      if constexpr (NORM) {
-        // The warpgroup's rows times gamma, while the previous stage's MMAs run; visible to
-        // the async proxy (wgmma) and to the warpgroup's other warps before any MMA reads them.
-        prenorm_stage<T>(tile_a(s) + wg * 64 * 128, ct & 127, kt, p, row_ss);
-        fence_async_shared();
-        warpgroup_sync(wg);
-      }
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
@@ -209,6 +202,8 @@ __global__ void __launch_bounds__(384, 1)
         hopper_gemm::GemmMma<T, BN, !B_NK>::run(acc, da, db, kt > 0 || kk > 0);
       }
       wgmma_commit();
+      // NORM: the rows' squares from the stage the MMAs now read (both only read it).
+      if constexpr (NORM) prenorm_sum_stage<T>(tile_a(s) + wg * 64 * 128, ct & 127, row_ss);
       // The previous stage's MMAs are done once at most this one is in flight: free it.
       wgmma_wait<1>();
       if (kt > 0) release((it - 1) % STAGES);
@@ -462,7 +457,6 @@ bool launch_t(const HopperGemm& g, cudaStream_t stream) {
   p.bias = g.bias;
   p.y = g.y;
   p.K = int(g.K);
-  p.norm_gamma = g.norm_gamma;
   p.norm_eps = g.norm_eps;
   // Persistent: as many blocks (clusters) as can be resident at once — for clusters the GPCs
   // decide that, not the SM count alone (asked once per kernel).
@@ -564,7 +558,7 @@ template <class T, int BN, bool B_NK, bool GATED>
 bool launch_act(const HopperGemm& g, cudaStream_t stream) {
   using A = HopperGemmAct;
   if constexpr (GATED && B_NK) {  // the RMSNorm before the gate (hopper_gemm_fits: these only)
-    if (g.norm_gamma) {
+    if (g.rms_norm) {
       switch (g.act) {
         case A::Silu: return launch_t<T, T, BN, true, true, int(A::Silu), 1, false, true>(g, stream);
         case A::GeluTanh: return launch_t<T, T, BN, true, true, int(A::GeluTanh), 1, false, true>(g, stream);
@@ -572,7 +566,7 @@ bool launch_act(const HopperGemm& g, cudaStream_t stream) {
       }
     }
   }
-  if (g.norm_gamma) return false;
+  if (g.rms_norm) return false;
   if constexpr (GATED) {  // GatedMatMul's gates
     switch (g.act) {
       case A::Silu: return launch_cl<T, BN, B_NK, true, int(A::Silu)>(g, stream);
@@ -634,9 +628,9 @@ bool hopper_gemm_fits(const HopperGemm& g, cudaStream_t stream) {
   if (!g.a || !g.b || !g.y || !aligned(g.a, 16) || !aligned(g.b, 16) || !aligned(g.y, g.y_fp32 ? 4 : 2)) return false;
   if (g.bias && !aligned(g.bias, 4)) return false;
   // The RMSNorm in the kernel: gated, B [2N, K] (the runtime's layout), SiLU or tanh-GELU gates,
-  // rows the TMA store writes, gamma in whole 16-byte loads.
-  if (g.norm_gamma && (!g.gated || !g.b_nk || !plain_y(g) || !aligned(g.norm_gamma, 16) ||
-                       (g.act != HopperGemmAct::Silu && g.act != HopperGemmAct::GeluTanh) || !(g.norm_eps >= 0.f)))
+  // rows the TMA store writes.
+  if (g.rms_norm && (!g.gated || !g.b_nk || !plain_y(g) ||
+                     (g.act != HopperGemmAct::Silu && g.act != HopperGemmAct::GeluTanh) || !(g.norm_eps >= 0.f)))
     return false;
   // Rows of any pitch (launch_rows): not gated, B [N, K], the epilogues cuBLASLt has.
   if (!plain_y(g) && (g.gated || !g.b_nk ||

@@ -37,10 +37,10 @@ struct HopperGemm {
   // GeluTanh.
   bool y_fp32 = false;
   // An RMSNorm of A's rows first (fuseopt.RMSNorm whose only reader is this GatedMatMul; the
-  // session hands the pair to one step): Y = act(Z · B_gate + b) * (Z · B_up + b') with
-  // Z = A ⊙ gamma / sqrt(mean(A²) + eps) over K, Z never written. gamma [K] of dt, 16-byte
-  // aligned. Gated with B [2N, K] and SiLU / tanh-GELU only.
-  const void* norm_gamma = nullptr;
+  // session hands the pair to one step and stores B with the norm's gamma folded into its K
+  // rows): Y = act(Z · B_gate + b) * (Z · B_up + b') with Z = A / sqrt(mean(A²) + eps) over K,
+  // Z never written. Gated with B [2N, K] and SiLU / tanh-GELU only.
+  bool rms_norm = false;
   float norm_eps = 0.f;
 };
 

@@ -39,9 +39,8 @@ struct GemmParams {
   int M, N, tiles_m, tiles, k_tiles;  // N: Y's columns (gated: half of B's)
   const void* bias;
   void* y;
-  // The RMSNorm the kernel applies to A's rows (NORM, gemm_hopper_prenorm.cuh): gamma [K], eps.
+  // The RMSNorm the kernel applies to A's rows (NORM, gemm_hopper_prenorm.cuh): mean over K, eps.
   int K;
-  const void* norm_gamma;
   float norm_eps;
 };
 

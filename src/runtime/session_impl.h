@@ -76,6 +76,9 @@ struct Slot {
   Buffer* dev_buf = nullptr;
   Buffer* host_buf = nullptr;
   bool upload_nk = false;  // uploaded transposed, [N, K] (store_weights_nk); the host view stays [K, N]
+  // A slot whose K rows are multiplied by this slot's values ([K]) as it is uploaded: a
+  // GatedMatMul weight that took the RMSNorm before it, gamma and all (fold_rms_norms); -1 none.
+  int upload_scale_rows_by = -1;
 };
 
 struct Step {

@@ -69,6 +69,46 @@ Tensor transposed(const RtTensor& w) {
   return t;
 }
 
+// w [K, N] with row k multiplied by scale[k] in fp32 and rounded once to w's dtype (fold_rms_norms:
+// an RMSNorm's gamma folded into the GatedMatMul weight after it). Float, Float16 or BFloat16.
+Tensor rows_scaled(const RtTensor& w, const RtTensor& scale) {
+  auto get = [](DType d, const uint8_t* p, int64_t i) {
+    uint16_t h;
+    switch (d) {
+      case DType::Float16: std::memcpy(&h, p + 2 * i, 2); return half_to_float(h);
+      case DType::BFloat16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_float(h);
+      default: {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        return f;
+      }
+    }
+  };
+  Tensor t(w.dtype, w.shape);
+  const int64_t K = w.shape[0], N = w.shape[1];
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  const auto* sc = static_cast<const uint8_t*>(scale.data);
+  uint8_t* dst = t.bytes.data();
+  parallel_for(K, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const float g = get(scale.dtype, sc, k);
+      for (int64_t n = k * N; n < (k + 1) * N; ++n) {
+        const float v = get(w.dtype, src, n) * g;
+        if (w.dtype == DType::Float16) {
+          const uint16_t h = float_to_half(v);
+          std::memcpy(dst + 2 * n, &h, 2);
+        } else if (w.dtype == DType::BFloat16) {
+          const uint16_t h = float_to_bf16(v);
+          std::memcpy(dst + 2 * n, &h, 2);
+        } else {
+          std::memcpy(dst + 4 * n, &v, 4);
+        }
+      }
+    }
+  });
+  return t;
+}
+
 bool any_kernel(const Node& n, Backend b) {
   for (const KernelInfo* k : all_kernels()) {
     std::string kd = k->domain == "ai.onnx" ? "" : k->domain, nd = n.domain == "ai.onnx" ? "" : n.domain;
@@ -194,11 +234,13 @@ void Session::Impl::store_weights_nk() {
 
 // An RMSNorm step whose output only a GatedMatMul step reads (Llama's, Mistral's, Qwen's
 // post-attention norm before gate/up) becomes part of that step: the GatedMatMul reads the
-// norm's X as its A and the norm's gamma as input 3, with kPreRmsNormAttr = epsilon, and the norm
-// step is gone. On Hopper from 128 rows the gated GEMM then normalises A's rows itself (one launch
-// fewer a layer, the [M, K] normalised tensor never written: gemm_hopper_prenorm.cuh); elsewhere
-// the step runs the norm kernel first, as the norm step did. 16-bit CUDA sessions only (where
-// that GEMM exists); FUSEOPT_FOLD_NORM=0 keeps the norm steps (A/B runs).
+// norm's X as its A, with kPreRmsNormAttr = epsilon, its weight is uploaded with gamma folded
+// into its K rows (upload_scale_rows_by: one rounding of w · gamma), and the norm step is gone.
+// On Hopper from 128 rows the gated GEMM then applies each row's 1/rms itself (one launch fewer a
+// layer, the [M, K] normalised tensor never written: gemm_hopper_prenorm.cuh); elsewhere the step
+// runs the norm kernel, without gamma, first. Only where the weight is a constant no other step
+// reads (a weight shared across layers, as ALBERT's, keeps its norms). 16-bit CUDA sessions
+// only (where that GEMM exists); FUSEOPT_FOLD_NORM=0 keeps the norm steps (A/B runs).
 void Session::Impl::fold_rms_norms() {
   const char* env = std::getenv("FUSEOPT_FOLD_NORM");
   if (env && std::string(env) == "0") return;
@@ -211,6 +253,9 @@ void Session::Impl::fold_rms_norms() {
       if (id >= 0) readers[id].push_back(i);
     for (int id : steps[i].implicit) other_use[id] = true;
   }
+  auto only_reader = [&](int id, size_t step) {
+    return !slots[id].is_output && !other_use[id] && readers[id].size() == 1 && readers[id][0] == step;
+  };
   std::vector<bool> drop(steps.size(), false);
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& norm = steps[i];
@@ -221,17 +266,22 @@ void Session::Impl::fold_rms_norms() {
     const int x = norm.ins[0], gamma = norm.ins[1], z = norm.outs[0];
     if (!slots[gamma].is_const || slots[z].is_output || other_use[z] || readers[z].size() != 1) continue;
     if (slots[x].static_dtype != slots[z].static_dtype) continue;
-    Step& gemm = steps[readers[z][0]];
+    const size_t j = readers[z][0];
+    Step& gemm = steps[j];
     const Node& gn = gemm.n();
     if (gemm.on_host || gemm.is_if || gn.domain != "fuseopt" || gn.op_type != "GatedMatMul") continue;
-    if (gemm.ins.empty() || gemm.ins.size() > 3 || gemm.ins[0] != z) continue;
-    if (std::count(gemm.ins.begin() + 1, gemm.ins.end(), z) != 0) continue;
+    if (gemm.ins.size() < 2 || gemm.ins[0] != z || gemm.ins[1] < 0) continue;
+    const int w = gemm.ins[1];
+    const Slot& ws = slots[w];
+    const Slot& gs = slots[gamma];
+    if (!ws.is_const || !only_reader(w, j) || ws.upload_scale_rows_by >= 0 || ws.host.shape.size() != 2 ||
+        gs.host.shape.size() != 1 || gs.host.shape[0] != ws.host.shape[0])
+      continue;
     auto folded = std::make_unique<Node>(gn);
     folded->set_attr(Attribute::make_float(kPreRmsNormAttr, nn.attr_float("epsilon", 1e-6f)));
     gemm.override_node = std::move(folded);
     gemm.ins[0] = x;
-    gemm.ins.resize(3, -1);
-    gemm.ins.push_back(gamma);
+    slots[w].upload_scale_rows_by = gamma;
     drop[i] = true;
     ++norms_folded;
   }
@@ -434,6 +484,16 @@ void Session::Impl::setup() {
     } else if (sl.used_on_device) {
       void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
       const_device_allocs.push_back(p);
+      if (sl.upload_scale_rows_by >= 0) {  // gamma folded in (fold_rms_norms), then as below
+        Tensor t = rows_scaled(sl.host, slots[sl.upload_scale_rows_by].host);
+        if (sl.upload_nk) t = transposed(RtTensor{t.dtype, t.dims, t.bytes.data(), Backend::CPU});
+        be.copy_from_host(p, t.bytes.data(), t.bytes.size());
+        if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
+        sl.dev = RtTensor{t.dtype, t.dims, p, be.kind()};
+        sl.has_dev = true;
+        const_bytes += t.bytes.size();
+        continue;
+      }
       if (sl.upload_nk) {
         const Tensor t = transposed(sl.host);
         be.copy_from_host(p, t.bytes.data(), t.bytes.size());

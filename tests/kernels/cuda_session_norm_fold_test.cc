@@ -1,9 +1,11 @@
 // The session's RMSNorm fold (session_setup.cc, fold_rms_norms): in a 16-bit CUDA session an
 // RMSNorm whose only reader is a GatedMatMul becomes part of that step. At 128 rows and more on
-// Hopper the gated GEMM normalises A itself (gemm_hopper_prenorm.cuh); below, and off Hopper,
-// the step runs the norm kernel first. Each route against the CPU backend (1e-2 norm-wise),
+// Hopper the gated GEMM applies each row's 1/rms itself (gemm_hopper_prenorm.cuh), with the
+// norm's gamma folded into the uploaded weight; below, and off Hopper, the step runs the norm
+// kernel (without gamma) first. Each route against the CPU backend (1e-2 norm-wise),
 // with the captured graph's replay bit-identical to the eager run; and the folds that must not
-// happen: the normalised value is also a graph output, or FUSEOPT_FOLD_NORM=0.
+// happen: the normalised value is also a graph output, the weight is shared with another
+// GatedMatMul (it cannot hold two gammas), or FUSEOPT_FOLD_NORM=0.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -31,6 +33,23 @@ std::unique_ptr<Graph> build(bool norm_out) {
                   {Attribute::make_string("activation", "silu")}, "gate_up", "fuseopt");
   b.output(y);
   if (norm_out) b.output(z);
+  return b.release();
+}
+
+// Two layers' norms (their own gammas) before GatedMatMuls that share one weight (ALBERT-style
+// sharing): the weight cannot hold both gammas, so neither norm is folded.
+std::unique_ptr<Graph> build_shared_weight() {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float, {1, -1, kK}, {"", "seq"});
+  Value* w = b.constant("w", randn({kK, 2 * kK}, 0.1f));
+  Value* h = x;
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string l = std::to_string(layer);
+    Value* z = b.op("RMSNorm", {h, b.constant("gamma" + l, uniform({kK}, 0.5f, 1.5f))},
+                    {Attribute::make_float("epsilon", 1e-6f)}, "norm" + l, "fuseopt");
+    h = b.op("GatedMatMul", {z, w}, {Attribute::make_string("activation", "silu")}, "gate_up" + l, "fuseopt");
+  }
+  b.output(h);
   return b.release();
 }
 
@@ -91,11 +110,14 @@ TEST_CASE("cuda Session runs an RMSNorm inside the GatedMatMul that reads it", "
   CHECK(folded(*g, Precision::FP32) == 0);  // only 16-bit sessions
 }
 
-TEST_CASE("cuda Session keeps an RMSNorm whose output is also a graph output", "[cuda][session][norm]") {
+TEST_CASE("cuda Session keeps the RMSNorms it cannot fold", "[cuda][session][norm]") {
   if (!gpu_ready()) return;
   std::unique_ptr<Graph> g = build(true);
   CHECK(folded(*g, Precision::FP16) == 0);
   check_rows(*g, Precision::FP16, 128);
+  std::unique_ptr<Graph> shared = build_shared_weight();
+  CHECK(folded(*shared, Precision::FP16) == 0);
+  check_rows(*shared, Precision::FP16, 128);
   std::unique_ptr<Graph> plain = build(false);
   setenv("FUSEOPT_FOLD_NORM", "0", 1);
   const size_t off = folded(*plain, Precision::FP16);
