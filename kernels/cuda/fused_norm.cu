@@ -103,8 +103,7 @@ struct NormRow {
     float v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      v[k] = (z[k] - mean) * rstd;
-      if (gamma) v[k] *= to_f(g.v[k]);
+      v[k] = gamma ? (z[k] - mean) * rstd * to_f(g.v[k]) : (z[k] - mean) * rstd;
       if (beta) v[k] += to_f(bt.v[k]);
     }
     if constexpr (Y32 && N % 4 == 0) {  // fp32 y: N/4 16-byte stores

@@ -326,7 +326,7 @@ int run_tool(const Options& o) {
                 session.weights_stored_nk());
   std::printf("\n");
   if (session.norms_folded() > 0)
-    std::printf("norms: %zu RMSNorm steps run by the GatedMatMul that reads them (FUSEOPT_FOLD_NORM=0 keeps them)\n",
+    std::printf("norms: %zu RMSNorm steps run by the GatedMatMul that reads them (FUSEOPT_FOLD_NORM=1)\n",
                 session.norms_folded());
   if (backend != Backend::CPU) {
     std::printf("graph capture: %s%s\n", prof.capture_possible && prof.capture_disabled_reason.empty() ? "on" : "off",
