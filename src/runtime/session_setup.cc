@@ -486,18 +486,13 @@ void Session::Impl::setup() {
     } else if (sl.used_on_device) {
       void* p = be.alloc(std::max<size_t>(sl.host.nbytes(), 1));
       const_device_allocs.push_back(p);
-      if (sl.upload_scale_rows_by >= 0) {  // gamma folded in (fold_rms_norms), then as below
-        Tensor t = rows_scaled(sl.host, slots[sl.upload_scale_rows_by].host);
-        if (sl.upload_nk) t = transposed(RtTensor{t.dtype, t.dims, t.bytes.data(), Backend::CPU});
-        be.copy_from_host(p, t.bytes.data(), t.bytes.size());
-        if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
-        sl.dev = RtTensor{t.dtype, t.dims, p, be.kind()};
-        sl.has_dev = true;
-        const_bytes += t.bytes.size();
-        continue;
-      }
-      if (sl.upload_nk) {
-        const Tensor t = transposed(sl.host);
+      // A re-laid-out copy (gamma folded in: fold_rms_norms; transposed: store_weights_nk),
+      // uploaded and dropped; the host view keeps the model's values.
+      if (sl.upload_scale_rows_by >= 0 || sl.upload_nk) {
+        Tensor t = sl.upload_scale_rows_by >= 0 ? rows_scaled(sl.host, slots[sl.upload_scale_rows_by].host)
+                                                : transposed(sl.host);
+        if (sl.upload_scale_rows_by >= 0 && sl.upload_nk)
+          t = transposed(RtTensor{t.dtype, t.dims, t.bytes.data(), Backend::CPU});
         be.copy_from_host(p, t.bytes.data(), t.bytes.size());
         if (sl.v->const_data) sl.v->const_data->bytes.release_resident();
         sl.dev = RtTensor{t.dtype, t.dims, p, be.kind()};

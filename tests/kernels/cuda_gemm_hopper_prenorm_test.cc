@@ -23,6 +23,7 @@ using namespace fuseopt;
 
 namespace {
 
+using cuda_check::all_nan;
 using cuda_check::ck;
 using cuda_check::DevBuf;
 using cuda_check::download;
@@ -89,12 +90,6 @@ struct NormProblem {
     return y;
   }
 };
-
-bool all_nan(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isnan(x)) return false;
-  return true;
-}
 
 }  // namespace
 

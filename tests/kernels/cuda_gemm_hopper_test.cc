@@ -24,6 +24,7 @@ using namespace fuseopt;
 
 namespace {
 
+using cuda_check::all_nan;
 using cuda_check::ck;
 using cuda_check::hopper_ready;
 using cuda_check::DevBuf;
@@ -115,12 +116,6 @@ struct Problem {
     return g;
   }
 };
-
-bool all_nan(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isnan(x)) return false;
-  return true;
-}
 
 const char* act_name(HopperGemmAct a) {
   switch (a) {

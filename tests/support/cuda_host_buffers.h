@@ -63,6 +63,13 @@ inline std::vector<float> download(DType dt, const void* src, size_t n) {
   return v;
 }
 
+// Every value NaN: an output left as the poison (a refused launch wrote nothing).
+inline bool all_nan(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isnan(x)) return false;
+  return true;
+}
+
 // ‖got − want‖ / ‖want‖; NaN anywhere (an unwritten element) gives infinity.
 inline double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
