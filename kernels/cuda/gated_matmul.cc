@@ -35,14 +35,14 @@ GateActivation parse_gate_act(const Node& n) {
   throw Error(n.label() + ": unknown GatedMatMul activation '" + a + "' (silu, gelu, gelu_tanh, relu)");
 }
 
-// The gated Hopper GEMM's arguments (B [2N, K]; the caller sets b_nk = false for [K, 2N]).
-cuda_fused::HopperGemm hopper_gated(DType dt, GateActivation act, const void* a, const void* w, const RtTensor* bias,
-                                    void* y, int64_t rows, int64_t N, int64_t K) {
+// The gated Hopper GEMM's arguments (W [2N, K] where nk, else [K, 2N]).
+cuda_fused::HopperGemm hopper_gated(DType dt, GateActivation act, const void* a, const void* w, bool nk,
+                                    const RtTensor* bias, void* y, int64_t rows, int64_t N, int64_t K) {
   cuda_fused::HopperGemm g;
   g.dt = dt;
   g.a = a;
   g.b = w;
-  g.b_nk = true;
+  g.b_nk = nk;
   g.gated = true;
   g.bias = bias ? bias->data : nullptr;
   g.y = y;
@@ -94,7 +94,7 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
 
   // Hopper with the norm inside (from 128 rows): one launch for RMSNorm, GEMM and gate.
   if (pre_norm && K > 0 && nk) {
-    cuda_fused::HopperGemm g = hopper_gated(dt, act, a->data, w->data, bias, y->data, rows, N, K);
+    cuda_fused::HopperGemm g = hopper_gated(dt, act, a->data, w->data, nk, bias, y->data, rows, N, K);
     g.rms_norm = true;
     g.norm_eps = norm_eps;
     if (cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream)) return;
@@ -127,8 +127,7 @@ FUSEOPT_KERNEL(CudaGatedMatMul, "fuseopt", "GatedMatMul", Backend::CUDA,
   // Hopper from 128 rows (or as FUSEOPT_HOPPER_GEMM says): one GEMM whose tiles hold matching gate
   // and up columns and whose epilogue applies the gate, so the [rows, 2N] product is never written.
   if (K > 0) {
-    cuda_fused::HopperGemm g = hopper_gated(dt, act, a_data, w->data, bias, y->data, rows, N, K);
-    g.b_nk = nk;
+    cuda_fused::HopperGemm g = hopper_gated(dt, act, a_data, w->data, nk, bias, y->data, rows, N, K);
     if (cuda_fused::hopper_gemm_wanted(g) && cuda_fused::launch_gemm_hopper(g, stream)) return;
   }
   void* p = ctx.scratch(static_cast<size_t>(rows * two_n) * dtype_size(dt));

@@ -117,7 +117,7 @@ constexpr const char* kWeightNkAttr = "__fuseopt_weight_nk";
 
 // Set by the Session on a CUDA fuseopt.GatedMatMul step that also runs the fuseopt.RMSNorm before
 // it (the norm's only reader; session_setup.cc, fold_rms_norms): the attribute is the norm's
-// epsilon, the step reads the norm's X as its A and the norm's gamma as input 3.
+// epsilon, the step reads the norm's X as its A, and its weight holds the norm's gamma.
 constexpr const char* kPreRmsNormAttr = "__fuseopt_pre_rms_norm_eps";
 
 struct KernelInfo {

@@ -70,43 +70,18 @@ Tensor transposed(const RtTensor& w) {
 }
 
 // w [K, N] with row k multiplied by scale[k] in fp32 and rounded once to w's dtype (fold_rms_norms:
-// an RMSNorm's gamma folded into the GatedMatMul weight after it). Float, Float16 or BFloat16.
+// an RMSNorm's gamma folded into the GatedMatMul weight after it); the conversions of precision.h.
 Tensor rows_scaled(const RtTensor& w, const RtTensor& scale) {
-  auto get = [](DType d, const uint8_t* p, int64_t i) {
-    uint16_t h;
-    switch (d) {
-      case DType::Float16: std::memcpy(&h, p + 2 * i, 2); return half_to_float(h);
-      case DType::BFloat16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_float(h);
-      default: {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        return f;
-      }
-    }
-  };
-  Tensor t(w.dtype, w.shape);
+  Tensor f = convert_float(w, DType::Float);
+  const Tensor g = convert_float(scale, DType::Float);
   const int64_t K = w.shape[0], N = w.shape[1];
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  const auto* sc = static_cast<const uint8_t*>(scale.data);
-  uint8_t* dst = t.bytes.data();
+  float* p = f.data<float>();
+  const float* gk = g.data<float>();
   parallel_for(K, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const float g = get(scale.dtype, sc, k);
-      for (int64_t n = k * N; n < (k + 1) * N; ++n) {
-        const float v = get(w.dtype, src, n) * g;
-        if (w.dtype == DType::Float16) {
-          const uint16_t h = float_to_half(v);
-          std::memcpy(dst + 2 * n, &h, 2);
-        } else if (w.dtype == DType::BFloat16) {
-          const uint16_t h = float_to_bf16(v);
-          std::memcpy(dst + 2 * n, &h, 2);
-        } else {
-          std::memcpy(dst + 4 * n, &v, 4);
-        }
-      }
-    }
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t n = k * N; n < (k + 1) * N; ++n) p[n] *= gk[k];
   });
-  return t;
+  return convert_float(f, w.dtype);
 }
 
 bool any_kernel(const Node& n, Backend b) {
@@ -266,7 +241,7 @@ void Session::Impl::fold_rms_norms() {
     if (norm.ins.size() != 2 || norm.ins[0] < 0 || norm.ins[1] < 0 || norm.outs.size() != 1 || norm.outs[0] < 0)
       continue;
     const int x = norm.ins[0], gamma = norm.ins[1], z = norm.outs[0];
-    if (!slots[gamma].is_const || slots[z].is_output || other_use[z] || readers[z].size() != 1) continue;
+    if (!slots[gamma].is_const || readers[z].size() != 1 || !only_reader(z, readers[z][0])) continue;
     if (slots[x].static_dtype != slots[z].static_dtype) continue;
     const size_t j = readers[z][0];
     Step& gemm = steps[j];
@@ -276,7 +251,7 @@ void Session::Impl::fold_rms_norms() {
     const int w = gemm.ins[1];
     const Slot& ws = slots[w];
     const Slot& gs = slots[gamma];
-    if (!ws.is_const || !only_reader(w, j) || ws.upload_scale_rows_by >= 0 || ws.host.shape.size() != 2 ||
+    if (!ws.is_const || !only_reader(w, j) || ws.host.shape.size() != 2 ||
         gs.host.shape.size() != 1 || gs.host.shape[0] != ws.host.shape[0])
       continue;
     auto folded = std::make_unique<Node>(gn);
